@@ -1,0 +1,18 @@
+//===- Registration.cpp - Everything llmc registers with MLIR ---*- C++ -*-===//
+#include "compiler/Registration.h"
+#include "dialects/llm/IR/LlmDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Transforms/Passes.h"
+
+namespace llmc {
+void registerLlmcDialects(mlir::DialectRegistry &registry) {
+  registry.insert<llm::LlmDialect, mlir::func::FuncDialect>();
+}
+
+void registerLlmcPasses() {
+  // Generic cleanups usable in --pipeline strings.
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  mlir::registerSymbolDCEPass();
+}
+} // namespace llmc

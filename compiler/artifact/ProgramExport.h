@@ -1,0 +1,28 @@
+//===- ProgramExport.h - llm IR -> the runtime's execution plan -*- C++ -*-===//
+#pragma once
+#include "llmc/dtype.h"
+#include "llmc/program.h"
+#include "mlir/IR/BuiltinOps.h"
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace llmc {
+
+struct ExportedWeight {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+
+struct ExportedModel {
+  Program program;
+  nlohmann::json config;              // from the model's `config` attribute
+  std::vector<ExportedWeight> weights; // every weight the program reads, once each
+};
+
+/// Lowers the single `llm.model` of `module` to a Program. Returns failure
+/// after emitting a diagnostic on the offending op.
+mlir::FailureOr<ExportedModel> exportProgram(mlir::ModuleOp module);
+
+} // namespace llmc

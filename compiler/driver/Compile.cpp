@@ -1,0 +1,113 @@
+//===- Compile.cpp - SourceModel -> artifact --------------------*- C++ -*-===//
+#include "compiler/driver/Compile.h"
+#include "compiler/artifact/ProgramExport.h"
+#include "compiler/import/SourceImporter.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/raw_ostream.h"
+#include <chrono>
+#include <map>
+#include <sys/stat.h>
+
+using namespace mlir;
+
+namespace llmc {
+namespace {
+
+/// Accepts "builtin.module(a,b)" or a bare "a,b" and returns the anchored form.
+std::string anchoredPipeline(std::string p) {
+  auto start = p.find_first_not_of(" \t");
+  if (start == std::string::npos)
+    return "";
+  p = p.substr(start);
+  if (p.rfind("builtin.module(", 0) == 0)
+    return p;
+  return "builtin.module(" + p + ")";
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+} // namespace
+
+CompiledModel compileModel(MLIRContext &ctx, const SourceModel &src,
+                           const CompileOptions &opts) {
+  auto say = [&](const std::string &s) {
+    if (opts.progress)
+      opts.progress(s);
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  OwningOpRef<ModuleOp> module = importSourceModel(ctx, src);
+  if (failed(verify(*module)))
+    throw CompileError(src.path + ": the imported IR does not verify");
+  char buf[256];
+  snprintf(buf, sizeof buf, "imported %s (%lld layers) in %.2f s",
+           src.config.architecture.c_str(), (long long)src.config.num_layers,
+           secondsSince(t0));
+  say(buf);
+
+  std::string pipeline = anchoredPipeline(opts.pipeline);
+  if (!pipeline.empty()) {
+    auto t1 = std::chrono::steady_clock::now();
+    std::string err;
+    llvm::raw_string_ostream errs(err);
+    auto parsed = parsePassPipeline(pipeline, errs);
+    if (failed(parsed))
+      throw CompileError("invalid --pipeline '" + opts.pipeline + "': " + err);
+    PassManager pm(&ctx, ModuleOp::getOperationName());
+    static_cast<OpPassManager &>(pm) = std::move(*parsed);
+    if (failed(pm.run(*module)))
+      throw CompileError("pipeline '" + opts.pipeline + "' failed");
+    snprintf(buf, sizeof buf, "ran pipeline %s in %.2f s", pipeline.c_str(),
+             secondsSince(t1));
+    say(buf);
+  }
+
+  auto exported = exportProgram(*module);
+  if (failed(exported))
+    throw CompileError("cannot export the compiled model");
+
+  CompiledModel out;
+  if (opts.embedIR) {
+    llvm::raw_string_ostream os(out.irText);
+    module->print(os);
+  }
+  std::map<std::string, const SourceTensor *> byName;
+  for (const SourceTensor &t : src.tensors)
+    byName[t.name] = &t;
+  for (const ExportedWeight &w : exported->weights) {
+    auto it = byName.find(w.name);
+    if (it == byName.end())
+      throw CompileError("weight '" + w.name + "' is not in the weight store");
+    const SourceTensor &t = *it->second;
+    if (t.dtype != w.dtype || t.shape != w.shape)
+      throw CompileError("weight '" + w.name +
+                         "' in the IR does not match the weight store (type " +
+                         std::string(dtypeName(w.dtype)) + " vs " +
+                         std::string(dtypeName(t.dtype)) + ")");
+    out.tensors.push_back({t.name, t.dtype, t.shape, t.nbytes, t.data});
+  }
+
+  nlohmann::json &m = out.manifest;
+  m["config"] = exported->config;
+  m["program"] = exported->program.toJson();
+  m["tokenizer"] = tokenizerToJson(src.tokenizer);
+  m["pipeline"] = {{"text", opts.pipeline}, {"anchored", pipeline}};
+  nlohmann::json source = {{"format", src.format}, {"path", src.path}};
+  struct stat st;
+  if (::stat(src.path.c_str(), &st) == 0) {
+    source["size"] = (int64_t)st.st_size;
+    source["mtime"] = (int64_t)st.st_mtime;
+  }
+  for (auto &[k, v] : src.metadata)
+    source["metadata"][k] = v;
+  m["source"] = source;
+  m["compiler"] = {{"name", "llmc"}, {"version", "0.1.0"}};
+  if (opts.embedIR)
+    m["ir"] = out.irText;
+  return out;
+}
+
+} // namespace llmc

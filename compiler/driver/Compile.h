@@ -1,0 +1,39 @@
+//===- Compile.h - SourceModel -> artifact ----------------------*- C++ -*-===//
+// The whole compile: import to llm IR, run the user's pipeline, verify,
+// export the execution plan, and gather the manifest and weight bytes.
+//===----------------------------------------------------------------------===//
+#pragma once
+#include "compiler/import/SourceModel.h"
+#include "llmc/artifact.h"
+#include "mlir/IR/MLIRContext.h"
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace llmc {
+
+struct CompileOptions {
+  /// Textual pass pipeline (e.g. "builtin.module(canonicalize)" or just
+  /// "canonicalize,cse"); empty runs no pass.
+  std::string pipeline;
+  bool embedIR = true; // store the final IR text in the manifest
+  std::function<void(const std::string &)> progress;
+};
+
+struct CompiledModel {
+  nlohmann::json manifest; // without "tensors" (the writer adds it)
+  std::vector<ArtifactWriter::Tensor> tensors;
+  std::string irText;
+};
+
+struct CompileError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Throws CompileError (pipeline or verification failure; MLIR diagnostics
+/// have been printed to stderr) or ImportError.
+CompiledModel compileModel(mlir::MLIRContext &ctx, const SourceModel &src,
+                           const CompileOptions &opts);
+
+} // namespace llmc

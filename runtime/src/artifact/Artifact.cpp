@@ -1,0 +1,203 @@
+//===- Artifact.cpp - Open and validate a .llmc artifact -------------------===//
+// Maps the file read-only (or adopts a memory buffer), checks the header
+// (magic, version, checksum, section bounds), the manifest checksum and JSON,
+// then builds TensorViews that point straight into the mapping after checking
+// each tensor's dtype, shape, size, alignment, bounds and, optionally, its
+// checksum. Every error names the file.
+//===----------------------------------------------------------------------===//
+#include "ArtifactLayout.h"
+#include "JsonFields.h"
+#include "llmc/artifact.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <stdexcept>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace llmc {
+
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void fail(const std::string &path, const std::string &msg) {
+  throw std::runtime_error(path + ": " + msg);
+}
+
+} // namespace
+
+std::unique_ptr<Artifact> Artifact::open(const std::string &path, bool verify_tensors) {
+  std::unique_ptr<Artifact> a(new Artifact());
+  a->path_ = path;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    fail(path, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    fail(path, std::string("cannot stat: ") + std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(path, "not a regular file");
+  }
+  a->size_ = uint64_t(st.st_size);
+  if (a->size_ == 0) {
+    ::close(fd);
+    fail(path, "file is empty (not an llmc artifact)");
+  }
+  void *p = ::mmap(nullptr, a->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  int e = errno;
+  ::close(fd);
+  if (p == MAP_FAILED)
+    fail(path, std::string("cannot map: ") + std::strerror(e));
+  a->base_ = static_cast<const uint8_t *>(p);
+  a->mapped_ = true;
+  a->parse(verify_tensors);
+  return a;
+}
+
+std::unique_ptr<Artifact> Artifact::fromBuffer(std::vector<uint8_t> bytes, const std::string &label,
+                                               bool verify_tensors) {
+  std::unique_ptr<Artifact> a(new Artifact());
+  a->path_ = label;
+  a->owned_ = std::move(bytes);
+  a->base_ = a->owned_.data();
+  a->size_ = a->owned_.size();
+  a->parse(verify_tensors);
+  return a;
+}
+
+Artifact::~Artifact() {
+  if (mapped_ && base_)
+    ::munmap(const_cast<uint8_t *>(base_), size_);
+}
+
+const TensorView *Artifact::tensor(const std::string &name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+void Artifact::parse(bool verify_tensors) {
+  const std::string &path = path_;
+  // --- Header.
+  if (size_ < 8 || std::memcmp(base_, kArtifactMagic, 8) != 0)
+    fail(path, "not an llmc artifact (bad magic)");
+  if (size_ < layout::kHeaderSize)
+    fail(path, "truncated artifact (" + std::to_string(size_) + " bytes, the header alone needs 64)");
+  layout::Header h = layout::decode(base_);
+  if (h.version != kArtifactVersion)
+    fail(path, "unsupported artifact format version " + std::to_string(h.version) +
+                   " (this runtime reads " + std::to_string(kArtifactVersion) + ")");
+  if (checksum64(base_, 56) != h.header_checksum)
+    fail(path, "header checksum mismatch (the file is corrupted)");
+  if (h.flags != 0)
+    fail(path, "unsupported header flags " + std::to_string(h.flags));
+  if (h.manifest_offset < layout::kHeaderSize || h.manifest_offset > size_ ||
+      h.manifest_size > size_ - h.manifest_offset)
+    fail(path, "truncated artifact: the manifest [" + std::to_string(h.manifest_offset) + ", +" +
+                   std::to_string(h.manifest_size) + ") lies beyond the end of the file (" +
+                   std::to_string(size_) + " bytes)");
+  if (h.data_offset % uint64_t(kArtifactAlign) != 0)
+    fail(path, "data section offset " + std::to_string(h.data_offset) + " is not 64-byte aligned");
+  if (h.data_offset < h.manifest_offset + h.manifest_size)
+    fail(path, "data section overlaps the manifest");
+  if (h.data_offset > size_ || h.data_size > size_ - h.data_offset)
+    fail(path, "truncated artifact: the data section needs " +
+                   std::to_string(h.data_offset + h.data_size) + " bytes but the file has " +
+                   std::to_string(size_));
+
+  // --- Manifest.
+  const uint8_t *mbytes = base_ + h.manifest_offset;
+  if (checksum64(mbytes, h.manifest_size) != h.manifest_checksum)
+    fail(path, "manifest checksum mismatch (the file is corrupted)");
+  try {
+    manifest_ = json::parse(mbytes, mbytes + h.manifest_size);
+  } catch (const json::exception &ex) {
+    fail(path, std::string("manifest is not valid JSON: ") + ex.what());
+  }
+  if (!manifest_.is_object())
+    fail(path, "manifest is not a JSON object");
+
+  try {
+    int64_t fv = jsonf::getInt(manifest_, "format_version", "manifest", kArtifactVersion);
+    if (fv != kArtifactVersion)
+      fail("manifest", "format_version " + std::to_string(fv) + " does not match the header (" +
+                           std::to_string(kArtifactVersion) + ")");
+    config_ = configFromJson(jsonf::require(manifest_, "config", "manifest"));
+    if (const json *p = jsonf::find(manifest_, "program"))
+      program_ = Program::fromJson(*p);
+    if (const json *t = jsonf::find(manifest_, "tokenizer"))
+      tokenizer_ = tokenizerFromJson(*t);
+  } catch (const std::runtime_error &ex) {
+    fail(path, ex.what());
+  }
+
+  // --- Tensors.
+  const json *tensors = jsonf::find(manifest_, "tensors");
+  if (!tensors)
+    return;
+  if (!tensors->is_array())
+    fail(path, "manifest field 'tensors' must be an array");
+  const uint8_t *data = base_ + h.data_offset;
+  tensors_.reserve(tensors->size());
+  for (size_t i = 0; i < tensors->size(); ++i) {
+    const json &tj = (*tensors)[i];
+    TensorView tv;
+    std::string ctx = "tensor #" + std::to_string(i);
+    uint64_t offset = 0, checksum = 0;
+    bool hasChecksum = false;
+    try {
+      tv.name = jsonf::getString(tj, "name", ctx);
+      ctx = "tensor '" + tv.name + "'";
+      std::string dt = jsonf::getString(tj, "dtype", ctx);
+      auto d = dtypeFromName(dt);
+      if (!d)
+        jsonf::fail(ctx, "unknown dtype '" + dt + "'");
+      tv.dtype = *d;
+      const json &shape = jsonf::require(tj, "shape", ctx);
+      if (!shape.is_array())
+        jsonf::fail(ctx, "field 'shape' must be an array");
+      for (const json &s : shape)
+        tv.shape.push_back(jsonf::asInt(s, "shape", ctx));
+      int64_t off = jsonf::getInt(tj, "offset", ctx);
+      tv.nbytes = jsonf::getInt(tj, "nbytes", ctx);
+      if (off < 0 || tv.nbytes < 0)
+        jsonf::fail(ctx, "negative offset or size");
+      offset = uint64_t(off);
+      if (const json *c = jsonf::find(tj, "checksum")) {
+        if (!c->is_number_unsigned() && !c->is_number_integer())
+          jsonf::fail(ctx, "field 'checksum' must be an unsigned integer");
+        checksum = c->get<uint64_t>();
+        hasChecksum = true;
+      }
+    } catch (const std::runtime_error &ex) {
+      fail(path, ex.what());
+    }
+    if (index_.count(tv.name))
+      fail(path, "duplicate tensor '" + tv.name + "'");
+    std::string why;
+    int64_t want = layout::expectedBytes(tv.dtype, tv.shape, why);
+    if (want < 0)
+      fail(path, "tensor '" + tv.name + "': " + why);
+    if (want != tv.nbytes)
+      fail(path, "tensor '" + tv.name + "': size " + std::to_string(tv.nbytes) + " bytes does not match " +
+                     std::string(dtypeName(tv.dtype)) + " " + layout::shapeString(tv.shape) +
+                     " (expected " + std::to_string(want) + ")");
+    if (offset % uint64_t(kArtifactAlign) != 0)
+      fail(path, "tensor '" + tv.name + "': offset " + std::to_string(offset) + " is not 64-byte aligned");
+    if (offset > h.data_size || uint64_t(tv.nbytes) > h.data_size - offset)
+      fail(path, "tensor '" + tv.name + "' extends beyond the data section (truncated or corrupted)");
+    tv.data = data + offset;
+    if (verify_tensors && hasChecksum && checksum64(tv.data, size_t(tv.nbytes)) != checksum)
+      fail(path, "tensor '" + tv.name + "' checksum mismatch (the data is corrupted)");
+    index_.emplace(tv.name, tensors_.size());
+    tensors_.push_back(std::move(tv));
+  }
+}
+
+} // namespace llmc

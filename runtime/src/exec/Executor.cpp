@@ -1,0 +1,564 @@
+//===- Executor.cpp - Run an artifact's Program on the CPU -----------------===//
+// Construction resolves every node against the artifact: weights by name,
+// shapes checked against the value widths flowing through the program,
+// attributes read and checked, small vectors (norm weights, biases)
+// converted to f32 once, and one f32 KV cache allocated per attention node.
+// forward() then runs the nodes in order over [T, width] activations.
+//===----------------------------------------------------------------------===//
+#include "llmc/executor.h"
+
+#include "../artifact/JsonFields.h"
+#include "Matmul.h"
+#include "OpSpec.h"
+#include "Ops.h"
+#include "ThreadPool.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+namespace llmc {
+
+namespace {
+
+enum class Op { Embed, RmsNorm, LayerNorm, Add, Attention, Mlp, Moe, LmHead };
+
+Op opOf(const std::string &s) {
+  if (s == "embed")
+    return Op::Embed;
+  if (s == "rms_norm")
+    return Op::RmsNorm;
+  if (s == "layer_norm")
+    return Op::LayerNorm;
+  if (s == "add")
+    return Op::Add;
+  if (s == "attention")
+    return Op::Attention;
+  if (s == "mlp")
+    return Op::Mlp;
+  if (s == "moe")
+    return Op::Moe;
+  return Op::LmHead;
+}
+
+std::string shapeStr(const std::vector<int64_t> &s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? "," : "") + (s[i] < 0 ? std::string("?") : std::to_string(s[i]));
+  return r + "]";
+}
+
+/// A node ready to run.
+struct Node {
+  Op op;
+  std::string desc; // "program node 3 (attention)"
+  std::vector<int> in;
+  int out = -1;
+  int64_t width = 0;     // output width
+  int64_t inWidth = 0;   // width of in[0]
+  WeightMatrix a, b, c, d; // op-specific matrices (see build)
+  const TensorView *gate3 = nullptr, *up3 = nullptr, *down3 = nullptr; // moe
+  std::vector<float> vec0, vec1, qBias, kBias, vBias;
+  float eps = 1e-5f;
+  ops::AttentionShape att{};
+  std::vector<double> invFreq;
+  RopeStyle rope = RopeStyle::Half;
+  int cache = -1;
+  Activation act = Activation::SiLU;
+  int64_t ffn = 0, experts = 0, topK = 0;
+  bool renormalize = true;
+};
+
+struct KVCache {
+  std::vector<float> k, v;
+  int64_t dim = 0; // kv_heads * head_dim
+};
+
+} // namespace
+
+struct Executor::Impl {
+  const Artifact &art;
+  ThreadPool pool;
+  int64_t maxCtx = 0;
+  int64_t pos = 0;
+  std::vector<Node> nodes;
+  int output = -1;
+  std::vector<int64_t> widths; // by value id
+  std::vector<std::vector<float>> vals;
+  std::vector<int64_t> valRows;
+  std::vector<KVCache> caches;
+  // Scratch reused across steps.
+  std::vector<float> sq, sk, sv, satt, sg, su, sx, sy, slogits, smoe;
+
+  Impl(const Artifact &a, const ExecutorOptions &o) : art(a), pool(o.threads) {
+    int64_t ctx = a.config().context_length;
+    maxCtx = o.max_context > 0 ? o.max_context : (ctx > 0 ? std::min<int64_t>(ctx, 4096) : 4096);
+    build();
+  }
+
+  void build();
+  const TensorView &weight(const ProgramNode &pn, const std::string &desc, const char *role);
+  void expectShape(const TensorView &t, const std::string &desc, const char *role,
+                   const std::vector<int64_t> &want);
+  std::vector<float> vectorOf(const TensorView &t);
+
+  std::vector<float> &value(int id, int64_t rows, int64_t width) {
+    std::vector<float> &v = vals[size_t(id)];
+    v.resize(size_t(rows * width));
+    valRows[size_t(id)] = rows;
+    return v;
+  }
+
+  void run(const Node &n, const std::vector<int32_t> &tokens, bool allLogits);
+  void runAttention(const Node &n);
+  void runMlp(const Node &n);
+  void runMoe(const Node &n);
+};
+
+const TensorView &Executor::Impl::weight(const ProgramNode &pn, const std::string &desc,
+                                         const char *role) {
+  auto it = pn.weights.find(role);
+  if (it == pn.weights.end())
+    throw std::runtime_error(desc + ": missing weight '" + role + "'");
+  const TensorView *t = art.tensor(it->second);
+  if (!t)
+    throw std::runtime_error(desc + ": weight '" + it->second + "' (" + role +
+                             ") is not in artifact " + art.path());
+  return *t;
+}
+
+void Executor::Impl::expectShape(const TensorView &t, const std::string &desc, const char *role,
+                                 const std::vector<int64_t> &want) {
+  bool ok = t.shape.size() == want.size();
+  for (size_t i = 0; ok && i < want.size(); ++i)
+    ok = want[i] < 0 || want[i] == t.shape[i];
+  for (size_t i = 0; ok && i < want.size(); ++i)
+    ok = t.shape[i] > 0;
+  if (!ok)
+    throw std::runtime_error(desc + ": weight '" + t.name + "' (" + role + ") has shape " +
+                             shapeStr(t.shape) + ", expected " + shapeStr(want));
+}
+
+std::vector<float> Executor::Impl::vectorOf(const TensorView &t) {
+  WeightMatrix w = WeightMatrix::of(t);
+  std::vector<float> v(size_t(w.rows * w.cols));
+  for (int64_t r = 0; r < w.rows; ++r)
+    loadRow(w, r, v.data() + r * w.cols);
+  return v;
+}
+
+void Executor::Impl::build() {
+  const Program &prog = art.program();
+  if (prog.nodes.empty())
+    throw std::runtime_error(art.path() + ": the artifact has no program to run");
+  int maxId = prog.output;
+  for (const ProgramNode &pn : prog.nodes) {
+    maxId = std::max(maxId, pn.out);
+    for (int i : pn.in)
+      maxId = std::max(maxId, i);
+  }
+  if (maxId >= (1 << 24))
+    throw std::runtime_error(art.path() + ": program value ids are too large");
+  widths.assign(size_t(maxId + 1), -1);
+  std::set<int64_t> cacheSlots;
+
+  for (size_t idx = 0; idx < prog.nodes.size(); ++idx) {
+    const ProgramNode &pn = prog.nodes[idx];
+    Node n;
+    n.desc = "program node " + std::to_string(idx) + " (" + pn.op + ")";
+    const OpSpec *spec = findOpSpec(pn.op);
+    if (!spec)
+      throw std::runtime_error(n.desc + ": unknown op '" + pn.op + "'");
+    if (int(pn.in.size()) != spec->arity)
+      throw std::runtime_error(n.desc + ": takes " + std::to_string(spec->arity) +
+                               " input(s), got " + std::to_string(pn.in.size()));
+    for (int i : pn.in)
+      if (i < 0 || widths[size_t(i)] < 0)
+        throw std::runtime_error(n.desc + ": input value " + std::to_string(i) +
+                                 " is not defined by an earlier node");
+    if (pn.out < 0)
+      throw std::runtime_error(n.desc + ": bad output value id " + std::to_string(pn.out));
+    n.op = opOf(pn.op);
+    n.in = pn.in;
+    n.out = pn.out;
+    n.inWidth = pn.in.empty() ? 0 : widths[size_t(pn.in[0])];
+    const int64_t D = n.inWidth;
+    const nlohmann::json &at = pn.attrs;
+    const std::string &ctx = n.desc;
+    auto actAttr = [&]() {
+      std::string s = jsonf::getString(at, "activation", ctx, "silu");
+      if (s == "silu")
+        return Activation::SiLU;
+      if (s == "gelu")
+        return Activation::GELU;
+      throw std::runtime_error(ctx + ": unknown activation '" + s + "' (expected silu or gelu)");
+    };
+
+    switch (n.op) {
+    case Op::Embed: {
+      const TensorView &t = weight(pn, ctx, "table");
+      expectShape(t, ctx, "table", {-1, -1});
+      n.a = WeightMatrix::of(t);
+      n.width = t.shape[1];
+      break;
+    }
+    case Op::RmsNorm:
+    case Op::LayerNorm: {
+      const TensorView &w = weight(pn, ctx, "weight");
+      expectShape(w, ctx, "weight", {D});
+      n.vec0 = vectorOf(w);
+      if (n.op == Op::LayerNorm && pn.weights.count("bias")) {
+        const TensorView &b = weight(pn, ctx, "bias");
+        expectShape(b, ctx, "bias", {D});
+        n.vec1 = vectorOf(b);
+      }
+      double eps = jsonf::getDouble(at, "eps", ctx, 1e-5);
+      if (!(eps >= 0))
+        throw std::runtime_error(ctx + ": eps must be >= 0");
+      n.eps = float(eps);
+      n.width = D;
+      break;
+    }
+    case Op::Add: {
+      int64_t w1 = widths[size_t(pn.in[1])];
+      if (w1 != D)
+        throw std::runtime_error(ctx + ": adds values of widths " + std::to_string(D) + " and " +
+                                 std::to_string(w1));
+      n.width = D;
+      break;
+    }
+    case Op::Attention: {
+      int64_t H = jsonf::getInt(at, "num_heads", ctx);
+      int64_t KV = jsonf::getInt(at, "num_kv_heads", ctx, H);
+      int64_t hd = jsonf::getInt(at, "head_dim", ctx);
+      if (H <= 0 || KV <= 0 || hd <= 0 || H % KV != 0)
+        throw std::runtime_error(ctx + ": bad head counts (num_heads " + std::to_string(H) +
+                                 ", num_kv_heads " + std::to_string(KV) + ", head_dim " +
+                                 std::to_string(hd) + "); num_heads must be a multiple of num_kv_heads");
+      if (hd % 2)
+        throw std::runtime_error(ctx + ": head_dim " + std::to_string(hd) + " must be even for RoPE");
+      const TensorView &q = weight(pn, ctx, "q"), &k = weight(pn, ctx, "k"),
+                       &v = weight(pn, ctx, "v"), &o = weight(pn, ctx, "o");
+      expectShape(q, ctx, "q", {H * hd, D});
+      expectShape(k, ctx, "k", {KV * hd, D});
+      expectShape(v, ctx, "v", {KV * hd, D});
+      expectShape(o, ctx, "o", {-1, H * hd});
+      n.a = WeightMatrix::of(q);
+      n.b = WeightMatrix::of(k);
+      n.c = WeightMatrix::of(v);
+      n.d = WeightMatrix::of(o);
+      n.width = o.shape[0];
+      if (pn.weights.count("q_bias")) {
+        const TensorView &t = weight(pn, ctx, "q_bias");
+        expectShape(t, ctx, "q_bias", {H * hd});
+        n.qBias = vectorOf(t);
+      }
+      if (pn.weights.count("k_bias")) {
+        const TensorView &t = weight(pn, ctx, "k_bias");
+        expectShape(t, ctx, "k_bias", {KV * hd});
+        n.kBias = vectorOf(t);
+      }
+      if (pn.weights.count("v_bias")) {
+        const TensorView &t = weight(pn, ctx, "v_bias");
+        expectShape(t, ctx, "v_bias", {KV * hd});
+        n.vBias = vectorOf(t);
+      }
+      n.att.heads = H;
+      n.att.kv_heads = KV;
+      n.att.head_dim = hd;
+      n.att.causal = jsonf::getBool(at, "causal", ctx, true);
+      double theta = jsonf::getDouble(at, "rope_theta", ctx, 10000.0);
+      if (!(theta > 0))
+        throw std::runtime_error(ctx + ": rope_theta must be positive");
+      n.invFreq = ops::ropeFrequencies(theta, hd);
+      std::string style = jsonf::getString(at, "rope_style", ctx);
+      if (style == "interleaved")
+        n.rope = RopeStyle::Interleaved;
+      else if (style == "half")
+        n.rope = RopeStyle::Half;
+      else
+        throw std::runtime_error(ctx + ": unknown rope_style '" + style +
+                                 "' (expected interleaved or half)");
+      if (const nlohmann::json *kp = jsonf::find(at, "kv_policy")) {
+        std::string kind = jsonf::getString(*kp, "kind", ctx + " kv_policy", "full");
+        if (kind == "sliding_window") {
+          n.att.window = jsonf::getInt(*kp, "window", ctx + " kv_policy");
+          if (n.att.window <= 0)
+            throw std::runtime_error(ctx + ": kv_policy window must be positive");
+        } else if (kind != "full") {
+          throw std::runtime_error(ctx + ": unsupported kv_policy kind '" + kind +
+                                   "' (this runtime knows full and sliding_window)");
+        }
+      }
+      int64_t layer = jsonf::getInt(at, "layer", ctx);
+      if (layer < 0 || !cacheSlots.insert(layer).second)
+        throw std::runtime_error(ctx + ": KV cache slot (layer " + std::to_string(layer) +
+                                 ") is negative or used by another attention node");
+      KVCache kc;
+      kc.dim = KV * hd;
+      kc.k.assign(size_t(maxCtx * kc.dim), 0.0f);
+      kc.v.assign(size_t(maxCtx * kc.dim), 0.0f);
+      n.cache = int(caches.size());
+      caches.push_back(std::move(kc));
+      break;
+    }
+    case Op::Mlp: {
+      const TensorView &g = weight(pn, ctx, "gate"), &u = weight(pn, ctx, "up"),
+                       &dn = weight(pn, ctx, "down");
+      expectShape(g, ctx, "gate", {-1, D});
+      int64_t F = g.shape[0];
+      expectShape(u, ctx, "up", {F, D});
+      expectShape(dn, ctx, "down", {-1, F});
+      n.a = WeightMatrix::of(g);
+      n.b = WeightMatrix::of(u);
+      n.c = WeightMatrix::of(dn);
+      n.ffn = F;
+      n.act = actAttr();
+      n.width = dn.shape[0];
+      break;
+    }
+    case Op::Moe: {
+      const TensorView &r = weight(pn, ctx, "router");
+      expectShape(r, ctx, "router", {-1, D});
+      int64_t E = r.shape[0];
+      int64_t ne = jsonf::getInt(at, "num_experts", ctx, E);
+      if (ne != E)
+        throw std::runtime_error(ctx + ": num_experts " + std::to_string(ne) +
+                                 " does not match the router's " + std::to_string(E) + " rows");
+      int64_t k = jsonf::getInt(at, "top_k", ctx);
+      if (k < 1 || k > E)
+        throw std::runtime_error(ctx + ": top_k " + std::to_string(k) + " must be in [1, " +
+                                 std::to_string(E) + "]");
+      const TensorView &g = weight(pn, ctx, "gate"), &u = weight(pn, ctx, "up"),
+                       &dn = weight(pn, ctx, "down");
+      expectShape(g, ctx, "gate", {E, -1, D});
+      int64_t F = g.shape[1];
+      expectShape(u, ctx, "up", {E, F, D});
+      expectShape(dn, ctx, "down", {E, -1, F});
+      n.a = WeightMatrix::of(r);
+      n.gate3 = &g;
+      n.up3 = &u;
+      n.down3 = &dn;
+      n.ffn = F;
+      n.experts = E;
+      n.topK = k;
+      n.renormalize = jsonf::getBool(at, "renormalize", ctx, true);
+      n.act = actAttr();
+      n.width = dn.shape[1];
+      break;
+    }
+    case Op::LmHead: {
+      const TensorView &w = weight(pn, ctx, "weight");
+      expectShape(w, ctx, "weight", {-1, D});
+      n.a = WeightMatrix::of(w);
+      n.width = w.shape[0];
+      break;
+    }
+    }
+    widths[size_t(n.out)] = n.width;
+    nodes.push_back(std::move(n));
+  }
+  output = prog.output;
+  if (output < 0 || widths[size_t(output)] < 0)
+    throw std::runtime_error(art.path() + ": program output value " + std::to_string(output) +
+                             " is not defined");
+  vals.resize(widths.size());
+  valRows.assign(widths.size(), 0);
+}
+
+void Executor::Impl::runAttention(const Node &n) {
+  const std::vector<float> &xv = vals[size_t(n.in[0])];
+  const int64_t T = valRows[size_t(n.in[0])], D = n.inWidth;
+  const int64_t H = n.att.heads, hd = n.att.head_dim, KV = n.att.kv_heads;
+  const int64_t qd = H * hd, kvd = KV * hd;
+  sq.resize(size_t(T * qd));
+  sk.resize(size_t(T * kvd));
+  sv.resize(size_t(T * kvd));
+  satt.resize(size_t(T * qd));
+  matmul(pool, n.a, xv.data(), T, D, sq.data(), qd, n.qBias.empty() ? nullptr : n.qBias.data());
+  matmul(pool, n.b, xv.data(), T, D, sk.data(), kvd, n.kBias.empty() ? nullptr : n.kBias.data());
+  matmul(pool, n.c, xv.data(), T, D, sv.data(), kvd, n.vBias.empty() ? nullptr : n.vBias.data());
+
+  KVCache &kc = caches[size_t(n.cache)];
+  const int64_t p0 = pos;
+  pool.parallelFor(0, T, 0, [&](int64_t lo, int64_t hi) {
+    std::vector<float> cs(static_cast<size_t>(hd));
+    for (int64_t t = lo; t < hi; ++t) {
+      ops::applyRope(sq.data() + t * qd, H, hd, p0 + t, n.invFreq, n.rope, cs.data());
+      ops::applyRope(sk.data() + t * kvd, KV, hd, p0 + t, n.invFreq, n.rope, cs.data());
+      std::copy(sk.data() + t * kvd, sk.data() + (t + 1) * kvd, kc.k.data() + (p0 + t) * kvd);
+      std::copy(sv.data() + t * kvd, sv.data() + (t + 1) * kvd, kc.v.data() + (p0 + t) * kvd);
+    }
+  });
+  ops::attend(pool, n.att, sq.data(), T, p0, kc.k.data(), kc.v.data(), satt.data(), maxCtx);
+  std::vector<float> &out = value(n.out, T, n.width);
+  matmul(pool, n.d, satt.data(), T, qd, out.data(), n.width);
+}
+
+void Executor::Impl::runMlp(const Node &n) {
+  const std::vector<float> &xv = vals[size_t(n.in[0])];
+  const int64_t T = valRows[size_t(n.in[0])], D = n.inWidth, F = n.ffn;
+  sg.resize(size_t(T * F));
+  su.resize(size_t(T * F));
+  matmul(pool, n.a, xv.data(), T, D, sg.data(), F);
+  matmul(pool, n.b, xv.data(), T, D, su.data(), F);
+  ops::gatedActivation(n.act, sg.data(), su.data(), T * F);
+  std::vector<float> &out = value(n.out, T, n.width);
+  matmul(pool, n.c, sg.data(), T, F, out.data(), n.width);
+}
+
+void Executor::Impl::runMoe(const Node &n) {
+  const std::vector<float> &xv = vals[size_t(n.in[0])];
+  const int64_t T = valRows[size_t(n.in[0])], D = n.inWidth, F = n.ffn, E = n.experts;
+  const int64_t Dout = n.width;
+  slogits.resize(size_t(T * E));
+  matmul(pool, n.a, xv.data(), T, D, slogits.data(), E);
+
+  // Route: softmax over all experts, keep the top k (lowest id on ties).
+  std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(E));
+  std::vector<int64_t> order(static_cast<size_t>(E));
+  std::vector<double> prob(static_cast<size_t>(E));
+  for (int64_t t = 0; t < T; ++t) {
+    const float *l = slogits.data() + t * E;
+    float mx = *std::max_element(l, l + E);
+    double sum = 0;
+    for (int64_t e = 0; e < E; ++e)
+      sum += prob[size_t(e)] = std::exp(double(l[e]) - mx);
+    for (int64_t e = 0; e < E; ++e) {
+      prob[size_t(e)] /= sum;
+      order[size_t(e)] = e;
+    }
+    std::partial_sort(order.begin(), order.begin() + n.topK, order.end(), [&](int64_t a, int64_t b) {
+      return prob[size_t(a)] > prob[size_t(b)] || (prob[size_t(a)] == prob[size_t(b)] && a < b);
+    });
+    double kept = 0;
+    for (int64_t i = 0; i < n.topK; ++i)
+      kept += prob[size_t(order[size_t(i)])];
+    for (int64_t i = 0; i < n.topK; ++i) {
+      int64_t e = order[size_t(i)];
+      double w = n.renormalize ? prob[size_t(e)] / kept : prob[size_t(e)];
+      routed[size_t(e)].push_back({t, float(w)});
+    }
+  }
+
+  smoe.assign(size_t(T * Dout), 0.0f);
+  for (int64_t e = 0; e < E; ++e) {
+    const auto &list = routed[size_t(e)];
+    if (list.empty())
+      continue;
+    const int64_t Te = int64_t(list.size());
+    sx.resize(size_t(Te * D));
+    for (int64_t i = 0; i < Te; ++i)
+      std::copy(xv.data() + list[size_t(i)].first * D, xv.data() + (list[size_t(i)].first + 1) * D,
+                sx.data() + i * D);
+    sg.resize(size_t(Te * F));
+    su.resize(size_t(Te * F));
+    sy.resize(size_t(Te * Dout));
+    matmul(pool, WeightMatrix::slab(*n.gate3, e), sx.data(), Te, D, sg.data(), F);
+    matmul(pool, WeightMatrix::slab(*n.up3, e), sx.data(), Te, D, su.data(), F);
+    ops::gatedActivation(n.act, sg.data(), su.data(), Te * F);
+    matmul(pool, WeightMatrix::slab(*n.down3, e), sg.data(), Te, F, sy.data(), Dout);
+    for (int64_t i = 0; i < Te; ++i) {
+      float w = list[size_t(i)].second;
+      float *o = smoe.data() + list[size_t(i)].first * Dout;
+      const float *y = sy.data() + i * Dout;
+      for (int64_t k = 0; k < Dout; ++k)
+        o[k] += w * y[k];
+    }
+  }
+  std::vector<float> &out = value(n.out, T, Dout); // may alias the input: written last
+  std::copy(smoe.begin(), smoe.end(), out.begin());
+}
+
+void Executor::Impl::run(const Node &n, const std::vector<int32_t> &tokens, bool allLogits) {
+  switch (n.op) {
+  case Op::Embed: {
+    const int64_t T = int64_t(tokens.size());
+    std::vector<float> &out = value(n.out, T, n.width);
+    for (int64_t t = 0; t < T; ++t)
+      loadRow(n.a, tokens[size_t(t)], out.data() + t * n.width);
+    return;
+  }
+  case Op::RmsNorm:
+  case Op::LayerNorm: {
+    const int64_t R = valRows[size_t(n.in[0])];
+    const float *x = vals[size_t(n.in[0])].data();
+    std::vector<float> &out = value(n.out, R, n.width);
+    if (n.op == Op::RmsNorm)
+      ops::rmsNorm(x, n.vec0.data(), out.data(), R, n.width, n.eps);
+    else
+      ops::layerNorm(x, n.vec0.data(), n.vec1.empty() ? nullptr : n.vec1.data(), out.data(), R,
+                     n.width, n.eps);
+    return;
+  }
+  case Op::Add: {
+    const int64_t R = valRows[size_t(n.in[0])];
+    if (valRows[size_t(n.in[1])] != R)
+      throw std::runtime_error(n.desc + ": inputs have different numbers of rows");
+    // Copy inputs first: the output may alias an input id.
+    sx.assign(vals[size_t(n.in[0])].begin(), vals[size_t(n.in[0])].end());
+    const std::vector<float> &b = vals[size_t(n.in[1])];
+    for (size_t i = 0; i < sx.size(); ++i)
+      sx[i] += b[i];
+    std::vector<float> &out = value(n.out, R, n.width);
+    std::copy(sx.begin(), sx.end(), out.begin());
+    return;
+  }
+  case Op::Attention:
+    runAttention(n);
+    return;
+  case Op::Mlp:
+    runMlp(n);
+    return;
+  case Op::Moe:
+    runMoe(n);
+    return;
+  case Op::LmHead: {
+    const int64_t R = valRows[size_t(n.in[0])];
+    const bool lastOnly = !allLogits && n.out == output;
+    const int64_t rows = lastOnly ? std::min<int64_t>(R, 1) : R;
+    sx.assign(vals[size_t(n.in[0])].begin() + (R - rows) * n.inWidth, vals[size_t(n.in[0])].end());
+    std::vector<float> &out = value(n.out, rows, n.width);
+    matmul(pool, n.a, sx.data(), rows, n.inWidth, out.data(), n.width);
+    return;
+  }
+  }
+}
+
+Executor::Executor(const Artifact &artifact, ExecutorOptions opts)
+    : impl(std::make_unique<Impl>(artifact, opts)) {}
+
+Executor::~Executor() = default;
+
+std::vector<float> Executor::forward(const std::vector<int32_t> &tokens, bool all_logits) {
+  Impl &m = *impl;
+  const int64_t n = int64_t(tokens.size());
+  if (n == 0)
+    throw std::runtime_error("Executor::forward: no tokens given");
+  if (m.pos + n > m.maxCtx)
+    throw std::runtime_error("Executor::forward: positions " + std::to_string(m.pos) + ".." +
+                             std::to_string(m.pos + n - 1) + " exceed the maximum context of " +
+                             std::to_string(m.maxCtx) + " tokens");
+  for (const Node &node : m.nodes)
+    if (node.op == Op::Embed)
+      for (int32_t id : tokens)
+        if (id < 0 || id >= node.a.rows)
+          throw std::runtime_error("Executor::forward: token id " + std::to_string(id) +
+                                   " is out of range [0, " + std::to_string(node.a.rows) + ")");
+  for (const Node &node : m.nodes)
+    m.run(node, tokens, all_logits);
+  m.pos += n;
+  const std::vector<float> &out = m.vals[size_t(m.output)];
+  const int64_t w = m.widths[size_t(m.output)], rows = m.valRows[size_t(m.output)];
+  if (all_logits)
+    return std::vector<float>(out.begin(), out.begin() + rows * w);
+  return std::vector<float>(out.begin() + (rows - 1) * w, out.begin() + rows * w);
+}
+
+int64_t Executor::pos() const { return impl->pos; }
+void Executor::reset() { impl->pos = 0; }
+int64_t Executor::vocabSize() const { return impl->widths[size_t(impl->output)]; }
+int64_t Executor::maxContext() const { return impl->maxCtx; }
+
+} // namespace llmc

@@ -1,0 +1,96 @@
+//===- WeightMatrix.cpp - Row access to stored weights ---------------------===//
+#include "WeightMatrix.h"
+
+#include <cstring>
+#include <stdexcept>
+#if defined(__F16C__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+namespace llmc {
+
+float halfBitsToFloat(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1F;
+  uint32_t mant = h & 0x3FF;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else { // subnormal: normalise
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while (!(mant & 0x400));
+      bits = sign | uint32_t(127 - 15 - e) << 23 | (mant & 0x3FF) << 13;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7F800000u | mant << 13;
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | mant << 13;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+WeightMatrix WeightMatrix::of(const TensorView &t) {
+  WeightMatrix w;
+  w.data = static_cast<const uint8_t *>(t.data);
+  w.dtype = t.dtype;
+  w.rows = t.rows();
+  w.cols = t.cols();
+  w.rowStride = rowBytes(t.dtype, w.cols);
+  return w;
+}
+
+WeightMatrix WeightMatrix::slab(const TensorView &t, int64_t index) {
+  if (t.shape.size() != 3 || index < 0 || index >= t.shape[0])
+    throw std::runtime_error("weight '" + t.name + "': no slab " + std::to_string(index));
+  WeightMatrix w;
+  w.dtype = t.dtype;
+  w.rows = t.shape[1];
+  w.cols = t.shape[2];
+  w.rowStride = rowBytes(t.dtype, w.cols);
+  w.data = static_cast<const uint8_t *>(t.data) + index * w.rows * w.rowStride;
+  return w;
+}
+
+void loadRow(const WeightMatrix &w, int64_t r, float *dst) {
+  const uint8_t *src = w.row(r);
+  const int64_t n = w.cols;
+  switch (w.dtype) {
+  case DType::F32:
+    std::memcpy(dst, src, size_t(n) * 4);
+    return;
+  case DType::F16: {
+    const uint16_t *h = reinterpret_cast<const uint16_t *>(src);
+    int64_t i = 0;
+#if defined(__F16C__)
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(h + i))));
+#endif
+    for (; i < n; ++i) {
+      uint16_t v;
+      std::memcpy(&v, h + i, 2);
+      dst[i] = halfBitsToFloat(v);
+    }
+    return;
+  }
+  case DType::BF16: {
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t v;
+      std::memcpy(&v, src + 2 * i, 2);
+      uint32_t u = uint32_t(v) << 16;
+      std::memcpy(dst + i, &u, 4);
+    }
+    return;
+  }
+  default:
+    dequantizeRow(w.dtype, src, dst, n);
+    return;
+  }
+}
+
+} // namespace llmc

@@ -1,0 +1,34 @@
+//===- WeightMatrix.h - A stored weight matrix and its row loader -*- C++ -*-===//
+// A [rows, cols] matrix in its stored dtype (a 2-D weight or one expert's
+// slab of a 3-D weight). loadRow converts one row to f32: F32/F16/BF16 have
+// inline fast paths (F16C when available), block-quantized types go through
+// llmc::dequantizeRow.
+//===----------------------------------------------------------------------===//
+#pragma once
+#include "llmc/model.h"
+
+#include <cstdint>
+
+namespace llmc {
+
+struct WeightMatrix {
+  const uint8_t *data = nullptr;
+  DType dtype = DType::F32;
+  int64_t rows = 0, cols = 0;
+  int64_t rowStride = 0; // bytes per row
+
+  const uint8_t *row(int64_t r) const { return data + r * rowStride; }
+
+  /// The whole tensor as a matrix of rows x cols (cols = innermost dim).
+  static WeightMatrix of(const TensorView &t);
+  /// Slab `index` of a 3-D tensor [n, rows, cols].
+  static WeightMatrix slab(const TensorView &t, int64_t index);
+};
+
+/// Convert row r of w to f32 (w.cols floats).
+void loadRow(const WeightMatrix &w, int64_t r, float *dst);
+
+/// Local IEEE half -> float (bit exact), independent of other kernels.
+float halfBitsToFloat(uint16_t h);
+
+} // namespace llmc

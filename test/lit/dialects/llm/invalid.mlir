@@ -1,0 +1,286 @@
+// RUN: llmc-opt %s -split-input-file -verify-diagnostics
+
+// A projection whose shape disagrees with num_heads * head_dim.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  %wq = llm.weight "q" : tensor<12x16xf32>
+  %wk = llm.weight "k" : tensor<8x16xf32>
+  %wo = llm.weight "o" : tensor<16x16xf32>
+  // expected-error @+1 {{'wq' has shape [12, 16] but expected [16, 16] (num_heads * head_dim, hidden)}}
+  %a = llm.attention %x, %wq, %wk, %wk, %wo {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 4 : i64, rope_theta = 10000.0 : f64, rope_style = "half"} : (tensor<?x16xf32>, tensor<12x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
+  llm.return %a : tensor<?x16xf32>
+}
+
+// -----
+
+// num_heads must be a multiple of num_kv_heads (GQA groups).
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x12xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x12xf32> -> tensor<?x12xf32>
+  %wq = llm.weight "q" : tensor<12x12xf32>
+  %wk = llm.weight "k" : tensor<8x12xf32>
+  %wo = llm.weight "o" : tensor<12x12xf32>
+  // expected-error @+1 {{num_heads (3) must be a multiple of num_kv_heads (2)}}
+  %a = llm.attention %x, %wq, %wk, %wk, %wo {layer = 0 : i64, num_heads = 3 : i64, num_kv_heads = 2 : i64, head_dim = 4 : i64, rope_theta = 10000.0 : f64, rope_style = "half"} : (tensor<?x12xf32>, tensor<12x12xf32>, tensor<8x12xf32>, tensor<8x12xf32>, tensor<12x12xf32>) -> tensor<?x12xf32>
+  llm.return %a : tensor<?x12xf32>
+}
+
+// -----
+
+// Unknown RoPE convention.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  %w = llm.weight "w" : tensor<16x16xf32>
+  // expected-error @+1 {{unknown rope_style 'neox' (expected 'interleaved' or 'half')}}
+  %a = llm.attention %x, %w, %w, %w, %w {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 4 : i64, rope_theta = 10000.0 : f64, rope_style = "neox"} : (tensor<?x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
+  llm.return %a : tensor<?x16xf32>
+}
+
+// -----
+
+// Odd head_dim cannot be rotated.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x12xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x12xf32> -> tensor<?x12xf32>
+  %w = llm.weight "w" : tensor<12x12xf32>
+  // expected-error @+1 {{head_dim must be even for RoPE, got 3}}
+  %a = llm.attention %x, %w, %w, %w, %w {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 3 : i64, rope_theta = 10000.0 : f64, rope_style = "half"} : (tensor<?x12xf32>, tensor<12x12xf32>, tensor<12x12xf32>, tensor<12x12xf32>, tensor<12x12xf32>) -> tensor<?x12xf32>
+  llm.return %a : tensor<?x12xf32>
+}
+
+// -----
+
+// Bias of the wrong size.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  %w = llm.weight "w" : tensor<16x16xf32>
+  %b = llm.weight "b" : tensor<16xf32>
+  %bad = llm.weight "bk" : tensor<8xf32>
+  // expected-error @+1 {{'bk' has shape [8] but expected [16] (num_kv_heads * head_dim)}}
+  %a = llm.attention %x, %w, %w, %w, %w bias(%b, %bad, %b) {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 4 : i64, rope_theta = 10000.0 : f64, rope_style = "half"} : (tensor<?x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16xf32>, tensor<8xf32>, tensor<16xf32>) -> tensor<?x16xf32>
+  llm.return %a : tensor<?x16xf32>
+}
+
+// -----
+
+// Norm weight size must match the features.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  %w = llm.weight "n" : tensor<15xf32>
+  // expected-error @+1 {{'weight' has shape [15] but expected [16] (one scale per feature of x)}}
+  %n = llm.rms_norm %x, %w {eps = 1.0e-05 : f64} : tensor<?x16xf32>, tensor<15xf32>
+  llm.return %n : tensor<?x16xf32>
+}
+
+// -----
+
+// Non-positive epsilon.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  %w = llm.weight "n" : tensor<16xf32>
+  // expected-error @+1 {{eps must be positive}}
+  %n = llm.rms_norm %x, %w {eps = 0.0 : f64} : tensor<?x16xf32>, tensor<16xf32>
+  llm.return %n : tensor<?x16xf32>
+}
+
+// -----
+
+// LayerNorm bias size.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  %w = llm.weight "n" : tensor<16xf32>
+  %b = llm.weight "b" : tensor<4xf32>
+  // expected-error @+1 {{'bias' has shape [4] but expected [16] (one offset per feature of x)}}
+  %n = llm.layer_norm %x, %w, %b {eps = 1.0e-05 : f64} : tensor<?x16xf32>, tensor<16xf32>, tensor<4xf32>
+  llm.return %n : tensor<?x16xf32>
+}
+
+// -----
+
+// MLP down projection transposed by mistake.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  %g = llm.weight "g" : tensor<32x16xf32>
+  // expected-error @+1 {{'down' has shape [32, 16] but expected [16, 32] (hidden, intermediate)}}
+  %m = llm.mlp %x, %g, %g, %g {activation = "silu"} : (tensor<?x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>) -> tensor<?x16xf32>
+  llm.return %m : tensor<?x16xf32>
+}
+
+// -----
+
+// MLP gate whose input size is not the hidden size.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  %g = llm.weight "g" : tensor<32x8xf32>
+  %d = llm.weight "d" : tensor<16x32xf32>
+  // expected-error @+1 {{'gate' has shape [32, 8] but expected [intermediate, 16]}}
+  %m = llm.mlp %x, %g, %g, %d {activation = "silu"} : (tensor<?x16xf32>, tensor<32x8xf32>, tensor<32x8xf32>, tensor<16x32xf32>) -> tensor<?x16xf32>
+  llm.return %m : tensor<?x16xf32>
+}
+
+// -----
+
+// Unknown activation function.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  %g = llm.weight "g" : tensor<32x16xf32>
+  %d = llm.weight "d" : tensor<16x32xf32>
+  // expected-error @+1 {{unknown activation 'relu' (expected 'silu' or 'gelu')}}
+  %m = llm.mlp %x, %g, %g, %d {activation = "relu"} : (tensor<?x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>, tensor<16x32xf32>) -> tensor<?x16xf32>
+  llm.return %m : tensor<?x16xf32>
+}
+
+// -----
+
+// MoE router with a different expert count from the stacked experts.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  %r = llm.weight "r" : tensor<4x16xf32>
+  %g = llm.weight "g" : tensor<3x32x16xf32>
+  %d = llm.weight "d" : tensor<3x16x32xf32>
+  // expected-error @+1 {{'gate' has shape [3, 32, 16] but expected [4, intermediate, 16]}}
+  %m = llm.moe %x, %r, %g, %g, %d {top_k = 2 : i64, activation = "silu"} : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<3x32x16xf32>, tensor<3x32x16xf32>, tensor<3x16x32xf32>) -> tensor<?x16xf32>
+  llm.return %m : tensor<?x16xf32>
+}
+
+// -----
+
+// MoE top_k larger than the number of experts.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  %r = llm.weight "r" : tensor<4x16xf32>
+  %g = llm.weight "g" : tensor<4x32x16xf32>
+  %d = llm.weight "d" : tensor<4x16x32xf32>
+  // expected-error @+1 {{top_k must be in [1, 4], got 5}}
+  %m = llm.moe %x, %r, %g, %g, %d {top_k = 5 : i64, activation = "silu"} : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<?x16xf32>
+  llm.return %m : tensor<?x16xf32>
+}
+
+// -----
+
+// LM head output must be as wide as the vocabulary.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  // expected-error @+1 {{'result' has 9 features but expected 8 (the vocabulary size of 'weight')}}
+  %l = llm.lm_head %x, %e : (tensor<?x16xf32>, tensor<8x16xf32>) -> tensor<?x9xf32>
+  llm.return %l : tensor<?x9xf32>
+}
+
+// -----
+
+// Embedding result width must match the table.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  // expected-error @+1 {{'result' has 32 features but expected 16 (the table's hidden size)}}
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x32xf32>
+  llm.return %x : tensor<?x32xf32>
+}
+
+// -----
+
+// A quantized weight whose rows are not whole blocks.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  // expected-error @+1 {{weight 'e': innermost dimension 48 is not a multiple of the q4_0 block size 32}}
+  %e = llm.weight "e" : tensor<8x48x!llm.quant<"q4_0", block = 32, bytes = 18>>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x48x!llm.quant<"q4_0", block = 32, bytes = 18>> -> tensor<?x48xf32>
+  llm.return %x : tensor<?x48xf32>
+}
+
+// -----
+
+// A quantized format needs positive block parameters.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  // expected-error @+1 {{quantized format 'q4_0' needs a positive block size and byte count, got block = 0, bytes = 18}}
+  %e = llm.weight "e" : tensor<8x32x!llm.quant<"q4_0", block = 0, bytes = 18>>
+  llm.return %e : tensor<8x32x!llm.quant<"q4_0", block = 0, bytes = 18>>
+}
+
+// -----
+
+// Weights have static shapes.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  // expected-error @+1 {{weight 'e' must have a static shape}}
+  %e = llm.weight "e" : tensor<?x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<?x16xf32> -> tensor<?x16xf32>
+  llm.return %x : tensor<?x16xf32>
+}
+
+// -----
+
+// The model body takes the token ids.
+// expected-error @+1 {{body must take exactly one argument, the token ids (tensor<?xi32>)}}
+llm.model @m config {} {
+^bb0(%t: tensor<?xi64>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %l = llm.lm_head %e, %e : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x8xf32>
+  llm.return %l : tensor<8x8xf32>
+}
+
+// -----
+
+// The model must end with llm.return.
+// expected-error @+1 {{body must end with 'llm.return'}}
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+}
+
+// -----
+
+// A layer must yield the residual stream of its input's type.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  // expected-error @+1 {{layer index must be non-negative, got -1}}
+  %y = llm.layer -1 (%x : tensor<?x16xf32>) {
+  ^bb0(%a: tensor<?x16xf32>):
+    llm.yield %a : tensor<?x16xf32>
+  }
+  %l = llm.lm_head %y, %e : (tensor<?x16xf32>, tensor<8x16xf32>) -> tensor<?x8xf32>
+  llm.return %l : tensor<?x8xf32>
+}
+
+// -----
+
+// Biases come as a q/k/v triple.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  %w = llm.weight "w" : tensor<16x16xf32>
+  %b = llm.weight "b" : tensor<16xf32>
+  // expected-error @+1 {{q, k and v biases come together or not at all}}
+  %a = "llm.attention"(%x, %w, %w, %w, %w, %b) <{layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 4 : i64, rope_theta = 10000.0 : f64, rope_style = "half", operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0>}> : (tensor<?x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16xf32>) -> tensor<?x16xf32>
+  llm.return %a : tensor<?x16xf32>
+}

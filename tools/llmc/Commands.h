@@ -1,0 +1,32 @@
+//===- Commands.h - The llmc subcommands ------------------------*- C++ -*-===//
+#pragma once
+#include "CLI/CLI.hpp"
+#include "llmc/artifact.h"
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace llmc::tool {
+
+/// Exit codes shared by all subcommands.
+enum ExitCode : int {
+  kOk = 0,
+  kError = 1,     // bad input: unreadable/malformed model or artifact, failed compile
+  kUsage = 2,     // bad flags (CLI11 also uses non-zero codes for parse errors)
+};
+
+/// Each registers its subcommand and returns the function that runs it.
+std::function<int()> addCompileCommand(CLI::App &app);
+std::function<int()> addInspectCommand(CLI::App &app);
+std::function<int()> addRunCommand(CLI::App &app);
+
+/// Opens an .llmc artifact, or reads and compiles a GGUF file, HF folder or
+/// llama2.c checkpoint in memory. Throws std::runtime_error.
+std::unique_ptr<Artifact> loadModelOrArtifact(const std::string &path,
+                                              const std::string &pipeline,
+                                              const std::string &tokenizer,
+                                              bool quiet);
+bool isArtifactFile(const std::string &path);
+void progress(const std::string &msg); // "[llmc] msg" on stderr
+
+} // namespace llmc::tool

@@ -1,0 +1,74 @@
+//===- InspectCommand.cpp - llmc inspect OUT.llmc -----------------------===//
+#include "Commands.h"
+#include <cstdio>
+
+namespace llmc::tool {
+namespace {
+struct InspectArgs {
+  std::string input;
+  bool json = false, ir = false, noVerify = false;
+};
+
+std::string shapeStr(const std::vector<int64_t> &s) {
+  std::string r;
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? "x" : "") + std::to_string(s[i]);
+  return r;
+}
+} // namespace
+
+std::function<int()> addInspectCommand(CLI::App &app) {
+  auto args = std::make_shared<InspectArgs>();
+  CLI::App *cmd = app.add_subcommand("inspect", "Print an artifact's manifest and tensor table");
+  cmd->add_option("artifact", args->input, ".llmc file")->required();
+  cmd->add_flag("--json", args->json, "print the whole manifest as JSON");
+  cmd->add_flag("--ir", args->ir, "print the embedded llm IR");
+  cmd->add_flag("--no-verify", args->noVerify, "skip tensor checksums");
+
+  return [args]() {
+    auto art = Artifact::open(args->input, !args->noVerify);
+    const nlohmann::json &m = art->manifest();
+    if (args->json) {
+      nlohmann::json j = m;
+      j.erase("ir");
+      printf("%s\n", j.dump(2).c_str());
+      return kOk;
+    }
+    if (args->ir) {
+      printf("%s", m.value("ir", std::string("(no IR embedded)\n")).c_str());
+      return kOk;
+    }
+    printf("artifact:      %s (%.1f MiB, format version %d)\n", art->path().c_str(),
+           art->fileSize() / 1048576.0, m.value("format_version", 0));
+    printf("source:        %s (%s)\n", m["source"].value("path", "").c_str(),
+           m["source"].value("format", "").c_str());
+    printf("pipeline:      %s\n", m["pipeline"].value("anchored", "").empty()
+                                      ? "(none)"
+                                      : m["pipeline"].value("anchored", "").c_str());
+    printf("config:\n");
+    for (auto &[k, v] : m["config"].items())
+      printf("  %-24s %s\n", k.c_str(), v.dump().c_str());
+    const TokenizerData &tok = art->tokenizer();
+    printf("tokenizer:     %s, %zu tokens, bos %d, eos %d, chat template %s\n",
+           tok.kind.empty() ? "none" : tok.kind.c_str(), tok.tokens.size(), tok.bos_id,
+           tok.eos_id, tok.chat_template.empty() ? "no" : "yes");
+    printf("program:       %zu nodes\n", art->program().nodes.size());
+    printf("tensors:       %zu\n", art->tensors().size());
+    printf("  %-36s %-6s %-16s %12s %10s\n", "name", "type", "shape", "bytes", "offset");
+    int64_t total = 0, params = 0;
+    for (size_t i = 0; i < art->tensors().size(); ++i) {
+      const TensorView &t = art->tensors()[i];
+      int64_t off = m["tensors"][i].value("offset", (int64_t)0);
+      printf("  %-36s %-6s %-16s %12lld %10lld\n", t.name.c_str(),
+             std::string(dtypeName(t.dtype)).c_str(), shapeStr(t.shape).c_str(),
+             (long long)t.nbytes, (long long)off);
+      total += t.nbytes;
+      params += t.numElements();
+    }
+    printf("total:         %lld parameters, %.1f MiB of weights, %.2f bits/weight\n",
+           (long long)params, total / 1048576.0, params ? 8.0 * total / params : 0.0);
+    return kOk;
+  };
+}
+
+} // namespace llmc::tool

@@ -1,0 +1,53 @@
+//===- ModelLoading.cpp - Artifact or source model, one entry point -----===//
+#include "Commands.h"
+#include "compiler/Registration.h"
+#include "compiler/driver/Compile.h"
+#include "mlir/IR/MLIRContext.h"
+#include <chrono>
+#include <cstring>
+#include <fstream>
+
+namespace llmc::tool {
+
+void progress(const std::string &msg) { fprintf(stderr, "[llmc] %s\n", msg.c_str()); }
+
+bool isArtifactFile(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  char magic[8] = {};
+  return f.read(magic, 8) && std::memcmp(magic, kArtifactMagic, 8) == 0;
+}
+
+std::unique_ptr<Artifact> loadModelOrArtifact(const std::string &path,
+                                              const std::string &pipeline,
+                                              const std::string &tokenizer,
+                                              bool quiet) {
+  if (isArtifactFile(path)) {
+    if (!pipeline.empty())
+      throw std::runtime_error(path + ": --pipeline applies to source models, "
+                                      "not to a compiled artifact");
+    return Artifact::open(path);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  SourceModel src = readModel(path, tokenizer);
+  mlir::DialectRegistry registry;
+  registerLlmcDialects(registry);
+  registerLlmcPasses();
+  mlir::MLIRContext ctx(registry);
+  CompileOptions opts;
+  opts.pipeline = pipeline;
+  opts.embedIR = false;
+  if (!quiet)
+    opts.progress = progress;
+  CompiledModel cm = compileModel(ctx, src, opts);
+  ArtifactWriter writer(cm.manifest, cm.tensors);
+  auto art = Artifact::fromBuffer(writer.toBuffer(), path, /*verify_tensors=*/false);
+  if (!quiet) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "compiled in memory in %.2f s",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    progress(buf);
+  }
+  return art;
+}
+
+} // namespace llmc::tool
