@@ -69,8 +69,8 @@ private:
     for (Operation &op : block) {
       LogicalResult r =
           llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-              .Case([&](llm::WeightOp w) { return addWeight(w); })
-              .Case([&](llm::LayerOp l) {
+              .Case([&](llm::WeightOp w) -> LogicalResult { return addWeight(w); })
+              .Case([&](llm::LayerOp l) -> LogicalResult {
                 int inId = idOf(l.getInput());
                 ids[l.getBody().front().getArgument(0)] = inId;
                 if (failed(walkBlock(l.getBody().front())))
@@ -80,21 +80,21 @@ private:
                 ids[l.getResult()] = outId;
                 return success();
               })
-              .Case([&](llm::YieldOp) { return success(); })
-              .Case([&](llm::ReturnOp r) {
+              .Case([&](llm::YieldOp) -> LogicalResult { return success(); })
+              .Case([&](llm::ReturnOp r) -> LogicalResult {
                 out.program.output = idOf(r.getLogits());
                 return success();
               })
-              .Case([&](llm::EmbedOp e) {
+              .Case([&](llm::EmbedOp e) -> LogicalResult {
                 if (e.getTokens() != tokens)
                   return e.emitOpError("must read the model's token ids");
                 return node(e, "embed", {}, {{"table", e.getTable()}});
               })
-              .Case([&](llm::RMSNormOp n) {
+              .Case([&](llm::RMSNormOp n) -> LogicalResult {
                 return node(n, "rms_norm", {n.getX()}, {{"weight", n.getWeight()}},
                             {{"eps", n.getEps().convertToDouble()}});
               })
-              .Case([&](llm::LayerNormOp n) {
+              .Case([&](llm::LayerNormOp n) -> LogicalResult {
                 std::vector<std::pair<std::string, Value>> w = {
                     {"weight", n.getWeight()}};
                 if (n.getBias())
@@ -102,10 +102,10 @@ private:
                 return node(n, "layer_norm", {n.getX()}, w,
                             {{"eps", n.getEps().convertToDouble()}});
               })
-              .Case([&](llm::AddOp a) {
+              .Case([&](llm::AddOp a) -> LogicalResult {
                 return node(a, "add", {a.getLhs(), a.getRhs()}, {});
               })
-              .Case([&](llm::AttentionOp a) {
+              .Case([&](llm::AttentionOp a) -> LogicalResult {
                 std::vector<std::pair<std::string, Value>> w = {
                     {"q", a.getWq()}, {"k", a.getWk()}, {"v", a.getWv()},
                     {"o", a.getWo()}};
@@ -126,13 +126,13 @@ private:
                   attrs["kv_policy"] = attrToJson(*a.getKvPolicy());
                 return node(a, "attention", {a.getX()}, w, attrs);
               })
-              .Case([&](llm::MLPOp m) {
+              .Case([&](llm::MLPOp m) -> LogicalResult {
                 return node(m, "mlp", {m.getX()},
                             {{"gate", m.getGate()}, {"up", m.getUp()},
                              {"down", m.getDown()}},
                             {{"activation", m.getActivation().str()}});
               })
-              .Case([&](llm::MoEOp m) {
+              .Case([&](llm::MoEOp m) -> LogicalResult {
                 int64_t e = cast<RankedTensorType>(m.getRouter().getType()).getShape()[0];
                 return node(m, "moe", {m.getX()},
                             {{"router", m.getRouter()}, {"gate", m.getGate()},
@@ -142,10 +142,10 @@ private:
                              {"activation", m.getActivation().str()},
                              {"renormalize", m.getRenormalize()}});
               })
-              .Case([&](llm::LMHeadOp h) {
+              .Case([&](llm::LMHeadOp h) -> LogicalResult {
                 return node(h, "lm_head", {h.getX()}, {{"weight", h.getWeight()}});
               })
-              .Default([&](Operation *o) {
+              .Default([&](Operation *o) -> LogicalResult {
                 return o->emitOpError("cannot be exported to the runtime plan; "
                                       "lower it first");
               });

@@ -70,7 +70,8 @@ public:
     b.setInsertionPointToEnd(module->getBody());
 
     SmallVector<NamedAttribute> cfg;
-    for (auto &[k, v] : configToJson(c).items())
+    nlohmann::json cfgJson = configToJson(c);
+    for (auto &[k, v] : cfgJson.items())
       if (Attribute a = jsonToAttr(b, v))
         cfg.push_back(b.getNamedAttr(k, a));
     auto model = llm::ModelOp::create(b, fileLoc, symbolName(),
@@ -190,7 +191,7 @@ private:
         b.getI64IntegerAttr(hd), b.getF64FloatAttr(c.rope_theta),
         b.getStringAttr(ropeStyleName(c.rope_style)), b.getBoolAttr(true),
         DictionaryAttr());
-    Value r1 = llm::AddOp::create(b, loc(p + "attn_residual"), x, attn);
+    Value r1 = llm::AddOp::create(b, loc(p + "attn_residual"), x.getType(), x, attn);
 
     Value n2 = norm(r1, weight(p + "ffn_norm.weight", {d}), p + "ffn_norm",
                     p + "ffn_norm.bias");
@@ -212,7 +213,7 @@ private:
       ffn = llm::MLPOp::create(b, loc(p + "mlp"), x.getType(), n2, g, u, dn,
                                actName);
     }
-    Value r2 = llm::AddOp::create(b, loc(p + "ffn_residual"), r1, ffn);
+    Value r2 = llm::AddOp::create(b, loc(p + "ffn_residual"), x.getType(), r1, ffn);
     llm::YieldOp::create(b, loc(p + "out"), r2);
     return op.getResult();
   }

@@ -14,6 +14,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <memory>
 
@@ -40,19 +42,9 @@ const json &fixture() {
 // SmolLM2's tokenizer data, read once; nullptr if the model is absent.
 const TokenizerData *smolData() {
   static const std::unique_ptr<TokenizerData> data = []() -> std::unique_ptr<TokenizerData> {
-    // DEV-ONLY JSON LOADER
-    std::ifstream in(kSourceDir + "/.cache/fixtures/smollm2_tokenizer.json");
-    if (!in)
+    if (!std::ifstream(kGgufPath))
       return nullptr;
-    json j = json::parse(in);
-    auto d = std::make_unique<TokenizerData>();
-    d->kind = j["kind"]; d->pre = j["pre"];
-    d->tokens = j["tokens"].get<std::vector<std::string>>();
-    d->merges = j["merges"].get<std::vector<std::string>>();
-    d->token_types = j["token_types"].get<std::vector<int32_t>>();
-    d->bos_id = j["bos_id"]; d->eos_id = j["eos_id"]; d->unk_id = j["unk_id"]; d->pad_id = j["pad_id"];
-    d->add_bos = j["add_bos"]; d->chat_template = j["chat_template"];
-    return d;
+    return std::make_unique<TokenizerData>(llmc::readGguf(kGgufPath).tokenizer);
   }();
   return data.get();
 }
@@ -66,8 +58,9 @@ const Tokenizer *smol() {
 }
 
 #define REQUIRE_SMOLLM2()                                                                      \
-  if (!smol())                                                                                 \
-  GTEST_SKIP() << "SmolLM2 GGUF not found at " << kGgufPath
+  if (!smol()) {                                                                               \
+    GTEST_SKIP() << "SmolLM2 GGUF not found at " << kGgufPath;                                 \
+  }
 
 std::vector<int32_t> ids(const json &j) { return j.get<std::vector<int32_t>>(); }
 
@@ -98,9 +91,10 @@ TEST(SmolLM2Tokenizer, EncodesLikeHuggingFace) {
   for (const json &c : fixture().at("cases")) {
     std::string text = c.at("text");
     EXPECT_EQ(smol()->encode(text, /*add_bos=*/true), ids(c.at("ids"))) << "text: " << text;
-    if (c.contains("ids_no_special"))
+    if (c.contains("ids_no_special")) {
       EXPECT_EQ(smol()->encode(text, true, /*parse_special=*/false), ids(c.at("ids_no_special")))
           << "text (specials as text): " << text;
+    }
     ++checked;
   }
   EXPECT_GE(checked, 40);
@@ -266,7 +260,7 @@ TEST(LlamaTokenizer, Llama2ChatTemplateLikeJinja) {
   EXPECT_EQ(t.stopTokens(), std::vector<int32_t>{2});
 }
 
-TEST(Tokenizer, NoTemplateFallsBackToChatML) {
+TEST(TokenizerBasics, NoTemplateFallsBackToChatML) {
   Tokenizer t(makeLlamaVocab());
   EXPECT_EQ(t.applyChatTemplate({{"system", "S"}, {"user", "U"}}),
             "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
@@ -274,7 +268,7 @@ TEST(Tokenizer, NoTemplateFallsBackToChatML) {
   EXPECT_EQ(t.applyChatTemplate({{"user", "U"}}, false), "<|im_start|>user\nU<|im_end|>\n");
 }
 
-TEST(Tokenizer, RejectsBadData) {
+TEST(TokenizerBasics, RejectsBadData) {
   TokenizerData d = makeLlamaVocab();
   d.kind = "wordpiece";
   EXPECT_THROW(Tokenizer{d}, std::runtime_error);

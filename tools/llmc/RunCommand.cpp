@@ -16,7 +16,7 @@ struct RunArgs {
   int n = 64, threads = 0, topK = 0;
   float temperature = 0.0f, topP = 1.0f;
   uint64_t seed = 0;
-  bool chat = false, quiet = false, noBos = false, ignoreEos = false;
+  bool chat = false, quiet = false, noBos = false, ignoreEos = false, printIds = false;
   int64_t ctx = 0;
 };
 
@@ -98,6 +98,8 @@ std::function<int()> addRunCommand(CLI::App &app) {
   cmd->add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin");
   cmd->add_flag("--no-bos", a->noBos, "do not prepend BOS");
   cmd->add_flag("--ignore-eos", a->ignoreEos, "keep generating past end-of-sequence");
+  cmd->add_flag("--print-ids", a->printIds,
+                "print generated token ids (space separated) instead of text");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress or statistics on stderr");
 
   return [a]() {
@@ -159,7 +161,7 @@ std::function<int()> addRunCommand(CLI::App &app) {
       writeNpy(a->dumpLogits, logits, (int64_t)ids.size(), vocab);
       logits.erase(logits.begin(), logits.end() - vocab);
     }
-    if (!a->quiet && !tok)
+    if (!a->quiet && !tok && !a->printIds)
       fprintf(stderr, "[llmc] no tokenizer: printing token ids\n");
 
     auto td = std::chrono::steady_clock::now();
@@ -173,7 +175,7 @@ std::function<int()> addRunCommand(CLI::App &app) {
         break;
       out.push_back(next);
       ++generated;
-      if (tok) {
+      if (tok && !a->printIds) {
         // Decode the whole continuation and print what is new, so multi-byte
         // characters split across tokens come out whole.
         std::string text = tok->decode(out);

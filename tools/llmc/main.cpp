@@ -10,6 +10,7 @@ int main(int argc, char **argv) {
   auto compile = llmc::tool::addCompileCommand(app);
   auto inspect = llmc::tool::addInspectCommand(app);
   auto run = llmc::tool::addRunCommand(app);
+  auto import = llmc::tool::addImportCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
@@ -23,6 +24,8 @@ int main(int argc, char **argv) {
       return inspect();
     if (app.got_subcommand("run"))
       return run();
+    if (app.got_subcommand("import"))
+      return import();
   } catch (const std::exception &e) {
     fprintf(stderr, "llmc: error: %s\n", e.what());
     return llmc::tool::kError;

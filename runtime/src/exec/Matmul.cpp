@@ -55,6 +55,41 @@ inline void dot4(const float *r0, const float *r1, const float *r2, const float 
   out[3] = s3;
 }
 
+/// out[j*ldo + i] = dot(r[i], x[j]) for 4 rows and 3 activation rows: each
+/// weight vector load feeds three FMAs (prefill).
+inline void dot4x3(const float *const r[4], const float *x0, const float *x1, const float *x2,
+                   int64_t n, float *out, int64_t ldo) {
+  int64_t k = 0;
+  float s[3][4] = {};
+#ifdef LLMC_AVX2
+  __m256 acc[3][4];
+  for (int j = 0; j < 3; ++j)
+    for (int i = 0; i < 4; ++i)
+      acc[j][i] = _mm256_setzero_ps();
+  for (; k + 8 <= n; k += 8) {
+    __m256 xa = _mm256_loadu_ps(x0 + k), xb = _mm256_loadu_ps(x1 + k), xc = _mm256_loadu_ps(x2 + k);
+    for (int i = 0; i < 4; ++i) {
+      __m256 w = _mm256_loadu_ps(r[i] + k);
+      acc[0][i] = _mm256_fmadd_ps(w, xa, acc[0][i]);
+      acc[1][i] = _mm256_fmadd_ps(w, xb, acc[1][i]);
+      acc[2][i] = _mm256_fmadd_ps(w, xc, acc[2][i]);
+    }
+  }
+  for (int j = 0; j < 3; ++j)
+    for (int i = 0; i < 4; ++i)
+      s[j][i] = hsum(acc[j][i]);
+#endif
+  for (; k < n; ++k)
+    for (int i = 0; i < 4; ++i) {
+      s[0][i] += r[i][k] * x0[k];
+      s[1][i] += r[i][k] * x1[k];
+      s[2][i] += r[i][k] * x2[k];
+    }
+  for (int j = 0; j < 3; ++j)
+    for (int i = 0; i < 4; ++i)
+      out[j * ldo + i] = s[j][i];
+}
+
 } // namespace
 
 float dot(const float *a, const float *b, int64_t n) {
@@ -98,13 +133,23 @@ void matmul(ThreadPool &pool, const WeightMatrix &w, const float *x, int64_t T, 
           rp[i] = buf.data() + i * cols;
         }
       }
-      for (int64_t t = 0; t < T; ++t) {
+      int64_t t = 0;
+      const int64_t full = nr / 4 * 4;
+      for (; t + 3 <= T; t += 3) { // three tokens at a time share each weight load
+        const float *xt = x + t * ldx;
+        for (int64_t i = 0; i < full; i += 4)
+          dot4x3(rp + i, xt, xt + ldx, xt + 2 * ldx, cols, y + t * ldy + r0 + i, ldy);
+      }
+      for (; t < T; ++t) {
         const float *xt = x + t * ldx;
         float *yt = y + t * ldy + r0;
-        int64_t i = 0;
-        for (; i + 4 <= nr; i += 4)
+        for (int64_t i = 0; i < full; i += 4)
           dot4(rp[i], rp[i + 1], rp[i + 2], rp[i + 3], xt, cols, yt + i);
-        for (; i < nr; ++i)
+      }
+      for (t = 0; t < T; ++t) {
+        const float *xt = x + t * ldx;
+        float *yt = y + t * ldy + r0;
+        for (int64_t i = full; i < nr; ++i)
           yt[i] = dot(rp[i], xt, cols);
         if (bias)
           for (int64_t k = 0; k < nr; ++k)

@@ -13,7 +13,8 @@ namespace {
 
 class Matcher {
 public:
-  Matcher(const std::vector<CodepointSpan> &cps, size_t end) : cps(cps), end(end) {}
+  Matcher(const std::vector<CodepointSpan> &codepoints, size_t fragmentEnd)
+      : cps(codepoints), end(fragmentEnd) {}
 
   /// End of the GPT-2 regex match at i (always > i when i < end).
   size_t gpt2(size_t i) const {

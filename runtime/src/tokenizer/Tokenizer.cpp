@@ -115,7 +115,8 @@ std::vector<int32_t> Tokenizer::encode(const std::string &text, bool add_bos,
   if (add_bos && d.add_bos && d.bos_id >= 0)
     out.push_back(d.bos_id);
   // SentencePiece puts the space prefix at the start of the text and after
-  // each special token (as llama.cpp does).
+  // each special token (as llama.cpp does). Byte-level BPE ignores
+  // add_space_prefix, as llama.cpp does for "gpt2" vocabularies.
   bool afterSpecial = true;
   for (const tok::Fragment &f : impl->specials->split(text, parse_special)) {
     if (f.token >= 0) {

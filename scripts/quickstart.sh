@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Sets everything up (scripts/setup.sh), compiles SmolLM2-135M-Instruct into
+# an artifact and generates text from it.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+bash scripts/setup.sh
+GGUF=.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
+build/bin/llmc compile "$GGUF" -o build/smollm2.llmc
+build/bin/llmc inspect build/smollm2.llmc --no-verify | head -8
+build/bin/llmc run build/smollm2.llmc --chat -p "${1:-What is the capital of France? Answer in one sentence.}" -n 64 -t 2

@@ -1,0 +1,168 @@
+"""Shared helpers for the end-to-end tests: locate llmc and the models, run
+llmc, compare its logits and greedy tokens with a reference, and keep a
+pass/fail tally so each test script prints what it compared and exits
+non-zero on any failure.
+
+Import this module before numpy in a test: it pins OpenBLAS to one thread
+(faster for the reference's small matrix-vector products on a shared
+machine, and keeps the reference deterministic).
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+E2E_DIR = os.path.dirname(HERE)
+SOURCE_DIR = os.environ.get("LLMC_SOURCE_DIR") or os.path.dirname(os.path.dirname(E2E_DIR))
+
+
+def llmc_bin() -> str:
+    b = os.environ.get("LLMC_BIN") or os.path.join(SOURCE_DIR, "build", "bin", "llmc")
+    if not (os.path.isfile(b) and os.access(b, os.X_OK)):
+        print(f"FAIL: llmc binary not found at {b} (set LLMC_BIN)")
+        sys.exit(1)
+    return b
+
+
+def shared_dir() -> str:
+    return os.environ.get("LLMC_SHARED_DIR") or os.path.join(os.path.dirname(SOURCE_DIR), "shared")
+
+
+def work_dir(test_name: str) -> str:
+    """A fresh scratch folder for one test under $LLMC_WORK."""
+    base = os.environ.get("LLMC_WORK") or os.path.join(SOURCE_DIR, "build", "e2e-work")
+    d = os.path.join(base, test_name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def skip(reason: str):
+    print(f"SKIP: {reason}")
+    sys.exit(0)
+
+
+def run_llmc(args, timeout=300, check=True):
+    """Runs llmc; returns the CompletedProcess. check: exit code must be 0."""
+    cmd = [llmc_bin()] + [str(a) for a in args]
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    p.seconds = time.time() - t0
+    if check and p.returncode != 0:
+        raise RuntimeError(f"llmc failed (exit {p.returncode}): {' '.join(cmd)}\n{p.stderr.strip()}")
+    return p
+
+
+def llmc_logits(model, prompt, out_npy, extra=()):
+    run_llmc(["run", model, "--prompt-tokens", ",".join(map(str, prompt)), "-n", "0",
+              "--dump-logits", out_npy, "-q", *extra])
+    return np.load(out_npy)
+
+
+def llmc_greedy(model, prompt, n, extra=()):
+    p = run_llmc(["run", model, "--prompt-tokens", ",".join(map(str, prompt)), "-n", str(n),
+                  "--print-ids", "-q", "--ignore-eos", *extra])
+    return [int(t) for t in p.stdout.split()]
+
+
+def llmc_logits_and_greedy(model, prompt, n, out_npy, extra=()):
+    """One invocation: prompt logits dumped and n greedy ids printed."""
+    p = run_llmc(["run", model, "--prompt-tokens", ",".join(map(str, prompt)), "-n", str(n),
+                  "--dump-logits", out_npy, "--print-ids", "-q", "--ignore-eos", *extra])
+    return np.load(out_npy), [int(t) for t in p.stdout.split()]
+
+
+class Checks:
+    """Collects named pass/fail results and prints one line per check."""
+
+    def __init__(self, title):
+        self.title = title
+        self.failed = []
+        self.count = 0
+        self.t0 = time.time()
+        print(f"== {title}")
+
+    def check(self, ok: bool, name: str, detail: str = ""):
+        self.count += 1
+        print(f"{'PASS' if ok else 'FAIL'}: {name}{(' - ' + detail) if detail else ''}")
+        if not ok:
+            self.failed.append(name)
+        return ok
+
+    def finish(self):
+        dt = time.time() - self.t0
+        if self.failed:
+            print(f"== {self.title}: {len(self.failed)} of {self.count} checks FAILED ({dt:.1f} s): "
+                  + ", ".join(self.failed))
+            sys.exit(1)
+        print(f"== {self.title}: all {self.count} checks passed ({dt:.1f} s)")
+        sys.exit(0)
+
+
+def logit_stats(got: np.ndarray, ref: np.ndarray) -> dict:
+    err = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+    return {
+        "max_abs": float(err.max()),
+        "mean_abs": float(err.mean()),
+        "max_logit": float(np.abs(ref).max()),
+        "top1": float(np.mean(np.argmax(got, -1) == np.argmax(ref, -1))),
+    }
+
+
+def compare_logits(checks: Checks, name, got, ref, rel_tol, abs_floor=1.0):
+    """Passes if shapes match, everything is finite and
+    max|got - ref| <= rel_tol * max(abs_floor, max|ref|). Top-1 agreement is
+    reported; a top-1 disagreement only passes where the reference's top-2
+    gap is within the same tolerance (a near tie)."""
+    if got.shape != ref.shape:
+        checks.check(False, f"{name}: logits shape", f"llmc {got.shape} vs reference {ref.shape}")
+        return None
+    if not np.all(np.isfinite(got)):
+        checks.check(False, f"{name}: logits finite", "llmc produced NaN/Inf")
+        return None
+    s = logit_stats(got, ref)
+    tol = rel_tol * max(abs_floor, s["max_logit"])
+    ok = s["max_abs"] <= tol
+    detail = (f"max abs err {s['max_abs']:.3g} (tol {tol:.3g}), mean abs err {s['mean_abs']:.3g}, "
+              f"max |logit| {s['max_logit']:.3g}, top-1 agreement {s['top1'] * 100:.1f}%")
+    checks.check(ok, f"{name}: logits [{got.shape[0]}x{got.shape[1]}]", detail)
+    disagree = np.nonzero(np.argmax(got, -1) != np.argmax(ref, -1))[0]
+    srt = np.sort(ref, axis=-1)
+    gaps = srt[:, -1] - srt[:, -2]
+    bad = [int(i) for i in disagree if gaps[i] > tol]
+    checks.check(not bad, f"{name}: top-1 agreement",
+                 f"{len(ref) - len(disagree)}/{len(ref)} positions agree"
+                 + (f"; near ties at {list(map(int, disagree))}" if disagree.size and not bad else "")
+                 + (f"; real disagreement at positions {bad}" if bad else ""))
+    return s
+
+
+def compare_greedy(checks: Checks, name, got, ref_model, prompt, ref_ids, tie_tol):
+    """llmc's greedy ids must equal the reference's. If they diverge, the
+    divergence is accepted only when, at that step, llmc's choice is within
+    tie_tol of the reference's best logit (a near tie that float32 rounding
+    may break either way); the rest is then checked by teacher forcing:
+    each of llmc's tokens must be a (near-)argmax of the reference logits
+    given llmc's own prefix."""
+    if got == ref_ids:
+        return checks.check(True, f"{name}: greedy {len(got)} tokens identical", " ".join(map(str, got)))
+    if len(got) != len(ref_ids):
+        return checks.check(False, f"{name}: greedy tokens",
+                            f"llmc gave {len(got)} tokens, reference {len(ref_ids)}: {got} vs {ref_ids}")
+    logits = ref_model.logits(list(prompt) + got[:-1])[len(prompt) - 1:]
+    worst = 0.0
+    for step, tok in enumerate(got):
+        worst = max(worst, float(logits[step].max() - logits[step][tok]))
+    first = next(i for i in range(len(got)) if got[i] != ref_ids[i])
+    return checks.check(worst <= tie_tol, f"{name}: greedy tokens",
+                        f"diverge at step {first}: llmc {got} vs reference {ref_ids}; worst teacher-forced "
+                        f"gap {worst:.3g} (near-tie tolerance {tie_tol:.3g})")

@@ -1,0 +1,61 @@
+"""Hugging Face folder (config.json + *.safetensors, optionally sharded) ->
+reference model. Supports Llama, Mistral, Qwen2 and Mixtral configs."""
+from __future__ import annotations
+
+import json
+import os
+
+from llama_ref import RefConfig, RefModel
+import safetensors_io
+
+_ARCHS = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "MixtralForCausalLM"}
+
+
+def config_from_hf(cfg: dict) -> RefConfig:
+    arch = (cfg.get("architectures") or ["?"])[0]
+    if arch not in _ARCHS:
+        raise ValueError(f"reference: unsupported architecture {arch}")
+    heads = cfg["num_attention_heads"]
+    hidden = cfg["hidden_size"]
+    head_dim = cfg.get("head_dim") or hidden // heads
+    is_qwen2 = arch == "Qwen2ForCausalLM"
+    return RefConfig(
+        vocab_size=cfg["vocab_size"],
+        hidden_size=hidden,
+        intermediate_size=cfg["intermediate_size"],
+        num_layers=cfg["num_hidden_layers"],
+        num_heads=heads,
+        num_kv_heads=cfg.get("num_key_value_heads") or heads,
+        head_dim=head_dim,
+        rope_theta=float(cfg.get("rope_theta", 10000.0)),
+        rms_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+        rope_style="half",
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        attention_bias=is_qwen2 or bool(cfg.get("attention_bias", False)),
+        num_experts=cfg.get("num_local_experts", 0) if arch == "MixtralForCausalLM" else 0,
+        experts_per_token=cfg.get("num_experts_per_tok", 0) if arch == "MixtralForCausalLM" else 0,
+        context_length=cfg.get("max_position_embeddings", 2048),
+    )
+
+
+def load_weights(folder) -> dict:
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    else:
+        files = sorted(n for n in os.listdir(folder) if n.endswith(".safetensors"))
+    weights = {}
+    for name in files:
+        weights.update(safetensors_io.read(os.path.join(folder, name)))
+    return weights
+
+
+def load_hf(folder, dtype=None) -> RefModel:
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = config_from_hf(json.load(f))
+    weights = load_weights(folder)
+    if cfg.tied_embeddings:
+        weights.pop("lm_head.weight", None)
+    kwargs = {} if dtype is None else {"dtype": dtype}
+    return RefModel(cfg, weights, **kwargs)

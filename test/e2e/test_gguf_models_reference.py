@@ -1,0 +1,54 @@
+"""End-to-end: llmc on tiny generated GGUF files versus the independent NumPy
+reference (gguf-py dequantization, reverse Q/K permutation, rotate_half).
+
+Storage types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (llama arch), a
+mixed Q4_K/Q5_K/Q6_K model, qwen2 (NEOX RoPE, biases, tied head), a
+Mixtral-style llama MoE and a head_dim 32 != hidden/heads model. Both sides
+use exactly the stored (dequantized) weights, so one tight tolerance holds
+for every type.
+
+Checks per model: prompt logits within tolerance, top-1 agreement, and 16
+greedy tokens identical.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref"))
+import harness  # noqa: E402  (first: pins BLAS threads)
+import make_gguf_models  # noqa: E402
+from gguf_loader import load_gguf  # noqa: E402
+
+PROMPT = [5, 17, 200, 33, 9, 81, 140, 2, 77, 250, 64, 12]
+N_GEN = 16
+# float32 (llmc) vs float64 (reference) on 2-3 small layers: see
+# test_hf_models_reference.py; the same 1e-4 relative bound applies.
+REL_TOL = 1e-4
+
+
+def main():
+    work = harness.work_dir("gguf_models")
+    checks = harness.Checks("tiny GGUF models: llmc vs NumPy reference")
+    models = make_gguf_models.generate_all(os.path.join(work, "models"))
+    summary = []
+    for name, path in models:
+        ref = load_gguf(path)
+        ref_logits, ref_ids = ref.greedy(PROMPT, N_GEN)
+        try:
+            got_logits, got_ids = harness.llmc_logits_and_greedy(
+                path, PROMPT, N_GEN, os.path.join(work, f"{name}.npy"))
+        except RuntimeError as e:
+            checks.check(False, f"{name}: llmc run", str(e).splitlines()[-1])
+            continue
+        stats = harness.compare_logits(checks, name, got_logits, ref_logits, REL_TOL)
+        tol = REL_TOL * max(1.0, stats["max_logit"]) if stats else 1e-3
+        harness.compare_greedy(checks, name, got_ids, ref, PROMPT, ref_ids, tol)
+        if stats:
+            summary.append((name, stats))
+    print("summary (model: max abs err / max |logit|, top-1):")
+    for name, s in summary:
+        print(f"  {name:26s} {s['max_abs']:.3g} / {s['max_logit']:.3g}, {s['top1'] * 100:.0f}%")
+    checks.finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""End-to-end: llmc on tiny random Hugging Face models (config.json +
+safetensors) versus the independent NumPy reference.
+
+Models (generated here, seeded): Llama, Mistral, Qwen2 (q/k/v biases, tied
+embeddings) and Mixtral (4 experts, top-2) in float32, float16 and bfloat16,
+plus a sharded Llama (index.json + 2 files) and head_dim 32 != hidden/heads
+variants. The reference reads the same stored f16/bf16 values widened to
+float and computes in float64, so one tight tolerance serves every dtype.
+
+Checks per model: prompt logits within tolerance, top-1 agreement, and 16
+greedy tokens identical (one llmc invocation dumps logits and generates).
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref"))
+import harness  # noqa: E402  (first: pins BLAS threads)
+import make_hf_models  # noqa: E402
+from hf_loader import load_hf  # noqa: E402
+
+PROMPT = [5, 17, 200, 33, 9, 81, 140, 2, 77, 250, 64, 12]
+N_GEN = 16
+# float32 (llmc) vs float64 (reference), 2-3 layers of width 64, logits of
+# magnitude ~10: rounding differences are ~1e-6 relative; 1e-4 relative to
+# max|logit| is a wide margin that still catches any semantic error (wrong
+# RoPE half, bias, expert routing or dtype decode gives errors of order 1).
+REL_TOL = 1e-4
+
+
+def main():
+    work = harness.work_dir("hf_models")
+    checks = harness.Checks("tiny Hugging Face models: llmc vs NumPy reference")
+    models = make_hf_models.generate_all(os.path.join(work, "models"))
+    summary = []
+    for name, folder in models:
+        ref = load_hf(folder)
+        ref_logits, ref_ids = ref.greedy(PROMPT, N_GEN)
+        try:
+            got_logits, got_ids = harness.llmc_logits_and_greedy(
+                folder, PROMPT, N_GEN, os.path.join(work, f"{name}.npy"))
+        except RuntimeError as e:
+            checks.check(False, f"{name}: llmc run", str(e).splitlines()[-1])
+            continue
+        stats = harness.compare_logits(checks, name, got_logits, ref_logits, REL_TOL)
+        tol = REL_TOL * max(1.0, stats["max_logit"]) if stats else 1e-3
+        harness.compare_greedy(checks, name, got_ids, ref, PROMPT, ref_ids, tol)
+        if stats:
+            summary.append((name, stats))
+    print("summary (model: max abs err / max |logit|, top-1):")
+    for name, s in summary:
+        print(f"  {name:24s} {s['max_abs']:.3g} / {s['max_logit']:.3g}, {s['top1'] * 100:.0f}%")
+    checks.finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,536 @@
+//===- ExecutorTest.cpp - CPU executor vs a naive reference forward ---------===//
+// A tiny random decoder (2 layers, hidden 16, 4 heads, 2 KV heads, head_dim
+// 8, ffn 32, vocab 50) is written as an artifact in memory; its logits from
+// the Executor are compared with a straightforward scalar forward written
+// here (full recompute per step, no KV cache). Variants: both RoPE styles,
+// attention biases, a 4-expert top-2 MoE with tied embeddings, F16 weights.
+// Incremental decode must match one-shot prefill.
+//===----------------------------------------------------------------------===//
+#include "llmc/artifact.h"
+#include "llmc/executor.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+using namespace llmc;
+using nlohmann::json;
+
+namespace {
+
+constexpr int64_t kLayers = 2, kD = 16, kH = 4, kKV = 2, kHd = 8, kF = 32, kV = 50, kE = 4,
+                  kTopK = 2;
+constexpr double kTheta = 10000.0, kEps = 1e-5;
+
+struct Variant {
+  RopeStyle rope = RopeStyle::Half;
+  bool moe = false;
+  bool f16 = false;
+  bool bias = false;
+  bool tied = false;
+};
+
+// ---- Local half conversion (round to nearest even), independent of the runtime.
+uint16_t toHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000;
+  int32_t exp = int32_t((x >> 23) & 0xFF) - 127 + 15;
+  uint32_t mant = x & 0x7FFFFF;
+  if (exp >= 31)
+    return uint16_t(sign | 0x7C00);
+  if (exp <= 0) { // subnormal half
+    if (exp < -10)
+      return uint16_t(sign);
+    mant |= 0x800000;
+    uint32_t shift = uint32_t(14 - exp);
+    uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (h & 1)))
+      ++h;
+    return uint16_t(sign | h);
+  }
+  uint32_t h = uint32_t(exp) << 10 | mant >> 13;
+  uint32_t rem = mant & 0x1FFF;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
+    ++h;
+  return uint16_t(sign | h);
+}
+
+float fromHalf(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
+  float v;
+  if (exp == 0)
+    v = std::ldexp(float(mant), -24);
+  else if (exp == 31)
+    v = mant ? NAN : INFINITY;
+  else
+    v = std::ldexp(float(mant | 0x400), int(exp) - 25);
+  return sign ? -v : v;
+}
+
+/// A deterministic generator (no dependence on <random> distributions).
+struct Lcg {
+  uint64_t s;
+  float next() { // uniform in [-1, 1)
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    return float(double(s >> 40) / double(1ull << 24) * 2.0 - 1.0);
+  }
+};
+
+struct TinyModel {
+  Variant var;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::map<std::string, std::vector<float>> w; // f32 values (already F16-rounded if f16)
+  std::map<std::string, std::vector<uint16_t>> halves;
+  std::vector<std::string> order;
+
+  void add(const std::string &name, std::vector<int64_t> shape, float scale, float offset,
+           Lcg &rng) {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float &x : v) {
+      x = offset + scale * rng.next();
+      if (var.f16)
+        x = fromHalf(toHalf(x));
+    }
+    shapes[name] = shape;
+    w[name] = v;
+    order.push_back(name);
+  }
+
+  explicit TinyModel(Variant v, uint64_t seed = 42) : var(v) {
+    Lcg rng{seed};
+    add("token_embd.weight", {kV, kD}, 1.0f, 0.0f, rng);
+    for (int64_t l = 0; l < kLayers; ++l) {
+      std::string p = "blk." + std::to_string(l) + ".";
+      add(p + "attn_norm.weight", {kD}, 0.2f, 1.0f, rng);
+      add(p + "attn_q.weight", {kH * kHd, kD}, 0.4f, 0.0f, rng);
+      add(p + "attn_k.weight", {kKV * kHd, kD}, 0.4f, 0.0f, rng);
+      add(p + "attn_v.weight", {kKV * kHd, kD}, 0.4f, 0.0f, rng);
+      add(p + "attn_output.weight", {kD, kH * kHd}, 0.3f, 0.0f, rng);
+      if (var.bias) {
+        add(p + "attn_q.bias", {kH * kHd}, 0.3f, 0.0f, rng);
+        add(p + "attn_k.bias", {kKV * kHd}, 0.3f, 0.0f, rng);
+        add(p + "attn_v.bias", {kKV * kHd}, 0.3f, 0.0f, rng);
+      }
+      add(p + "ffn_norm.weight", {kD}, 0.2f, 1.0f, rng);
+      if (var.moe) {
+        add(p + "ffn_gate_inp.weight", {kE, kD}, 0.5f, 0.0f, rng);
+        add(p + "ffn_gate_exps.weight", {kE, kF, kD}, 0.4f, 0.0f, rng);
+        add(p + "ffn_up_exps.weight", {kE, kF, kD}, 0.4f, 0.0f, rng);
+        add(p + "ffn_down_exps.weight", {kE, kD, kF}, 0.3f, 0.0f, rng);
+      } else {
+        add(p + "ffn_gate.weight", {kF, kD}, 0.4f, 0.0f, rng);
+        add(p + "ffn_up.weight", {kF, kD}, 0.4f, 0.0f, rng);
+        add(p + "ffn_down.weight", {kD, kF}, 0.3f, 0.0f, rng);
+      }
+    }
+    add("output_norm.weight", {kD}, 0.2f, 1.0f, rng);
+    if (!var.tied)
+      add("output.weight", {kV, kD}, 0.5f, 0.0f, rng);
+    for (auto &[name, vals] : w) {
+      std::vector<uint16_t> h(vals.size());
+      for (size_t i = 0; i < vals.size(); ++i)
+        h[i] = toHalf(vals[i]);
+      halves[name] = h;
+    }
+  }
+
+  const std::vector<float> &W(const std::string &n) const { return w.at(n); }
+
+  Program program() const {
+    Program p;
+    int next = 0;
+    auto node = [&](std::string op, std::vector<int> in, std::map<std::string, std::string> ws,
+                    json attrs = json::object()) {
+      ProgramNode n;
+      n.op = std::move(op);
+      n.in = std::move(in);
+      n.out = next++;
+      n.weights = std::move(ws);
+      n.attrs = std::move(attrs);
+      p.nodes.push_back(n);
+      return n.out;
+    };
+    int x = node("embed", {}, {{"table", "token_embd.weight"}});
+    for (int64_t l = 0; l < kLayers; ++l) {
+      std::string pre = "blk." + std::to_string(l) + ".";
+      int h = node("rms_norm", {x}, {{"weight", pre + "attn_norm.weight"}}, {{"eps", kEps}});
+      std::map<std::string, std::string> aw = {{"q", pre + "attn_q.weight"},
+                                               {"k", pre + "attn_k.weight"},
+                                               {"v", pre + "attn_v.weight"},
+                                               {"o", pre + "attn_output.weight"}};
+      if (var.bias) {
+        aw["q_bias"] = pre + "attn_q.bias";
+        aw["k_bias"] = pre + "attn_k.bias";
+        aw["v_bias"] = pre + "attn_v.bias";
+      }
+      int a = node("attention", {h}, aw,
+                   {{"layer", l},
+                    {"num_heads", kH},
+                    {"num_kv_heads", kKV},
+                    {"head_dim", kHd},
+                    {"rope_theta", kTheta},
+                    {"rope_style", var.rope == RopeStyle::Interleaved ? "interleaved" : "half"},
+                    {"causal", true}});
+      x = node("add", {x, a}, {});
+      int h2 = node("rms_norm", {x}, {{"weight", pre + "ffn_norm.weight"}}, {{"eps", kEps}});
+      int m;
+      if (var.moe)
+        m = node("moe", {h2},
+                 {{"router", pre + "ffn_gate_inp.weight"},
+                  {"gate", pre + "ffn_gate_exps.weight"},
+                  {"up", pre + "ffn_up_exps.weight"},
+                  {"down", pre + "ffn_down_exps.weight"}},
+                 {{"num_experts", kE}, {"top_k", kTopK}, {"activation", "silu"}, {"renormalize", true}});
+      else
+        m = node("mlp", {h2},
+                 {{"gate", pre + "ffn_gate.weight"},
+                  {"up", pre + "ffn_up.weight"},
+                  {"down", pre + "ffn_down.weight"}},
+                 {{"activation", "silu"}});
+      x = node("add", {x, m}, {});
+    }
+    int f = node("rms_norm", {x}, {{"weight", "output_norm.weight"}}, {{"eps", kEps}});
+    p.output = node("lm_head", {f}, {{"weight", var.tied ? "token_embd.weight" : "output.weight"}});
+    return p;
+  }
+
+  json manifest() const {
+    ModelConfig c;
+    c.architecture = var.moe ? "mixtral" : "llama";
+    c.name = "tiny";
+    c.vocab_size = kV;
+    c.hidden_size = kD;
+    c.intermediate_size = kF;
+    c.num_layers = kLayers;
+    c.num_heads = kH;
+    c.num_kv_heads = kKV;
+    c.head_dim = kHd;
+    c.context_length = 64;
+    c.rope_theta = kTheta;
+    c.rope_style = var.rope;
+    c.norm_eps = kEps;
+    c.tied_embeddings = var.tied;
+    c.attention_bias = var.bias;
+    c.num_experts = var.moe ? kE : 0;
+    c.num_experts_per_token = var.moe ? kTopK : 0;
+    return json{{"config", configToJson(c)}, {"program", program().toJson()}};
+  }
+
+  std::vector<uint8_t> artifactBytes(const json &m) const {
+    std::vector<ArtifactWriter::Tensor> ts;
+    for (const std::string &name : order) {
+      // Norm weights and biases stay F32 as converters usually keep them.
+      bool vec = shapes.at(name).size() == 1;
+      if (var.f16 && !vec)
+        ts.push_back({name, DType::F16, shapes.at(name), int64_t(halves.at(name).size() * 2),
+                      halves.at(name).data()});
+      else
+        ts.push_back({name, DType::F32, shapes.at(name), int64_t(w.at(name).size() * 4),
+                      w.at(name).data()});
+    }
+    return ArtifactWriter(m, ts).toBuffer();
+  }
+  std::unique_ptr<Artifact> artifact() const {
+    return Artifact::fromBuffer(artifactBytes(manifest()), "tiny.llmc");
+  }
+};
+
+// ---- Naive reference forward: recompute every position from scratch.
+using Mat = std::vector<std::vector<double>>;
+
+std::vector<double> matvec(const std::vector<float> &W, int64_t rows, int64_t cols,
+                           const std::vector<double> &x, int64_t rowOffset = 0) {
+  std::vector<double> y(size_t(rows), 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      y[size_t(r)] += double(W[size_t((rowOffset + r) * cols + c)]) * x[size_t(c)];
+  return y;
+}
+
+std::vector<double> rmsnorm(const std::vector<double> &x, const std::vector<float> &w) {
+  double ss = 0;
+  for (double v : x)
+    ss += v * v;
+  double s = 1.0 / std::sqrt(ss / double(x.size()) + kEps);
+  std::vector<double> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    y[i] = x[i] * s * w[i];
+  return y;
+}
+
+void rope(std::vector<double> &v, int64_t heads, int64_t pos, RopeStyle style) {
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < kHd / 2; ++i) {
+      double ang = double(pos) * std::pow(kTheta, -2.0 * double(i) / double(kHd));
+      size_t a = size_t(h * kHd + (style == RopeStyle::Interleaved ? 2 * i : i));
+      size_t b = size_t(h * kHd + (style == RopeStyle::Interleaved ? 2 * i + 1 : i + kHd / 2));
+      double x0 = v[a], x1 = v[b];
+      v[a] = x0 * std::cos(ang) - x1 * std::sin(ang);
+      v[b] = x0 * std::sin(ang) + x1 * std::cos(ang);
+    }
+}
+
+double silu(double x) { return x / (1.0 + std::exp(-x)); }
+
+std::vector<double> mlp(const TinyModel &m, const std::string &pre, const std::vector<double> &x,
+                        const std::string &g, const std::string &u, const std::string &d,
+                        int64_t expert) {
+  std::vector<double> gv = matvec(m.W(pre + g), kF, kD, x, expert * kF);
+  std::vector<double> uv = matvec(m.W(pre + u), kF, kD, x, expert * kF);
+  for (int64_t i = 0; i < kF; ++i)
+    gv[size_t(i)] = silu(gv[size_t(i)]) * uv[size_t(i)];
+  return matvec(m.W(pre + d), kD, kF, gv, expert * kD);
+}
+
+/// Logits [n][vocab] for the tokens.
+Mat referenceForward(const TinyModel &m, const std::vector<int32_t> &toks) {
+  const int64_t n = int64_t(toks.size());
+  Mat x(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t)
+    x[size_t(t)].assign(m.W("token_embd.weight").begin() + toks[size_t(t)] * kD,
+                        m.W("token_embd.weight").begin() + (toks[size_t(t)] + 1) * kD);
+  for (int64_t l = 0; l < kLayers; ++l) {
+    std::string pre = "blk." + std::to_string(l) + ".";
+    Mat q(static_cast<size_t>(n)), k(static_cast<size_t>(n)), v(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<double> h = rmsnorm(x[size_t(t)], m.W(pre + "attn_norm.weight"));
+      q[size_t(t)] = matvec(m.W(pre + "attn_q.weight"), kH * kHd, kD, h);
+      k[size_t(t)] = matvec(m.W(pre + "attn_k.weight"), kKV * kHd, kD, h);
+      v[size_t(t)] = matvec(m.W(pre + "attn_v.weight"), kKV * kHd, kD, h);
+      if (m.var.bias) {
+        for (int64_t i = 0; i < kH * kHd; ++i)
+          q[size_t(t)][size_t(i)] += m.W(pre + "attn_q.bias")[size_t(i)];
+        for (int64_t i = 0; i < kKV * kHd; ++i) {
+          k[size_t(t)][size_t(i)] += m.W(pre + "attn_k.bias")[size_t(i)];
+          v[size_t(t)][size_t(i)] += m.W(pre + "attn_v.bias")[size_t(i)];
+        }
+      }
+      rope(q[size_t(t)], kH, t, m.var.rope);
+      rope(k[size_t(t)], kKV, t, m.var.rope);
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<double> att(size_t(kH * kHd), 0.0);
+      for (int64_t h = 0; h < kH; ++h) {
+        int64_t kvh = h / (kH / kKV);
+        std::vector<double> s(size_t(t + 1));
+        double mx = -1e300;
+        for (int64_t j = 0; j <= t; ++j) {
+          double d = 0;
+          for (int64_t i = 0; i < kHd; ++i)
+            d += q[size_t(t)][size_t(h * kHd + i)] * k[size_t(j)][size_t(kvh * kHd + i)];
+          s[size_t(j)] = d / std::sqrt(double(kHd));
+          mx = std::max(mx, s[size_t(j)]);
+        }
+        double sum = 0;
+        for (double &e : s)
+          sum += e = std::exp(e - mx);
+        for (int64_t j = 0; j <= t; ++j)
+          for (int64_t i = 0; i < kHd; ++i)
+            att[size_t(h * kHd + i)] += s[size_t(j)] / sum * v[size_t(j)][size_t(kvh * kHd + i)];
+      }
+      std::vector<double> o = matvec(m.W(pre + "attn_output.weight"), kD, kH * kHd, att);
+      for (int64_t i = 0; i < kD; ++i)
+        x[size_t(t)][size_t(i)] += o[size_t(i)];
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<double> h = rmsnorm(x[size_t(t)], m.W(pre + "ffn_norm.weight"));
+      std::vector<double> y(size_t(kD), 0.0);
+      if (m.var.moe) {
+        std::vector<double> logit = matvec(m.W(pre + "ffn_gate_inp.weight"), kE, kD, h);
+        double mx = *std::max_element(logit.begin(), logit.end()), sum = 0;
+        std::vector<double> p(static_cast<size_t>(kE));
+        for (int64_t e = 0; e < kE; ++e)
+          sum += p[size_t(e)] = std::exp(logit[size_t(e)] - mx);
+        std::vector<int64_t> ids(static_cast<size_t>(kE));
+        for (int64_t e = 0; e < kE; ++e)
+          ids[size_t(e)] = e;
+        std::stable_sort(ids.begin(), ids.end(),
+                         [&](int64_t a, int64_t b) { return p[size_t(a)] > p[size_t(b)]; });
+        double kept = 0;
+        for (int64_t i = 0; i < kTopK; ++i)
+          kept += p[size_t(ids[size_t(i)])];
+        for (int64_t i = 0; i < kTopK; ++i) {
+          int64_t e = ids[size_t(i)];
+          std::vector<double> ye =
+              mlp(m, pre, h, "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight", e);
+          for (int64_t d = 0; d < kD; ++d)
+            y[size_t(d)] += p[size_t(e)] / kept * ye[size_t(d)];
+        }
+      } else {
+        y = mlp(m, pre, h, "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight", 0);
+      }
+      for (int64_t i = 0; i < kD; ++i)
+        x[size_t(t)][size_t(i)] += y[size_t(i)];
+    }
+  }
+  Mat logits(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<double> h = rmsnorm(x[size_t(t)], m.W("output_norm.weight"));
+    logits[size_t(t)] =
+        matvec(m.W(m.var.tied ? "token_embd.weight" : "output.weight"), kV, kD, h);
+  }
+  return logits;
+}
+
+const std::vector<int32_t> kPrompt = {3, 17, 42, 0, 49, 8, 8, 21, 33, 5, 12};
+
+void expectClose(const float *got, const std::vector<double> &want, double tol,
+                 const std::string &what) {
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
+  EXPECT_LT(worst, tol) << what;
+}
+
+void checkVariant(const Variant &v) {
+  TinyModel m(v);
+  std::unique_ptr<Artifact> art = m.artifact();
+  Mat ref = referenceForward(m, kPrompt);
+  const int64_t n = int64_t(kPrompt.size());
+  const double tol = 2e-4;
+
+  Executor ex(*art, {2, 0});
+  EXPECT_EQ(ex.vocabSize(), kV);
+  EXPECT_EQ(ex.maxContext(), 64);
+
+  // One-shot prefill, all logits.
+  std::vector<float> all = ex.forward(kPrompt, true);
+  ASSERT_EQ(all.size(), size_t(n * kV));
+  EXPECT_EQ(ex.pos(), n);
+  for (int64_t t = 0; t < n; ++t)
+    expectClose(all.data() + t * kV, ref[size_t(t)], tol, "prefill row " + std::to_string(t));
+
+  // Token-by-token decode matches prefill.
+  ex.reset();
+  EXPECT_EQ(ex.pos(), 0);
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<float> last = ex.forward({kPrompt[size_t(t)]});
+    ASSERT_EQ(last.size(), size_t(kV));
+    for (int64_t i = 0; i < kV; ++i)
+      ASSERT_NEAR(last[size_t(i)], all[size_t(t * kV + i)], 1e-4) << "decode step " << t;
+  }
+
+  // Prefill a prefix (last row only) then decode the rest.
+  ex.reset();
+  std::vector<float> last =
+      ex.forward(std::vector<int32_t>(kPrompt.begin(), kPrompt.begin() + 4), false);
+  ASSERT_EQ(last.size(), size_t(kV));
+  expectClose(last.data(), ref[3], tol, "prefix last row");
+  for (int64_t t = 4; t < n; ++t)
+    last = ex.forward({kPrompt[size_t(t)]});
+  expectClose(last.data(), ref[size_t(n - 1)], tol, "after mixed prefill/decode");
+
+  // A single thread gives the same answer.
+  Executor one(*art, {1, 0});
+  std::vector<float> single = one.forward(kPrompt, true);
+  for (size_t i = 0; i < single.size(); ++i)
+    ASSERT_NEAR(single[i], all[i], 1e-5);
+}
+
+} // namespace
+
+TEST(Executor, MatchesReferenceHalfRope) { checkVariant({RopeStyle::Half}); }
+
+TEST(Executor, MatchesReferenceInterleavedRope) { checkVariant({RopeStyle::Interleaved}); }
+
+TEST(Executor, MatchesReferenceWithAttentionBias) {
+  Variant v;
+  v.bias = true;
+  checkVariant(v);
+}
+
+TEST(Executor, MatchesReferenceMoE) {
+  Variant v;
+  v.moe = true;
+  v.tied = true;
+  checkVariant(v);
+}
+
+TEST(Executor, MatchesReferenceF16Weights) {
+  Variant v;
+  v.f16 = true;
+  v.rope = RopeStyle::Interleaved;
+  checkVariant(v);
+  v.moe = true;
+  checkVariant(v);
+}
+
+TEST(Executor, RopeStyleMatters) {
+  Variant a, b;
+  b.rope = RopeStyle::Interleaved;
+  TinyModel ma(a), mb(b);
+  std::unique_ptr<Artifact> aa = ma.artifact(), ab = mb.artifact();
+  Executor ea(*aa, {1, 0}), eb(*ab, {1, 0});
+  std::vector<float> la = ea.forward(kPrompt), lb = eb.forward(kPrompt);
+  double diff = 0;
+  for (size_t i = 0; i < la.size(); ++i)
+    diff = std::max(diff, double(std::fabs(la[i] - lb[i])));
+  EXPECT_GT(diff, 1e-3);
+}
+
+TEST(Executor, ContextLimit) {
+  TinyModel m({});
+  std::unique_ptr<Artifact> art = m.artifact();
+  Executor ex(*art, {1, 8});
+  EXPECT_EQ(ex.maxContext(), 8);
+  ex.forward({1, 2, 3, 4, 5, 6});
+  EXPECT_THROW(ex.forward({1, 2, 3}), std::runtime_error);
+  EXPECT_EQ(ex.pos(), 6);
+  ex.forward({1, 2});
+  try {
+    ex.forward({1});
+    FAIL() << "expected an error past the context";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("maximum context"), std::string::npos) << e.what();
+  }
+  ex.reset();
+  EXPECT_THROW(ex.forward({kV}), std::runtime_error);
+  EXPECT_THROW(ex.forward({-1}), std::runtime_error);
+  EXPECT_THROW(ex.forward({}), std::runtime_error);
+  EXPECT_EQ(ex.pos(), 0);
+}
+
+namespace {
+void expectBuildError(const TinyModel &m, const json &manifest,
+                      const std::vector<std::string> &needles) {
+  std::unique_ptr<Artifact> art = Artifact::fromBuffer(m.artifactBytes(manifest), "tiny.llmc");
+  try {
+    Executor ex(*art);
+    ADD_FAILURE() << "expected the executor to reject the program";
+  } catch (const std::runtime_error &e) {
+    for (const std::string &n : needles)
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+  }
+}
+} // namespace
+
+TEST(Executor, RejectsMissingWeight) {
+  TinyModel m({});
+  json man = m.manifest();
+  man["program"]["nodes"][2]["weights"]["k"] = "blk.0.attn_missing.weight";
+  expectBuildError(m, man, {"program node 2 (attention)", "blk.0.attn_missing.weight"});
+}
+
+TEST(Executor, RejectsShapeMismatch) {
+  TinyModel m({});
+  json man = m.manifest();
+  // q and k swapped: q must be [32, 16].
+  man["program"]["nodes"][2]["weights"]["q"] = "blk.0.attn_k.weight";
+  expectBuildError(m, man, {"program node 2 (attention)", "blk.0.attn_k.weight", "[16,16]"});
+  man = m.manifest();
+  man["program"]["nodes"][1]["weights"]["weight"] = "blk.0.attn_q.weight";
+  expectBuildError(m, man, {"program node 1 (rms_norm)", "blk.0.attn_q.weight"});
+  man = m.manifest();
+  man["program"]["nodes"][2]["attrs"]["num_kv_heads"] = 3;
+  expectBuildError(m, man, {"program node 2 (attention)", "num_kv_heads"});
+  man = m.manifest();
+  man["program"]["nodes"][2]["attrs"]["rope_style"] = "diagonal";
+  expectBuildError(m, man, {"rope_style", "diagonal"});
+}
