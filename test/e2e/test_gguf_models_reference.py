@@ -20,9 +20,12 @@ from gguf_loader import load_gguf  # noqa: E402
 
 PROMPT = [5, 17, 200, 33, 9, 81, 140, 2, 77, 250, 64, 12]
 N_GEN = 16
-# float32 (llmc) vs float64 (reference) on 2-3 small layers: see
-# test_hf_models_reference.py; the same 1e-4 relative bound applies.
-REL_TOL = 1e-4
+# float32 (llmc) vs float64 (reference): measured max abs error 1.3e-6 to
+# 1.3e-5 with max|logit| 8 to 19, i.e. <= 7e-7 relative. 2e-5 relative to
+# max|logit| leaves a ~30x margin for other summation orders / CPUs, while
+# any semantic error (RoPE order, dequantization, bias, expert routing)
+# gives errors of order 1.
+REL_TOL = 2e-5
 
 
 def main():

@@ -18,11 +18,12 @@ from llama2c_loader import load_llama2c  # noqa: E402
 # make sense of them, only llmc and the reference must agree.
 PROMPT = [1, 403, 407, 261, 378, 395, 441, 306, 278, 261, 288, 402, 261, 300, 269, 296]
 N_GEN = 32
-# float32 (llmc) vs float64 (reference): over 5 layers of width 64 the
-# rounding differences stay around 1e-6 of the logit scale; 1e-4 relative
-# leaves ample margin while still catching any real semantic error (a wrong
-# RoPE pairing or norm gives errors of order 1).
-REL_TOL = 1e-4
+# float32 (llmc) vs float64 (reference), 5 layers of width 64: measured max
+# abs error 1.9e-5 with max|logit| 13.2 (1.5e-6 relative). 2e-5 relative to
+# max|logit| leaves a ~13x margin for other summation orders / CPUs, while a
+# real semantic error (RoPE pairing, norm, GQA mapping) gives errors of
+# order 1.
+REL_TOL = 2e-5
 
 
 def main():
