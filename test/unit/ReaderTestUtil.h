@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -75,9 +76,13 @@ void expectImportError(F &&f, const std::vector<std::string> &needles) {
 /// Feeds `rounds` corrupted copies of `good` to `read` (which reads the
 /// given path): every outcome must be success or ImportError. Corruptions
 /// flip, overwrite or truncate bytes, biased toward the first `hot` bytes.
+/// Deterministic (fixed seed).
 template <typename F>
 void corruptionSweep(const std::string &path, const std::vector<uint8_t> &good, size_t hot,
                      int rounds, F &&read) {
+  // LLMC_SWEEP_SCALE=N runs N times as many rounds (for longer local runs).
+  if (const char *scale = std::getenv("LLMC_SWEEP_SCALE"))
+    rounds *= std::max(1, std::atoi(scale));
   std::mt19937 rng(12345);
   int failures = 0;
   for (int r = 0; r < rounds; ++r) {
