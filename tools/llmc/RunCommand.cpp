@@ -191,6 +191,7 @@ std::function<int()> addRunCommand(CLI::App &app) {
         logits = exec.forward({next});
     }
     printf("\n");
+    fflush(stdout);
     double decodeS =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - td).count();
     if (!a->quiet)

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <set>
@@ -156,6 +157,48 @@ std::vector<uint8_t> ArtifactWriter::toBuffer() const {
   return out;
 }
 
+namespace {
+// While a temporary file is being written, SIGINT/SIGTERM/SIGHUP remove it
+// before the process dies, so an interrupted compile leaves nothing behind.
+char gPendingTemp[4096];
+volatile sig_atomic_t gHavePendingTemp = 0;
+
+extern "C" void removePendingTempAndDie(int sig) {
+  if (gHavePendingTemp)
+    ::unlink(gPendingTemp);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+class TempFileGuard {
+public:
+  explicit TempFileGuard(const std::string &tmp) {
+    if (tmp.size() >= sizeof gPendingTemp)
+      return;
+    std::memcpy(gPendingTemp, tmp.c_str(), tmp.size() + 1);
+    gHavePendingTemp = 1;
+    struct sigaction sa {};
+    sa.sa_handler = removePendingTempAndDie;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; ++i)
+      ::sigaction(kSignals[i], &sa, &old[i]);
+    armed = true;
+  }
+  ~TempFileGuard() {
+    if (!armed)
+      return;
+    for (int i = 0; i < 3; ++i)
+      ::sigaction(kSignals[i], &old[i], nullptr);
+    gHavePendingTemp = 0;
+  }
+
+private:
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction old[3];
+  bool armed = false;
+};
+} // namespace
+
 void ArtifactWriter::writeFile(const std::string &path) const {
   if (path.empty())
     throw std::runtime_error("artifact output path is empty");
@@ -174,6 +217,7 @@ void ArtifactWriter::writeFile(const std::string &path) const {
     throw std::runtime_error(path + ": cannot create a temporary file in '" + folderOf(path) +
                              "': " + std::strerror(errno));
   std::string tmp(name.data());
+  TempFileGuard guard(tmp);
   try {
     FileSink sink(fd, path);
     sink.write(plan.header, layout::kHeaderSize);
