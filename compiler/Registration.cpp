@@ -2,6 +2,7 @@
 #include "compiler/Registration.h"
 #include "dialects/llm/IR/LlmDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "passes/quant/Passes.h"
 #include "mlir/Transforms/Passes.h"
 
 namespace llmc {
@@ -14,5 +15,6 @@ void registerLlmcPasses() {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
+  quant::registerQuantPasses();
 }
 } // namespace llmc

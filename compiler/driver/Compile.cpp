@@ -48,6 +48,8 @@ CompiledModel compileModel(MLIRContext &ctx, const SourceModel &src,
            secondsSince(t0));
   say(buf);
 
+  auto store = std::make_shared<WeightStore>(src);
+  WeightStore::Scope activeStore(*store);
   std::string pipeline = anchoredPipeline(opts.pipeline);
   if (!pipeline.empty()) {
     auto t1 = std::chrono::steady_clock::now();
@@ -70,24 +72,24 @@ CompiledModel compileModel(MLIRContext &ctx, const SourceModel &src,
     throw CompileError("cannot export the compiled model");
 
   CompiledModel out;
+  out.store = store;
   if (opts.embedIR) {
     llvm::raw_string_ostream os(out.irText);
     module->print(os);
   }
-  std::map<std::string, const SourceTensor *> byName;
-  for (const SourceTensor &t : src.tensors)
-    byName[t.name] = &t;
+  nlohmann::json weightInfo = nlohmann::json::object();
   for (const ExportedWeight &w : exported->weights) {
-    auto it = byName.find(w.name);
-    if (it == byName.end())
+    const WeightStore::Entry *t = store->find(w.name);
+    if (!t)
       throw CompileError("weight '" + w.name + "' is not in the weight store");
-    const SourceTensor &t = *it->second;
-    if (t.dtype != w.dtype || t.shape != w.shape)
+    if (t->dtype != w.dtype || t->shape != w.shape)
       throw CompileError("weight '" + w.name +
                          "' in the IR does not match the weight store (type " +
                          std::string(dtypeName(w.dtype)) + " vs " +
-                         std::string(dtypeName(t.dtype)) + ")");
-    out.tensors.push_back({t.name, t.dtype, t.shape, t.nbytes, t.data});
+                         std::string(dtypeName(t->dtype)) + ")");
+    out.tensors.push_back({w.name, t->dtype, t->shape, t->nbytes, t->data});
+    if (t->info.contains("method"))
+      weightInfo[w.name] = t->info;
   }
 
   nlohmann::json &m = out.manifest;
@@ -95,6 +97,8 @@ CompiledModel compileModel(MLIRContext &ctx, const SourceModel &src,
   m["program"] = exported->program.toJson();
   m["tokenizer"] = tokenizerToJson(src.tokenizer);
   m["pipeline"] = {{"text", opts.pipeline}, {"anchored", pipeline}};
+  if (!weightInfo.empty())
+    m["weight_transforms"] = weightInfo;
   nlohmann::json source = {{"format", src.format}, {"path", src.path}};
   struct stat st;
   if (::stat(src.path.c_str(), &st) == 0) {

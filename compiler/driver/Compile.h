@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "compiler/import/SourceModel.h"
+#include "compiler/weights/WeightStore.h"
 #include "llmc/artifact.h"
 #include "mlir/IR/MLIRContext.h"
 #include <functional>
@@ -22,6 +23,7 @@ struct CompileOptions {
 };
 
 struct CompiledModel {
+  std::shared_ptr<WeightStore> store; // keeps rewritten weights alive
   nlohmann::json manifest; // without "tensors" (the writer adds it)
   std::vector<ArtifactWriter::Tensor> tensors;
   std::string irText;

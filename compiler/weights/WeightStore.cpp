@@ -1,0 +1,52 @@
+//===- WeightStore.cpp - The weights an llm.weight op names -------------===//
+#include "compiler/weights/WeightStore.h"
+#include <stdexcept>
+
+namespace llmc {
+
+namespace {
+thread_local WeightStore *activeStore = nullptr;
+}
+
+WeightStore::WeightStore(const SourceModel &src) {
+  for (const SourceTensor &t : src.tensors)
+    entries[t.name] = Entry{t.dtype, t.shape, t.data, t.nbytes, nullptr,
+                            {{"origin", src.format}}};
+}
+
+const WeightStore::Entry *WeightStore::find(const std::string &name) const {
+  auto it = entries.find(name);
+  return it == entries.end() ? nullptr : &it->second;
+}
+
+void WeightStore::replace(const std::string &name, DType dtype,
+                          std::vector<int64_t> shape, std::vector<uint8_t> bytes,
+                          nlohmann::json info) {
+  auto owned = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  Entry e;
+  e.dtype = dtype;
+  e.shape = std::move(shape);
+  e.data = owned->data();
+  e.nbytes = static_cast<int64_t>(owned->size());
+  e.owned = std::move(owned);
+  e.info = std::move(info);
+  entries[name] = std::move(e);
+}
+
+void WeightStore::dequantizeRows(const Entry &e, int64_t firstRow, int64_t numRows,
+                                 float *out) {
+  int64_t cols = e.shape.empty() ? 1 : e.shape.back();
+  int64_t rb = rowBytes(e.dtype, cols);
+  const auto *base = static_cast<const uint8_t *>(e.data);
+  for (int64_t r = 0; r < numRows; ++r)
+    dequantizeRow(e.dtype, base + (firstRow + r) * rb, out + r * cols, cols);
+}
+
+WeightStore *WeightStore::active() { return activeStore; }
+
+WeightStore::Scope::Scope(WeightStore &store) : previous(activeStore) {
+  activeStore = &store;
+}
+WeightStore::Scope::~Scope() { activeStore = previous; }
+
+} // namespace llmc

@@ -1,0 +1,57 @@
+//===- WeightStore.h - The weights an llm.weight op names -------*- C++ -*-===//
+// The compiler's side of `llm.weight "name"`: type, shape and bytes of every
+// weight, initially pointing into the source file (nothing copied), replaced
+// by owned buffers when a pass rewrites a weight (quantization, pruning).
+// Passes reach the store of the compile in progress through
+// WeightStore::active(); under llmc-opt there is none, and passes then change
+// only the IR types (what lit tests check).
+//===----------------------------------------------------------------------===//
+#pragma once
+#include "compiler/import/SourceModel.h"
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace llmc {
+
+class WeightStore {
+public:
+  struct Entry {
+    DType dtype = DType::F32;
+    std::vector<int64_t> shape;
+    const void *data = nullptr;
+    int64_t nbytes = 0;
+    std::shared_ptr<const std::vector<uint8_t>> owned; // set when a pass made the bytes
+    nlohmann::json info = nlohmann::json::object();    // what produced it (recorded in the manifest)
+  };
+
+  /// References every tensor of `src` (which must outlive the store).
+  explicit WeightStore(const SourceModel &src);
+
+  const Entry *find(const std::string &name) const;
+  void replace(const std::string &name, DType dtype, std::vector<int64_t> shape,
+               std::vector<uint8_t> bytes, nlohmann::json info);
+
+  /// Row r of a 2-D view [rows, cols] of the weight, dequantized to f32.
+  static void dequantizeRows(const Entry &e, int64_t firstRow, int64_t numRows, float *out);
+
+  /// The store of the compile in progress on this thread, or nullptr.
+  static WeightStore *active();
+
+  /// Makes `store` the active one for its lifetime.
+  class Scope {
+  public:
+    explicit Scope(WeightStore &store);
+    ~Scope();
+
+  private:
+    WeightStore *previous;
+  };
+
+private:
+  std::map<std::string, Entry> entries;
+};
+
+} // namespace llmc
