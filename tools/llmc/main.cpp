@@ -11,6 +11,7 @@ int main(int argc, char **argv) {
   auto inspect = llmc::tool::addInspectCommand(app);
   auto run = llmc::tool::addRunCommand(app);
   auto import = llmc::tool::addImportCommand(app);
+  auto eval = llmc::tool::addEvalCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
@@ -26,6 +27,8 @@ int main(int argc, char **argv) {
       return run();
     if (app.got_subcommand("import"))
       return import();
+    if (app.got_subcommand("eval"))
+      return eval();
   } catch (const std::exception &e) {
     fprintf(stderr, "llmc: error: %s\n", e.what());
     return llmc::tool::kError;
