@@ -8,7 +8,7 @@ namespace {
 thread_local WeightStore *activeStore = nullptr;
 }
 
-WeightStore::WeightStore(const SourceModel &src) {
+WeightStore::WeightStore(const SourceModel &src) : source_(&src) {
   for (const SourceTensor &t : src.tensors)
     entries[t.name] = Entry{t.dtype, t.shape, t.data, t.nbytes, nullptr,
                             {{"origin", src.format}}};

@@ -31,6 +31,8 @@ public:
   explicit WeightStore(const SourceModel &src);
 
   const Entry *find(const std::string &name) const;
+  /// The model the store was made from (config, tokenizer, provenance).
+  const SourceModel &source() const { return *source_; }
   void replace(const std::string &name, DType dtype, std::vector<int64_t> shape,
                std::vector<uint8_t> bytes, nlohmann::json info);
 
@@ -51,6 +53,7 @@ public:
   };
 
 private:
+  const SourceModel *source_;
   std::map<std::string, Entry> entries;
 };
 

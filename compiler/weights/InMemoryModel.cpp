@@ -1,0 +1,30 @@
+//===- InMemoryModel.cpp - Run the model being compiled -----------------===//
+#include "compiler/weights/InMemoryModel.h"
+#include "compiler/artifact/ProgramExport.h"
+#include <stdexcept>
+
+namespace llmc {
+
+std::unique_ptr<Artifact> buildInMemoryArtifact(mlir::ModuleOp module,
+                                                const WeightStore &store) {
+  auto exported = exportProgram(module);
+  if (mlir::failed(exported))
+    throw std::runtime_error("cannot export the model to run it");
+  std::vector<ArtifactWriter::Tensor> tensors;
+  for (const ExportedWeight &w : exported->weights) {
+    const WeightStore::Entry *e = store.find(w.name);
+    if (!e || e->dtype != w.dtype || e->shape != w.shape)
+      throw std::runtime_error("weight '" + w.name +
+                               "' in the IR does not match the weight store");
+    tensors.push_back({w.name, e->dtype, e->shape, e->nbytes, e->data});
+  }
+  nlohmann::json manifest;
+  manifest["config"] = exported->config;
+  manifest["program"] = exported->program.toJson();
+  manifest["tokenizer"] = tokenizerToJson(store.source().tokenizer);
+  ArtifactWriter writer(std::move(manifest), std::move(tensors));
+  return Artifact::fromBuffer(writer.toBuffer(), "<model being compiled>",
+                              /*verify_tensors=*/false);
+}
+
+} // namespace llmc
