@@ -30,27 +30,8 @@ REL_TOL = 2e-5
 
 def main():
     work = harness.work_dir("gguf_models")
-    checks = harness.Checks("tiny GGUF models: llmc vs NumPy reference")
     models = make_gguf_models.generate_all(os.path.join(work, "models"))
-    summary = []
-    for name, path in models:
-        ref = load_gguf(path)
-        ref_logits, ref_ids = ref.greedy(PROMPT, N_GEN)
-        try:
-            got_logits, got_ids = harness.llmc_logits_and_greedy(
-                path, PROMPT, N_GEN, os.path.join(work, f"{name}.npy"))
-        except RuntimeError as e:
-            checks.check(False, f"{name}: llmc run", str(e).splitlines()[-1])
-            continue
-        stats = harness.compare_logits(checks, name, got_logits, ref_logits, REL_TOL)
-        tol = REL_TOL * max(1.0, stats["max_logit"]) if stats else 1e-3
-        harness.compare_greedy(checks, name, got_ids, ref, PROMPT, ref_ids, tol)
-        if stats:
-            summary.append((name, stats))
-    print("summary (model: max abs err / max |logit|, top-1):")
-    for name, s in summary:
-        print(f"  {name:26s} {s['max_abs']:.3g} / {s['max_logit']:.3g}, {s['top1'] * 100:.0f}%")
-    checks.finish()
+    harness.compare_generated_models(work, "tiny GGUF models: llmc vs NumPy reference", models, load_gguf, PROMPT, N_GEN, REL_TOL)
 
 
 if __name__ == "__main__":

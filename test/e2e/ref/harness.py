@@ -166,3 +166,29 @@ def compare_greedy(checks: Checks, name, got, ref_model, prompt, ref_ids, tie_to
     return checks.check(worst <= tie_tol, f"{name}: greedy tokens",
                         f"diverge at step {first}: llmc {got} vs reference {ref_ids}; worst teacher-forced "
                         f"gap {worst:.3g} (near-tie tolerance {tie_tol:.3g})")
+
+
+def compare_generated_models(work, title, models, load_ref, prompt, n_gen, rel_tol):
+    """For each (name, path) model: llmc's prompt logits and n_gen greedy
+    tokens against the reference that load_ref(path) builds; prints a summary
+    and exits through Checks.finish()."""
+    checks = Checks(title)
+    summary = []
+    for name, path in models:
+        ref = load_ref(path)
+        ref_logits, ref_ids = ref.greedy(prompt, n_gen)
+        try:
+            got_logits, got_ids = llmc_logits_and_greedy(
+                path, prompt, n_gen, os.path.join(work, f"{name}.npy"))
+        except RuntimeError as e:
+            checks.check(False, f"{name}: llmc run", str(e).splitlines()[-1])
+            continue
+        stats = compare_logits(checks, name, got_logits, ref_logits, rel_tol)
+        tol = rel_tol * max(1.0, stats["max_logit"]) if stats else 1e-3
+        compare_greedy(checks, name, got_ids, ref, prompt, ref_ids, tol)
+        if stats:
+            summary.append((name, stats))
+    print("summary (model: max abs err / max |logit|, top-1):")
+    for name, s in summary:
+        print(f"  {name:26s} {s['max_abs']:.3g} / {s['max_logit']:.3g}, {s['top1'] * 100:.0f}%")
+    checks.finish()
