@@ -4,6 +4,12 @@
 // along a row (the innermost, input dimension), exactly as GGUF defines them.
 // A row of n elements of type t takes row_bytes(t, n) bytes; n must be a
 // multiple of the block size.
+//
+// Besides the closed list of GGUF formats there is one parametric family,
+// grouped integers ("gq<bits><s|a>_g<group>", e.g. gq4a_g64): `bits`-bit codes
+// in groups of `group` weights sharing an fp16 scale (and, asymmetric, an
+// fp16 minimum). Their DType values encode (bits, sym, group); see
+// groupedIntDType() and llmc/format/grouped_int.h for the layout.
 //===----------------------------------------------------------------------===//
 #pragma once
 #include <cstddef>
@@ -13,7 +19,9 @@
 
 namespace llmc {
 
-enum class DType : uint8_t {
+// The named enumerators are the GGUF formats; other values are grouped-integer
+// types made by groupedIntDType() (switches on DType need a `default`).
+enum class DType : uint32_t {
   F32,
   F16,
   BF16,
@@ -33,7 +41,11 @@ struct DTypeInfo {
   int64_t block_bytes;   // bytes per block
 };
 
+/// Name and block geometry of t. Throws std::runtime_error for a value that
+/// is neither a named format nor a valid grouped-integer type. Thread-safe;
+/// the returned reference (and its name) stays valid for the program's life.
 const DTypeInfo &dtypeInfo(DType t);
+/// Case-insensitive; also parses grouped-integer names ("gq4a_g64").
 std::optional<DType> dtypeFromName(std::string_view name);
 inline std::string_view dtypeName(DType t) { return dtypeInfo(t).name; }
 /// Bytes of one row of n elements; n must be a multiple of the block size.
@@ -46,9 +58,49 @@ void dequantizeRow(DType t, const void *src, float *dst, int64_t n);
 
 /// Reference quantizer, the same rounding as ggml's reference code (and
 /// gguf-py): n floats (n a multiple of the block size) -> n elements of type
-/// t at dst. Supports F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1; throws
-/// std::runtime_error for the K-quants. Meant for tests and tools, not speed.
+/// t at dst. Supports F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the
+/// grouped-integer types (round to nearest, see llmc/format/grouped_int.h);
+/// throws std::runtime_error for the K-quants. Meant for tests and tools.
 void quantizeRowRef(DType t, const float *src, void *dst, int64_t n);
+
+//===- Grouped integer weights (llmc/format/grouped_int.h) ----------------===//
+
+struct GroupedIntSpec {
+  int bits;      // 2..8 bits per code
+  bool sym;      // symmetric: w = d*(q - 2^(bits-1)); asymmetric: w = d*q + m
+  int64_t group; // weights per group: a multiple of 8 in [8, 4096]
+  bool operator==(const GroupedIntSpec &o) const {
+    return bits == o.bits && sym == o.sym && group == o.group;
+  }
+};
+
+/// The grouped-integer DType for (bits, sym, group); throws
+/// std::runtime_error naming the bad parameter when bits is outside 2..8 or
+/// group is not a multiple of 8 in [8, 4096].
+DType groupedIntDType(int bits, bool sym, int64_t group);
+inline DType groupedIntDType(const GroupedIntSpec &s) {
+  return groupedIntDType(s.bits, s.sym, s.group);
+}
+/// (bits, sym, group) of a grouped-integer type; nullopt for any other DType.
+std::optional<GroupedIntSpec> groupedIntSpec(DType t);
+inline bool isGroupedInt(DType t) { return groupedIntSpec(t).has_value(); }
+
+/// Pack precomputed codes into a row of grouped-integer type t (for
+/// quantizers that choose their own codes, like GPTQ). codes: n values, each
+/// < 2^bits. scales / mins: one per group (n / group of them), stored rounded
+/// to fp16 (see roundToHalf); mins is ignored for symmetric types and may be
+/// null there. Throws std::runtime_error if t is not grouped, n is not a
+/// multiple of the group, a code is out of range or mins is null when needed.
+void packGroupedRow(DType t, const uint8_t *codes, const float *scales, const float *mins,
+                    void *dst, int64_t n);
+/// Inverse of packGroupedRow: codes (n), scales and mins (n / group each, as
+/// stored, i.e. fp16 values). mins may be null (it is never written for
+/// symmetric types).
+void unpackGroupedRow(DType t, const void *src, uint8_t *codes, float *scales, float *mins,
+                      int64_t n);
+
+/// The float nearest to f that fp16 can hold (what a stored scale becomes).
+float roundToHalf(float f);
 
 /// IEEE half / bfloat16 conversion helpers (bit exact, round to nearest even).
 float halfToFloat(uint16_t h);

@@ -376,9 +376,11 @@ void Executor::Impl::runAttention(const Node &n) {
   sk.resize(size_t(T * kvd));
   sv.resize(size_t(T * kvd));
   satt.resize(size_t(T * qd));
-  matmul(pool, n.a, xv.data(), T, D, sq.data(), qd, n.qBias.empty() ? nullptr : n.qBias.data());
-  matmul(pool, n.b, xv.data(), T, D, sk.data(), kvd, n.kBias.empty() ? nullptr : n.kBias.data());
-  matmul(pool, n.c, xv.data(), T, D, sv.data(), kvd, n.vBias.empty() ? nullptr : n.vBias.data());
+  const MatmulJob qkv[3] = {
+      {&n.a, sq.data(), qd, n.qBias.empty() ? nullptr : n.qBias.data()},
+      {&n.b, sk.data(), kvd, n.kBias.empty() ? nullptr : n.kBias.data()},
+      {&n.c, sv.data(), kvd, n.vBias.empty() ? nullptr : n.vBias.data()}};
+  matmulMany(pool, qkv, 3, xv.data(), T, D); // one parallel loop for all three
 
   KVCache &kc = caches[size_t(n.cache)];
   const int64_t p0 = pos;
@@ -401,9 +403,13 @@ void Executor::Impl::runMlp(const Node &n) {
   const int64_t T = valRows[size_t(n.in[0])], D = n.inWidth, F = n.ffn;
   sg.resize(size_t(T * F));
   su.resize(size_t(T * F));
-  matmul(pool, n.a, xv.data(), T, D, sg.data(), F);
-  matmul(pool, n.b, xv.data(), T, D, su.data(), F);
-  ops::gatedActivation(n.act, sg.data(), su.data(), T * F);
+  // Gate and up in one loop; each row block gets its activation right away.
+  const MatmulJob gateUp[2] = {{&n.a, sg.data(), F, nullptr}, {&n.b, su.data(), F, nullptr}};
+  const RowEpilogue activate = [&](int64_t r0, int64_t nr) {
+    for (int64_t t = 0; t < T; ++t)
+      ops::gatedActivation(n.act, sg.data() + t * F + r0, su.data() + t * F + r0, nr);
+  };
+  matmulMany(pool, gateUp, 2, xv.data(), T, D, &activate);
   std::vector<float> &out = value(n.out, T, n.width);
   matmul(pool, n.c, sg.data(), T, F, out.data(), n.width);
 }

@@ -1,7 +1,9 @@
 //===- Matmul.cpp - Blocked, threaded Y = X * W^T --------------------------===//
 #include "Matmul.h"
+#include "../kernels/dot_quant.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -24,8 +26,8 @@ inline float hsum(__m256 v) {
 #endif
 
 /// out[i] = dot(r[i], x) for 4 rows.
-inline void dot4(const float *r0, const float *r1, const float *r2, const float *r3,
-                 const float *x, int64_t n, float out[4]) {
+inline void dot4(const float *r0, const float *r1, const float *r2, const float *r3, const float *x,
+                 int64_t n, float out[4]) {
   int64_t k = 0;
   float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
 #ifdef LLMC_AVX2
@@ -110,53 +112,191 @@ float dot(const float *a, const float *b, int64_t n) {
   return s;
 }
 
-void matmul(ThreadPool &pool, const WeightMatrix &w, const float *x, int64_t T, int64_t ldx,
-            float *y, int64_t ldy, const float *bias) {
-  const int64_t rows = w.rows, cols = w.cols;
-  if (rows == 0 || T == 0)
+namespace {
+
+/// Output rows of one work item.
+constexpr int64_t kFusedRowBlock = 16;
+
+/// Work items of a matmulMany call: row blocks of every job, in job order.
+struct WorkList {
+  int64_t first[8] = {}; // first item of each job
+  int64_t total = 0;
+  int64_t block;
+  WorkList(const MatmulJob *jobs, int n, int64_t blockRows, bool paired) : block(blockRows) {
+    for (int j = 0; j < (paired ? 1 : n); ++j) { // paired: an item covers every job
+      first[j] = total;
+      total += (jobs[j].w->rows + block - 1) / block;
+    }
+  }
+  /// Job of an item and its first row.
+  void locate(int64_t item, int n, int &job, int64_t &r0) const {
+    job = 0;
+    while (job + 1 < n && item >= first[job + 1])
+      ++job;
+    r0 = (item - first[job]) * block;
+  }
+};
+
+/// Chunks of work items per thread handed out at a time: a few per thread
+/// balance the load without one atomic per item.
+int64_t grainFor(const ThreadPool &pool, int64_t items) {
+  return std::max<int64_t>(1, items / (int64_t(pool.size()) * 8));
+}
+
+void addBias(const MatmulJob &job, int64_t T, int64_t r0, int64_t nr) {
+  if (!job.bias)
     return;
-  const int64_t nblocks = (rows + kRowBlock - 1) / kRowBlock;
-  const bool direct = w.dtype == DType::F32; // read F32 rows in place
-  pool.parallelFor(0, nblocks, 1, [&](int64_t lo, int64_t hi) {
-    thread_local std::vector<float> buf;
-    if (!direct && buf.size() < size_t(kRowBlock * cols))
-      buf.resize(size_t(kRowBlock * cols));
-    for (int64_t blk = lo; blk < hi; ++blk) {
-      const int64_t r0 = blk * kRowBlock;
-      const int64_t nr = std::min(kRowBlock, rows - r0);
-      const float *rp[kRowBlock];
-      for (int64_t i = 0; i < nr; ++i) {
-        if (direct) {
-          rp[i] = reinterpret_cast<const float *>(w.row(r0 + i));
-        } else {
-          loadRow(w, r0 + i, buf.data() + i * cols);
-          rp[i] = buf.data() + i * cols;
-        }
-      }
+  for (int64_t t = 0; t < T; ++t) {
+    float *yt = job.y + t * job.ldy + r0;
+    for (int64_t k = 0; k < nr; ++k)
+      yt[k] += job.bias[r0 + k];
+  }
+}
+
+/// Runs work items [lo, hi): one job's row block each, or with `paired`
+/// the same row block of every job followed by the epilogue.
+template <class BlockFn>
+void runItems(const WorkList &work, const MatmulJob *jobs, int njobs, const RowEpilogue *paired,
+              int64_t lo, int64_t hi, const BlockFn &runBlock) {
+  for (int64_t item = lo; item < hi; ++item) {
+    int j;
+    int64_t r0;
+    work.locate(item, paired ? 1 : njobs, j, r0);
+    const int64_t nr = std::min(work.block, jobs[j].w->rows - r0);
+    if (!paired) {
+      runBlock(j, r0, nr);
+      continue;
+    }
+    for (int k = 0; k < njobs; ++k)
+      runBlock(k, r0, nr);
+    (*paired)(r0, nr);
+  }
+}
+
+/// Small T: fused quantized-row x f32 dots, at most kMaxDotRows tokens per call.
+void fusedMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x, int64_t T,
+               int64_t ldx, const RowEpilogue *paired) {
+  const int64_t cols = jobs[0].w->cols;
+  kernels::DotFn full[8], rest[8];
+  bool needSums = false;
+  const int64_t fullT = T / kernels::kMaxDotRows * kernels::kMaxDotRows;
+  for (int j = 0; j < njobs; ++j) {
+    full[j] = kernels::dotKernel(jobs[j].w->dtype, kernels::kMaxDotRows);
+    rest[j] = T > fullT ? kernels::dotKernel(jobs[j].w->dtype, int(T - fullT)) : nullptr;
+    needSums = needSums || kernels::dotNeedsSums(jobs[j].w->dtype);
+  }
+  const int64_t lds = (cols + kernels::kSumGroup - 1) / kernels::kSumGroup;
+  thread_local std::vector<float> sums;
+  if (needSums) {
+    sums.resize(size_t(T * lds));
+    for (int64_t t = 0; t < T; ++t)
+      kernels::groupSums(x + t * ldx, cols, sums.data() + t * lds);
+  }
+  const float *sp = needSums ? sums.data() : nullptr;
+  const WorkList work(jobs, njobs, kFusedRowBlock, paired != nullptr);
+  auto runBlock = [&](int j, int64_t r0, int64_t nr) {
+    const MatmulJob &job = jobs[j];
+    const WeightMatrix &w = *job.w;
+    for (int64_t r = r0; r < r0 + nr; ++r) {
+      const uint8_t *row = w.row(r);
       int64_t t = 0;
-      const int64_t full = nr / 4 * 4;
-      for (; t + 3 <= T; t += 3) { // three tokens at a time share each weight load
-        const float *xt = x + t * ldx;
-        for (int64_t i = 0; i < full; i += 4)
-          dot4x3(rp + i, xt, xt + ldx, xt + 2 * ldx, cols, y + t * ldy + r0 + i, ldy);
-      }
-      for (; t < T; ++t) {
-        const float *xt = x + t * ldx;
-        float *yt = y + t * ldy + r0;
-        for (int64_t i = 0; i < full; i += 4)
-          dot4(rp[i], rp[i + 1], rp[i + 2], rp[i + 3], xt, cols, yt + i);
-      }
-      for (t = 0; t < T; ++t) {
-        const float *xt = x + t * ldx;
-        float *yt = y + t * ldy + r0;
-        for (int64_t i = full; i < nr; ++i)
-          yt[i] = dot(rp[i], xt, cols);
-        if (bias)
-          for (int64_t k = 0; k < nr; ++k)
-            yt[k] += bias[r0 + k];
+      for (; t < fullT; t += kernels::kMaxDotRows)
+        full[j](row, cols, x + t * ldx, ldx, sp ? sp + t * lds : nullptr, lds,
+                job.y + t * job.ldy + r, job.ldy);
+      if (t < T)
+        rest[j](row, cols, x + t * ldx, ldx, sp ? sp + t * lds : nullptr, lds,
+                job.y + t * job.ldy + r, job.ldy);
+    }
+    addBias(job, T, r0, nr);
+  };
+  pool.parallelFor(0, work.total, grainFor(pool, work.total), [&](int64_t lo, int64_t hi) {
+    runItems(work, jobs, njobs, paired, lo, hi, runBlock);
+  });
+}
+
+/// Larger T: dequantize a block of rows once, reuse it for every token.
+void blockedMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x, int64_t T,
+                 int64_t ldx, const RowEpilogue *paired) {
+  const int64_t cols = jobs[0].w->cols;
+  const WorkList work(jobs, njobs, kRowBlock, paired != nullptr);
+  auto runBlock = [&](int j, int64_t r0, int64_t nr) {
+    thread_local std::vector<float> buf;
+    if (buf.size() < size_t(kRowBlock * cols))
+      buf.resize(size_t(kRowBlock * cols));
+    const MatmulJob &job = jobs[j];
+    const WeightMatrix &w = *job.w;
+    const bool direct = w.dtype == DType::F32; // read F32 rows in place
+    float *y = job.y;
+    const int64_t ldy = job.ldy;
+    const float *rp[kRowBlock];
+    for (int64_t i = 0; i < nr; ++i) {
+      if (direct) {
+        rp[i] = reinterpret_cast<const float *>(w.row(r0 + i));
+      } else {
+        float *dst = buf.data() + i * cols;
+        if (w.dtype == DType::F16 || w.dtype == DType::BF16)
+          loadRow(w, r0 + i, dst);
+        else
+          kernels::dequantRowFast(w.dtype, w.row(r0 + i), dst, cols);
+        rp[i] = dst;
       }
     }
+    int64_t t = 0;
+    const int64_t full = nr / 4 * 4;
+    for (; t + 3 <= T; t += 3) { // three tokens at a time share each weight load
+      const float *xt = x + t * ldx;
+      for (int64_t i = 0; i < full; i += 4)
+        dot4x3(rp + i, xt, xt + ldx, xt + 2 * ldx, cols, y + t * ldy + r0 + i, ldy);
+    }
+    for (; t < T; ++t) {
+      const float *xt = x + t * ldx;
+      float *yt = y + t * ldy + r0;
+      for (int64_t i = 0; i < full; i += 4)
+        dot4(rp[i], rp[i + 1], rp[i + 2], rp[i + 3], xt, cols, yt + i);
+    }
+    for (t = 0; t < T; ++t) {
+      const float *xt = x + t * ldx;
+      float *yt = y + t * ldy + r0;
+      for (int64_t i = full; i < nr; ++i)
+        yt[i] = dot(rp[i], xt, cols);
+    }
+    addBias(job, T, r0, nr);
+  };
+  pool.parallelFor(0, work.total, 1, [&](int64_t lo, int64_t hi) {
+    runItems(work, jobs, njobs, paired, lo, hi, runBlock);
   });
+}
+
+} // namespace
+
+void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x, int64_t T,
+                int64_t ldx, const RowEpilogue *paired) {
+  if (njobs <= 0 || T <= 0)
+    return;
+  if (njobs > 8)
+    throw std::runtime_error("matmulMany: at most 8 products per call");
+  for (int j = 0; j < njobs; ++j)
+    if (jobs[j].w->cols != jobs[0].w->cols)
+      throw std::runtime_error("matmulMany: products with different input widths");
+  if (paired)
+    for (int j = 0; j < njobs; ++j)
+      if (jobs[j].w->rows != jobs[0].w->rows)
+        throw std::runtime_error("matmulMany: paired products with different output widths");
+  bool fused = T <= kFusedMaxT;
+  for (int j = 0; j < njobs; ++j)
+    fused = fused && kernels::hasFusedDot(jobs[j].w->dtype);
+  if (fused)
+    fusedMany(pool, jobs, njobs, x, T, ldx, paired);
+  else
+    blockedMany(pool, jobs, njobs, x, T, ldx, paired);
+}
+
+void matmul(ThreadPool &pool, const WeightMatrix &w, const float *x, int64_t T, int64_t ldx,
+            float *y, int64_t ldy, const float *bias) {
+  if (w.rows == 0)
+    return;
+  MatmulJob job{&w, y, ldy, bias};
+  matmulMany(pool, &job, 1, x, T, ldx);
 }
 
 } // namespace llmc

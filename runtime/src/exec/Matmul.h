@@ -1,9 +1,12 @@
 //===- Matmul.h - Y = X * W^T reading W in its stored dtype -----*- C++ -*-===//
 // The one matrix product of the executor. W is [out, in] (rows contiguous),
-// X is [T, in], Y is [T, out]. Parallel over blocks of output rows: each
-// block's weight rows are converted to f32 once into a small thread-local
-// buffer and dotted with all T activation rows, so prefill reuses each
-// dequantized row across tokens and decode (T = 1) is a streaming matvec.
+// X is [T, in], Y is [T, out]. Parallel over blocks of output rows.
+// Decode and other small T use the fused kernels (kernels/dot_quant.h): each
+// quantized row is read once and expanded in registers next to the FMAs.
+// Larger T (prefill) converts each block of weight rows to f32 once into a
+// thread-local buffer and dots it with all T activation rows, so each
+// dequantized row is reused across tokens. matmulMany runs several products
+// that share X (q/k/v, gate/up) as one parallel loop.
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "ThreadPool.h"
@@ -14,6 +17,28 @@ namespace llmc {
 /// Y[t*ldy + r] = dot(W row r, X[t*ldx ...]) + (bias ? bias[r] : 0).
 void matmul(ThreadPool &pool, const WeightMatrix &w, const float *x, int64_t T, int64_t ldx,
             float *y, int64_t ldy, const float *bias = nullptr);
+
+/// One product of matmulMany: Y = X * W^T (+ bias).
+struct MatmulJob {
+  const WeightMatrix *w = nullptr;
+  float *y = nullptr;
+  int64_t ldy = 0;
+  const float *bias = nullptr;
+};
+
+/// Called with a block of output rows [r0, r0 + nr) once every job has
+/// written them (for every token); runs on the thread that computed them.
+using RowEpilogue = std::function<void(int64_t r0, int64_t nr)>;
+
+/// Runs every job (all with w->cols equal to X's width) in one parallel loop.
+/// With `paired` (all jobs then have the same rows), each work item computes
+/// the same row block of every job and then calls the epilogue on it, e.g.
+/// the gated activation of gate and up.
+void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x, int64_t T,
+                int64_t ldx, const RowEpilogue *paired = nullptr);
+
+/// Largest T that uses the fused (decode) kernels.
+inline constexpr int64_t kFusedMaxT = 4;
 
 /// Dot product of n floats (vectorized).
 float dot(const float *a, const float *b, int64_t n);

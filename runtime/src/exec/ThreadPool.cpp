@@ -1,4 +1,11 @@
 //===- ThreadPool.cpp - Persistent workers for parallel loops --------------===//
+// Job protocol: the caller waits until no worker is inside, writes the job,
+// then makes gen_ odd ("open"). A worker joins by incrementing inside_ and
+// re-reading gen_: only if it still equals the odd value it saw does it touch
+// the job. After the last chunk finishes the caller makes gen_ even again
+// ("closed") and returns; a worker joining late sees the closed value (or a
+// newer job) and backs out without reading the job's fields.
+//===----------------------------------------------------------------------===//
 #include "ThreadPool.h"
 
 #include <algorithm>
@@ -16,6 +23,11 @@ inline void cpuRelax() {
   _mm_pause();
 #endif
 }
+
+/// Pause-spins before yielding / sleeping: long enough to bridge the gap
+/// between two ops of one decode step, short enough not to burn a core.
+constexpr int kWorkerSpins = 4000;
+constexpr int kCallerSpins = 2000;
 } // namespace
 
 ThreadPool::ThreadPool(int threads) {
@@ -30,8 +42,7 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    stop_ = true;
-    generation_.fetch_add(1);
+    stop_.store(true);
   }
   wake_.notify_all();
   for (std::thread &t : workers_)
@@ -39,46 +50,57 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::runChunks() {
+  const int64_t end = end_, grain = grain_;
   for (;;) {
-    int64_t lo = next_.fetch_add(grain_);
-    if (lo >= end_ || failed_.load(std::memory_order_relaxed))
+    const int64_t lo = next_.fetch_add(grain);
+    if (lo >= end)
       return;
-    int64_t hi = std::min(end_, lo + grain_);
-    try {
-      (*fn_)(lo, hi);
-    } catch (...) {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (!error_)
-        error_ = std::current_exception();
-      failed_.store(true);
+    const int64_t hi = std::min(end, lo + grain);
+    if (!failed_.load(std::memory_order_relaxed)) {
+      try {
+        (*fn_)(lo, hi);
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (!error_)
+          error_ = std::current_exception();
+        failed_.store(true);
+      }
     }
+    finished_.fetch_add(hi - lo, std::memory_order_acq_rel);
   }
 }
 
 void ThreadPool::workerLoop() {
   tlsInsidePool = true;
   uint64_t seen = 0;
+  auto ready = [&] {
+    uint64_t g = gen_.load();
+    return (g != seen && (g & 1)) || stop_.load();
+  };
   for (;;) {
-    // Spin a little: in decode the next op usually follows within microseconds.
-    for (int spin = 0; spin < 4000 && generation_.load(std::memory_order_acquire) == seen; ++spin)
+    for (int spin = 0; spin < kWorkerSpins && !ready(); ++spin)
       cpuRelax();
-    std::unique_lock<std::mutex> lk(mu_);
-    wake_.wait(lk, [&] { return generation_.load() != seen; });
-    seen = generation_.load();
-    if (stop_)
+    if (!ready()) {
+      std::unique_lock<std::mutex> lk(mu_);
+      sleepers_.fetch_add(1);
+      wake_.wait(lk, ready);
+      sleepers_.fetch_sub(1);
+    }
+    if (stop_.load())
       return;
-    lk.unlock();
-    runChunks();
-    lk.lock();
-    if (--active_ == 0)
-      done_.notify_one();
+    const uint64_t g = gen_.load();
+    seen = g;
+    inside_.fetch_add(1);
+    if (gen_.load() == g && (g & 1))
+      runChunks();
+    inside_.fetch_sub(1);
   }
 }
 
 void ThreadPool::parallelFor(int64_t begin, int64_t end, int64_t grain, const RangeFn &fn) {
   if (end <= begin)
     return;
-  int64_t n = end - begin;
+  const int64_t n = end - begin;
   if (grain <= 0)
     grain = std::max<int64_t>(1, (n + size() - 1) / size());
   if (workers_.empty() || n <= grain || tlsInsidePool) {
@@ -86,32 +108,41 @@ void ThreadPool::parallelFor(int64_t begin, int64_t end, int64_t grain, const Ra
       fn(lo, std::min(end, lo + grain));
     return;
   }
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    fn_ = &fn;
-    begin_ = begin;
-    end_ = end;
-    grain_ = grain;
-    next_.store(begin);
-    error_ = nullptr;
-    failed_.store(false);
-    active_ = int(workers_.size());
-    generation_.fetch_add(1, std::memory_order_release);
+  // Stragglers of the previous job leave at once (its gen_ is closed).
+  for (int spin = 0; inside_.load() != 0; ++spin) {
+    if (spin < kCallerSpins)
+      cpuRelax();
+    else
+      std::this_thread::yield();
   }
-  wake_.notify_all();
+  fn_ = &fn;
+  end_ = end;
+  grain_ = grain;
+  next_.store(begin);
+  finished_.store(0);
+  error_ = nullptr;
+  failed_.store(false);
+  gen_.fetch_add(1); // open
+  if (sleepers_.load() > 0) {
+    { std::lock_guard<std::mutex> lk(mu_); }
+    wake_.notify_all();
+  }
   tlsInsidePool = true;
   runChunks();
   tlsInsidePool = false;
-  std::unique_lock<std::mutex> lk(mu_);
-  done_.wait(lk, [&] { return active_ == 0; });
+  for (int spin = 0; finished_.load() < n; ++spin) {
+    if (spin < kCallerSpins)
+      cpuRelax();
+    else
+      std::this_thread::yield(); // a descheduled worker holds a chunk
+  }
+  gen_.fetch_add(1); // closed
   fn_ = nullptr;
   if (error_) {
     std::exception_ptr e = error_;
     error_ = nullptr;
-    lk.unlock();
     std::rethrow_exception(e);
   }
 }
 
 } // namespace llmc
-

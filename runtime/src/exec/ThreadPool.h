@@ -1,9 +1,12 @@
 //===- ThreadPool.h - Persistent workers for parallel loops -----*- C++ -*-===//
 // Threads are created once per Executor and reused for every op: a parallel
 // loop hands out chunks of an index range through an atomic counter, the
-// calling thread works too, and the call returns when every chunk is done.
-// Workers spin briefly before sleeping so back-to-back ops (decode) do not
-// pay a full wake-up each time. Nested calls run inline.
+// calling thread works too, and the call returns as soon as every chunk is
+// done. Decode runs a few hundred small loops per token, so dispatch is kept
+// off the kernel: workers spin briefly on a job counter before sleeping, the
+// caller wakes sleepers only when there are any, and it waits for finished
+// chunks, not for every worker to check in (a worker the OS has not
+// scheduled yet does not hold the loop up). Nested calls run inline.
 //===----------------------------------------------------------------------===//
 #pragma once
 #include <atomic>
@@ -39,15 +42,18 @@ private:
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
-  std::condition_variable wake_, done_;
-  std::atomic<uint64_t> generation_{0};
-  bool stop_ = false;
-  int active_ = 0;
+  std::condition_variable wake_;
+  // Odd while a job is open for workers to join, even when closed.
+  std::atomic<uint64_t> gen_{0};
+  std::atomic<int> inside_{0};   // workers that have joined the current job
+  std::atomic<int> sleepers_{0}; // workers blocked on wake_
+  std::atomic<bool> stop_{false};
 
-  // The current job.
+  // The current job; written only while no worker is inside.
   const RangeFn *fn_ = nullptr;
-  int64_t begin_ = 0, end_ = 0, grain_ = 1;
+  int64_t end_ = 0, grain_ = 1;
   std::atomic<int64_t> next_{0};
+  std::atomic<int64_t> finished_{0}; // indices done (or skipped after a failure)
   std::exception_ptr error_;
   std::atomic<bool> failed_{false};
 };

@@ -1,13 +1,20 @@
 //===- dtype.cpp - Weight storage types: table, sizes, conversion ----------===//
 // The DType table (names, block geometry), fp16/bf16 conversions (bit exact,
 // round to nearest even) and the dequantizeRow / quantizeRowRef dispatchers.
-// The per-format block code lives in dequant_*.cpp and quant_ref.cpp.
+// The per-format block code lives in dequant_*.cpp and quant_ref.cpp;
+// grouped-integer types (values outside the table) in grouped_int.cpp, their
+// DTypeInfo built on first use and interned here.
 //===----------------------------------------------------------------------===//
 #include "llmc/dtype.h"
+#include "grouped_int_rows.h"
 #include "quant_rows.h"
 
 #include <cctype>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <stdexcept>
 #include <string>
 
@@ -34,22 +41,62 @@ float bitsFloat(uint32_t u) {
   return f;
 }
 
-int64_t checkedBlocks(DType t, int64_t n, const char *what) {
+// Interned DTypeInfo of grouped-integer types: built once per type, never
+// freed, so references and names handed out stay valid.
+struct GroupedInfo {
+  std::string name;
+  DTypeInfo info;
+};
+
+const DTypeInfo &groupedInfo(DType t, const GroupedIntSpec &s) {
+  static std::shared_mutex mu;
+  static std::map<uint32_t, std::unique_ptr<GroupedInfo>> interned;
+  {
+    std::shared_lock<std::shared_mutex> lock(mu);
+    auto it = interned.find(uint32_t(t));
+    if (it != interned.end())
+      return it->second->info;
+  }
+  std::unique_lock<std::shared_mutex> lock(mu);
+  auto &slot = interned[uint32_t(t)];
+  if (!slot) {
+    auto g = std::make_unique<GroupedInfo>();
+    g->name = detail::groupedIntName(s);
+    g->info = DTypeInfo{g->name, s.group, detail::groupedBlockBytes(s)};
+    slot = std::move(g);
+  }
+  return slot->info;
+}
+
+// Block geometry without touching the interned table (hot paths).
+struct Geometry {
+  int64_t block_size, block_bytes;
+};
+Geometry geometry(DType t) {
+  if (auto s = groupedIntSpec(t))
+    return {s->group, detail::groupedBlockBytes(*s)};
   const DTypeInfo &info = dtypeInfo(t);
-  if (n < 0 || n % info.block_size != 0)
+  return {info.block_size, info.block_bytes};
+}
+
+int64_t checkedBlocks(DType t, int64_t n, const char *what) {
+  const Geometry g = geometry(t);
+  if (n < 0 || n % g.block_size != 0)
     throw std::runtime_error(std::string(what) + ": " + std::to_string(n) +
-                             " elements is not a multiple of the " + std::string(info.name) +
-                             " block size " + std::to_string(info.block_size));
-  return n / info.block_size;
+                             " elements is not a multiple of the " + std::string(dtypeName(t)) +
+                             " block size " + std::to_string(g.block_size));
+  return n / g.block_size;
 }
 
 } // namespace
 
 const DTypeInfo &dtypeInfo(DType t) {
   size_t i = size_t(t);
-  if (i >= kNumTypes)
-    throw std::runtime_error("unknown dtype id " + std::to_string(i));
-  return kInfos[i];
+  if (i < kNumTypes)
+    return kInfos[i];
+  if (auto s = groupedIntSpec(t))
+    return groupedInfo(t, *s);
+  throw std::runtime_error("unknown dtype id " + std::to_string(i));
 }
 
 std::optional<DType> dtypeFromName(std::string_view name) {
@@ -59,16 +106,18 @@ std::optional<DType> dtypeFromName(std::string_view name) {
   for (size_t i = 0; i < kNumTypes; ++i)
     if (kInfos[i].name == lower)
       return DType(i);
+  if (auto s = detail::parseGroupedIntName(lower))
+    return groupedIntDType(*s);
   return std::nullopt;
 }
 
 int64_t rowBytes(DType t, int64_t n) {
-  return checkedBlocks(t, n, "rowBytes") * dtypeInfo(t).block_bytes;
+  return checkedBlocks(t, n, "rowBytes") * geometry(t).block_bytes;
 }
 
 double bitsPerWeight(DType t) {
-  const DTypeInfo &info = dtypeInfo(t);
-  return double(info.block_bytes) * 8.0 / double(info.block_size);
+  const Geometry g = geometry(t);
+  return double(g.block_bytes) * 8.0 / double(g.block_size);
 }
 
 //===- fp16 / bf16 ---------------------------------------------------------===//
@@ -134,6 +183,12 @@ void dequantizeRow(DType t, const void *src, float *dst, int64_t n) {
   case DType::Q4_K: detail::dequantQ4_K(s, dst, nb); return;
   case DType::Q5_K: detail::dequantQ5_K(s, dst, nb); return;
   case DType::Q6_K: detail::dequantQ6_K(s, dst, nb); return;
+  default:
+    if (auto g = groupedIntSpec(t)) {
+      detail::dequantGroupedRow(*g, s, dst, n);
+      return;
+    }
+    break;
   }
   throw std::runtime_error("dequantizeRow: unknown dtype");
 }
@@ -156,7 +211,12 @@ void quantizeRowRef(DType t, const float *src, void *dst, int64_t n) {
   case DType::Q4_1: detail::quantQ4_1(src, d, nb); return;
   case DType::Q5_0: detail::quantQ5_0(src, d, nb); return;
   case DType::Q5_1: detail::quantQ5_1(src, d, nb); return;
-  default: break;
+  default:
+    if (auto g = groupedIntSpec(t)) {
+      detail::quantGroupedRowRef(*g, src, d, n);
+      return;
+    }
+    break;
   }
   throw std::runtime_error("quantizeRowRef: no reference quantizer for " +
                            std::string(dtypeName(t)));
