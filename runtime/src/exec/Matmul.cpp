@@ -1,5 +1,6 @@
 //===- Matmul.cpp - Blocked, threaded Y = X * W^T --------------------------===//
 #include "Matmul.h"
+#include "../kernels/dot_grouped.h"
 #include "../kernels/dot_quant.h"
 
 #include <algorithm>
@@ -181,6 +182,10 @@ void fusedMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *
   bool needSums = false;
   const int64_t fullT = T / kernels::kMaxDotRows * kernels::kMaxDotRows;
   for (int j = 0; j < njobs; ++j) {
+    if (isGroupedInt(jobs[j].w->dtype)) { // grouped integers: dotGroupedRows below
+      full[j] = rest[j] = nullptr;
+      continue;
+    }
     full[j] = kernels::dotKernel(jobs[j].w->dtype, kernels::kMaxDotRows);
     rest[j] = T > fullT ? kernels::dotKernel(jobs[j].w->dtype, int(T - fullT)) : nullptr;
     needSums = needSums || kernels::dotNeedsSums(jobs[j].w->dtype);
@@ -200,6 +205,13 @@ void fusedMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *
     for (int64_t r = r0; r < r0 + nr; ++r) {
       const uint8_t *row = w.row(r);
       int64_t t = 0;
+      if (!full[j]) {
+        for (; t < T; t += kernels::kMaxGroupedDotRows)
+          kernels::dotGroupedRows(w.dtype, row, cols, x + t * ldx, ldx,
+                                  int(std::min<int64_t>(kernels::kMaxGroupedDotRows, T - t)),
+                                  job.y + t * job.ldy + r, job.ldy);
+        continue;
+      }
       for (; t < fullT; t += kernels::kMaxDotRows)
         full[j](row, cols, x + t * ldx, ldx, sp ? sp + t * lds : nullptr, lds,
                 job.y + t * job.ldy + r, job.ldy);
@@ -284,7 +296,7 @@ void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float 
         throw std::runtime_error("matmulMany: paired products with different output widths");
   bool fused = T <= kFusedMaxT;
   for (int j = 0; j < njobs; ++j)
-    fused = fused && kernels::hasFusedDot(jobs[j].w->dtype);
+    fused = fused && (kernels::hasFusedDot(jobs[j].w->dtype) || isGroupedInt(jobs[j].w->dtype));
   if (fused)
     fusedMany(pool, jobs, njobs, x, T, ldx, paired);
   else
