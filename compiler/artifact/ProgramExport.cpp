@@ -1,7 +1,8 @@
 //===- ProgramExport.cpp - llm IR -> the runtime's execution plan -------===//
 // The last step of a compile: every llm op becomes one ProgramNode, every
 // SSA activation a value id, every llm.weight a named tensor reference. The
-// runtime executes the result without MLIR.
+// runtime executes the result without MLIR. Nodes inside an llm.layer carry
+// attrs.block = the layer's index (what calibration hooks select on).
 //===----------------------------------------------------------------------===//
 #include "compiler/artifact/ProgramExport.h"
 #include "compiler/import/SourceImporter.h"
@@ -73,7 +74,11 @@ private:
               .Case([&](llm::LayerOp l) -> LogicalResult {
                 int inId = idOf(l.getInput());
                 ids[l.getBody().front().getArgument(0)] = inId;
-                if (failed(walkBlock(l.getBody().front())))
+                int64_t outer = currentBlock;
+                currentBlock = int64_t(l.getIndex());
+                LogicalResult inner = walkBlock(l.getBody().front());
+                currentBlock = outer;
+                if (failed(inner))
                   return failure();
                 auto y = cast<llm::YieldOp>(l.getBody().front().getTerminator());
                 int outId = idOf(y.getValue());
@@ -186,6 +191,8 @@ private:
       n.weights[role] = it->second;
     }
     n.attrs = std::move(attrs);
+    if (currentBlock >= 0)
+      n.attrs["block"] = currentBlock;
     n.out = idOf(op->getResult(0));
     out.program.nodes.push_back(std::move(n));
     return success();
@@ -197,6 +204,7 @@ private:
   llvm::DenseMap<Value, std::string> weightNames;
   std::set<std::string> seen;
   int nextId = 0;
+  int64_t currentBlock = -1; // index of the llm.layer being walked
 };
 } // namespace
 

@@ -31,4 +31,47 @@ def QuantizeRTNPass : Pass<"llm-quantize-rtn", "mlir::ModuleOp"> {
   ];
 }
 
+def QuantizePass : Pass<"llm-quantize", "mlir::ModuleOp"> {
+  let summary = "Weight quantization into grouped integers (RTN, GPTQ, AWQ)";
+  let description = [{
+    Quantizes every matrix weight (attention and MLP projections, experts,
+    embedding, LM head; never norms or biases) to the grouped-integer format
+    `gq<bits><s|a>_g<group>` (e.g. gq4a_g64): `bits`-bit codes, one fp16
+    scale (and, asymmetric, fp16 minimum) per `group` weights of a row.
+
+    - `method=rtn`: round to nearest, no data.
+    - `method=gptq`: GPTQ (Hessian-aware rounding with error feedback).
+    - `method=awq`: AWQ (activation-aware per-channel scales folded into the
+      preceding norm / projection, then clip search and RTN).
+
+    GPTQ and AWQ calibrate layer by layer: block l is quantized from the
+    inputs its linears see when the calibration text runs through blocks
+    0..l-1 already quantized. Weights outside the blocks (embedding, LM head)
+    get RTN. They need the weights, so they run only inside `llmc compile`;
+    under llmc-opt they fail, while `method=rtn` only retypes. A group that
+    does not divide a weight's rows fails naming the weight, before anything
+    is rewritten. The manifest records per tensor the method, bits, group,
+    sym, calibration tokens and errors.
+
+    ```mlir
+    %w = llm.weight "blk.0.attn_q.weight" : tensor<64x64xf32>
+    // llm-quantize{method=gptq bits=4 group=64}:
+    %w = llm.weight "blk.0.attn_q.weight" : tensor<64x64x!llm.quant<"gq4a_g64", block = 64, bytes = 36>>
+    ```
+  }];
+  let options = [
+    Option<"method", "method", "std::string", "\"rtn\"", "rtn, gptq or awq">,
+    Option<"bits", "bits", "int64_t", "4", "bits per weight code (2..8)">,
+    Option<"group", "group", "int64_t", "64", "weights per scale (a multiple of 8, 8..4096)">,
+    Option<"sym", "sym", "bool", "false", "symmetric grid (no minimum)">,
+    ListOption<"skip", "skip", "std::string", "weight-name globs to keep unquantized">,
+    Option<"calib", "calib", "std::string", "\"\"", "calibration text file (default: data/calib/default.txt)">,
+    Option<"calibTokens", "calib-tokens", "int64_t", "512", "calibration tokens">,
+    Option<"calibSeq", "calib-seq", "int64_t", "256", "tokens per calibration sequence">,
+    Option<"actOrder", "act-order", "bool", "false", "GPTQ: quantize columns by decreasing Hessian diagonal">,
+    Option<"damp", "damp", "double", "0.01", "GPTQ: dampening, as a fraction of mean(diag H)">,
+    Option<"awqSamples", "awq-samples", "int64_t", "512", "AWQ: calibration tokens kept per input for the searches">,
+  ];
+}
+
 #endif // LLMC_PASSES_QUANT_TD

@@ -7,16 +7,43 @@
 #pragma once
 #include "llmc/artifact.h"
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace llmc {
 
 class ThreadPool;
 
+/// The input of one or more linear projections, seen while the Executor
+/// runs (for calibration: GPTQ Hessians, AWQ activation statistics).
+struct LinearInput {
+  int node = -1;       // program node index
+  int64_t block = -1;  // the node's attrs.block (its llm.layer index), -1 if none
+  int64_t expert = -1; // MoE expert for expert projections, else -1
+  /// Roles and weight names of every projection that multiplies x: one call
+  /// for q,k,v (they share x), one for o (x = attention output), gate,up,
+  /// down (x = act(gate) * up), router, and per routed expert gate,up / down
+  /// (x = that expert's tokens; the weight names are the 3-D expert tensors).
+  const std::vector<std::string> *roles = nullptr;
+  const std::vector<std::string> *weights = nullptr;
+  const float *x = nullptr; // row-major [rows, cols]
+  int64_t rows = 0, cols = 0;
+};
+using LinearInputHook = std::function<void(const LinearInput &)>;
+
 struct ExecutorOptions {
   int threads = 0;          // 0: hardware concurrency
   int64_t max_context = 0;  // 0: the model's context length, capped at 4096
+  /// Called right before each linear projection of a node whose block is
+  /// selected by hook_block (-1: every node) with that projection's input.
+  LinearInputHook linear_input_hook;
+  int64_t hook_block = -1;
+  /// >= 0: forward() ends after the last node of this block (nothing later
+  /// runs, and it returns an empty vector). Calibration of block l needs
+  /// nothing after it.
+  int64_t stop_after_block = -1;
 };
 
 class Executor {
@@ -27,7 +54,8 @@ public:
   ~Executor();
 
   /// Feed tokens at positions [pos(), pos()+n); returns logits [n, vocab]
-  /// row-major when all_logits, else the last row only [vocab].
+  /// row-major when all_logits, else the last row only [vocab] (empty when
+  /// options.stop_after_block ended the step early).
   std::vector<float> forward(const std::vector<int32_t> &tokens, bool all_logits = false);
   int64_t pos() const;
   void reset(); // clear the KV cache

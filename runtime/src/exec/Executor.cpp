@@ -3,7 +3,9 @@
 // shapes checked against the value widths flowing through the program,
 // attributes read and checked, small vectors (norm weights, biases)
 // converted to f32 once, and one f32 KV cache allocated per attention node.
-// forward() then runs the nodes in order over [T, width] activations.
+// forward() then runs the nodes in order over [T, width] activations. An
+// optional hook sees the input of every linear projection (calibration), and
+// a forward can stop after a given block (attrs.block).
 //===----------------------------------------------------------------------===//
 #include "llmc/executor.h"
 
@@ -68,6 +70,14 @@ struct Node {
   Activation act = Activation::SiLU;
   int64_t ffn = 0, experts = 0, topK = 0;
   bool renormalize = true;
+  int index = 0;      // program node index
+  int64_t block = -1; // attrs.block
+  // Linear-input sites for the hook: attention {q,k,v} {o}; mlp {gate,up}
+  // {down}; moe {router} {gate,up} {down} (the last two per expert).
+  struct Site {
+    std::vector<std::string> roles, weights;
+  };
+  std::vector<Site> sites;
 };
 
 struct KVCache {
@@ -90,8 +100,12 @@ struct Executor::Impl {
   std::vector<KVCache> caches;
   // Scratch reused across steps.
   std::vector<float> sq, sk, sv, satt, sg, su, sx, sy, slogits, smoe;
+  LinearInputHook hook;
+  int64_t hookBlock = -1, stopAfterBlock = -1;
 
-  Impl(const Artifact &a, const ExecutorOptions &o) : art(a), pool(o.threads) {
+  Impl(const Artifact &a, const ExecutorOptions &o)
+      : art(a), pool(o.threads), hook(o.linear_input_hook), hookBlock(o.hook_block),
+        stopAfterBlock(o.stop_after_block) {
     int64_t ctx = a.config().context_length;
     maxCtx = o.max_context > 0 ? o.max_context : (ctx > 0 ? std::min<int64_t>(ctx, 4096) : 4096);
     build();
@@ -111,6 +125,22 @@ struct Executor::Impl {
   }
 
   void run(const Node &n, const std::vector<int32_t> &tokens, bool allLogits);
+  /// Show the hook the input x [rows, cols] of site `site` of node n.
+  void observe(const Node &n, size_t site, const float *x, int64_t rows, int64_t cols,
+               int64_t expert = -1) {
+    if (!hook || (hookBlock >= 0 && n.block != hookBlock) || site >= n.sites.size())
+      return;
+    LinearInput in;
+    in.node = n.index;
+    in.block = n.block;
+    in.expert = expert;
+    in.roles = &n.sites[site].roles;
+    in.weights = &n.sites[site].weights;
+    in.x = x;
+    in.rows = rows;
+    in.cols = cols;
+    hook(in);
+  }
   void runAttention(const Node &n);
   void runMlp(const Node &n);
   void runMoe(const Node &n);
@@ -180,6 +210,26 @@ void Executor::Impl::build() {
     if (pn.out < 0)
       throw std::runtime_error(n.desc + ": bad output value id " + std::to_string(pn.out));
     n.op = opOf(pn.op);
+    n.index = int(idx);
+    n.block = jsonf::getInt(pn.attrs, "block", n.desc, -1);
+    auto site = [&](std::vector<std::string> roles) {
+      Node::Site s;
+      for (const std::string &r : roles)
+        s.weights.push_back(pn.weights.count(r) ? pn.weights.at(r) : std::string());
+      s.roles = std::move(roles);
+      n.sites.push_back(std::move(s));
+    };
+    if (pn.op == "attention") {
+      site({"q", "k", "v"});
+      site({"o"});
+    } else if (pn.op == "mlp") {
+      site({"gate", "up"});
+      site({"down"});
+    } else if (pn.op == "moe") {
+      site({"router"});
+      site({"gate", "up"});
+      site({"down"});
+    }
     n.in = pn.in;
     n.out = pn.out;
     n.inWidth = pn.in.empty() ? 0 : widths[size_t(pn.in[0])];
@@ -380,6 +430,7 @@ void Executor::Impl::runAttention(const Node &n) {
       {&n.a, sq.data(), qd, n.qBias.empty() ? nullptr : n.qBias.data()},
       {&n.b, sk.data(), kvd, n.kBias.empty() ? nullptr : n.kBias.data()},
       {&n.c, sv.data(), kvd, n.vBias.empty() ? nullptr : n.vBias.data()}};
+  observe(n, 0, xv.data(), T, D);
   matmulMany(pool, qkv, 3, xv.data(), T, D); // one parallel loop for all three
 
   KVCache &kc = caches[size_t(n.cache)];
@@ -394,6 +445,7 @@ void Executor::Impl::runAttention(const Node &n) {
     }
   });
   ops::attend(pool, n.att, sq.data(), T, p0, kc.k.data(), kc.v.data(), satt.data(), maxCtx);
+  observe(n, 1, satt.data(), T, qd);
   std::vector<float> &out = value(n.out, T, n.width);
   matmul(pool, n.d, satt.data(), T, qd, out.data(), n.width);
 }
@@ -409,7 +461,9 @@ void Executor::Impl::runMlp(const Node &n) {
     for (int64_t t = 0; t < T; ++t)
       ops::gatedActivation(n.act, sg.data() + t * F + r0, su.data() + t * F + r0, nr);
   };
+  observe(n, 0, xv.data(), T, D);
   matmulMany(pool, gateUp, 2, xv.data(), T, D, &activate);
+  observe(n, 1, sg.data(), T, F);
   std::vector<float> &out = value(n.out, T, n.width);
   matmul(pool, n.c, sg.data(), T, F, out.data(), n.width);
 }
@@ -419,6 +473,7 @@ void Executor::Impl::runMoe(const Node &n) {
   const int64_t T = valRows[size_t(n.in[0])], D = n.inWidth, F = n.ffn, E = n.experts;
   const int64_t Dout = n.width;
   slogits.resize(size_t(T * E));
+  observe(n, 0, xv.data(), T, D);
   matmul(pool, n.a, xv.data(), T, D, slogits.data(), E);
 
   // Route: softmax over all experts, keep the top k (lowest id on ties).
@@ -461,9 +516,11 @@ void Executor::Impl::runMoe(const Node &n) {
     sg.resize(size_t(Te * F));
     su.resize(size_t(Te * F));
     sy.resize(size_t(Te * Dout));
+    observe(n, 1, sx.data(), Te, D, e);
     matmul(pool, WeightMatrix::slab(*n.gate3, e), sx.data(), Te, D, sg.data(), F);
     matmul(pool, WeightMatrix::slab(*n.up3, e), sx.data(), Te, D, su.data(), F);
     ops::gatedActivation(n.act, sg.data(), su.data(), Te * F);
+    observe(n, 2, sg.data(), Te, F, e);
     matmul(pool, WeightMatrix::slab(*n.down3, e), sg.data(), Te, F, sy.data(), Dout);
     for (int64_t i = 0; i < Te; ++i) {
       float w = list[size_t(i)].second;
@@ -552,9 +609,22 @@ std::vector<float> Executor::forward(const std::vector<int32_t> &tokens, bool al
         if (id < 0 || id >= node.a.rows)
           throw std::runtime_error("Executor::forward: token id " + std::to_string(id) +
                                    " is out of range [0, " + std::to_string(node.a.rows) + ")");
-  for (const Node &node : m.nodes)
-    m.run(node, tokens, all_logits);
+  size_t end = m.nodes.size();
+  if (m.stopAfterBlock >= 0) {
+    end = 0;
+    for (size_t i = 0; i < m.nodes.size(); ++i)
+      if (m.nodes[i].block == m.stopAfterBlock)
+        end = i + 1;
+    if (end == 0)
+      throw std::runtime_error("Executor::forward: stop_after_block " +
+                               std::to_string(m.stopAfterBlock) + " names no block of " +
+                               m.art.path());
+  }
+  for (size_t i = 0; i < end; ++i)
+    m.run(m.nodes[i], tokens, all_logits);
   m.pos += n;
+  if (end < m.nodes.size())
+    return {};
   const std::vector<float> &out = m.vals[size_t(m.output)];
   const int64_t w = m.widths[size_t(m.output)], rows = m.valRows[size_t(m.output)];
   if (all_logits)

@@ -1,0 +1,131 @@
+//===- QuantizeContext.cpp - Shared state of one llm-quantize run --------===//
+#include "passes/quant/QuantizeContext.h"
+#include "compiler/weights/WeightTypes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+
+namespace llmc::quant {
+
+std::string shapeText(const std::vector<int64_t> &s) {
+  std::string r;
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? "x" : "") + std::to_string(s[i]);
+  return r;
+}
+
+QuantizeContext::QuantizeContext(ModuleOp module, WeightStore &store, GridSpec spec,
+                                 std::set<std::string> targets, int64_t calibrationTokens)
+    : module_(module), store_(store), spec_(spec), targets_(std::move(targets)),
+      calibrationTokens_(calibrationTokens) {
+  module.walk([&](llm::WeightOp w) { ops_[w.getName()].push_back(w); });
+}
+
+ArrayRef<llm::WeightOp> QuantizeContext::opsOf(StringRef name) const {
+  auto it = ops_.find(name);
+  if (it == ops_.end())
+    return {};
+  return it->second;
+}
+
+FloatWeight QuantizeContext::load(const std::string &name) const {
+  const WeightStore::Entry *e = store_.find(name);
+  if (!e)
+    throw std::runtime_error("weight '" + name + "' is not in the weight store");
+  FloatWeight f;
+  f.shape = e->shape;
+  f.cols = e->shape.empty() ? 1 : e->shape.back();
+  f.rows = 1;
+  for (size_t i = 0; i + 1 < e->shape.size(); ++i)
+    f.rows *= e->shape[i];
+  f.data.resize(size_t(f.rows * f.cols));
+  WeightStore::dequantizeRows(*e, 0, f.rows, f.data.data());
+  return f;
+}
+
+void QuantizeContext::retype(const std::string &name, DType t) {
+  for (llm::WeightOp w : opsOf(name)) {
+    auto type = cast<RankedTensorType>(w.getType());
+    w.getResult().setType(RankedTensorType::get(type.getShape(),
+                                                weightElementType(module_.getContext(), t)));
+  }
+}
+
+void QuantizeContext::writeQuantized(const std::string &name, const FloatWeight &original,
+                                     const std::vector<float> &dequantized,
+                                     std::vector<uint8_t> bytes, const std::string &method,
+                                     double seconds, nlohmann::json extra) {
+  const WeightStore::Entry *e = store_.find(name);
+  std::string from = e ? std::string(dtypeName(e->dtype)) : "?";
+  if (e && e->info.contains("from"))
+    from = e->info["from"].get<std::string>(); // a transform before us kept f32
+  double relErr = relativeError(original.data.data(), dequantized.data(),
+                                int64_t(original.data.size()));
+  nlohmann::json info = {{"method", method},
+                         {"bits", spec_.bits},
+                         {"group", spec_.group},
+                         {"sym", spec_.sym},
+                         {"from", from},
+                         {"rel_rmse", relErr},
+                         {"calibration_tokens", method == "rtn" ? 0 : calibrationTokens_}};
+  for (auto &[k, v] : extra.items())
+    info[k] = v;
+  const DType t = spec_.dtype();
+  store_.replace(name, t, original.shape, std::move(bytes), info);
+  retype(name, t);
+  done_.insert(name);
+  ++quantized_;
+  weightsQuantized_ += original.rows * original.cols;
+  sumRelErr_ += relErr;
+  sumQuantSeconds_ += seconds;
+  std::string outErr;
+  if (info.contains("out_rel_err"))
+    outErr = llvm::formatv("  out.err {0:F4}", info["out_rel_err"].get<double>()).str();
+  llvm::errs() << llvm::format("[llmc] quantize %-28s %-12s %-4s %s  rel.err %.4f", name.c_str(),
+                               shapeText(original.shape).c_str(), method.c_str(),
+                               std::string(dtypeName(t)).c_str(), relErr)
+               << outErr << llvm::format("  %.2fs\n", seconds);
+}
+
+void QuantizeContext::writeF32(const std::string &name, const std::vector<int64_t> &shape,
+                               std::vector<float> values, nlohmann::json info) {
+  const WeightStore::Entry *e = store_.find(name);
+  if (e && !info.contains("from"))
+    info["from"] = e->info.contains("from") ? e->info["from"].get<std::string>()
+                                             : std::string(dtypeName(e->dtype));
+  std::vector<uint8_t> bytes(values.size() * sizeof(float));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  store_.replace(name, DType::F32, shape, std::move(bytes), std::move(info));
+  retype(name, DType::F32);
+}
+
+void QuantizeContext::rtnRemaining() {
+  for (const std::string &name : targets_) {
+    if (done_.count(name))
+      continue;
+    auto t0 = std::chrono::steady_clock::now();
+    FloatWeight w = load(name);
+    QuantizedMatrix q = rtnQuantize(w.data.data(), w.rows, w.cols, spec_);
+    std::vector<float> back = q.dequantized();
+    double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    writeQuantized(name, w, back, q.pack(), "rtn", secs, nlohmann::json::object());
+  }
+}
+
+void QuantizeContext::summarize(const std::string &method, double seconds) const {
+  llvm::errs() << llvm::format(
+      "[llmc] llm-quantize %s %s: %lld tensors (%.1fM weights), mean rel.err %.4f, %.1fs "
+      "(%.1fs rounding)\n",
+      method.c_str(), std::string(dtypeName(spec_.dtype())).c_str(), (long long)quantized_,
+      double(weightsQuantized_) / 1e6, quantized_ ? sumRelErr_ / double(quantized_) : 0.0,
+      seconds, sumQuantSeconds_);
+}
+
+} // namespace llmc::quant

@@ -1,0 +1,75 @@
+//===- QuantizeContext.h - Shared state of one llm-quantize run -*- C++ -*-===//
+// What every method of llm-quantize needs: the grid spec, the weight store,
+// the llm.weight ops by name (to retype them), loading a weight as f32,
+// writing a quantized matrix (store bytes + IR type + manifest info + one
+// progress line on stderr), and the run's summary.
+//===----------------------------------------------------------------------===//
+#pragma once
+#include "compiler/quant/GroupGrid.h"
+#include "compiler/weights/WeightStore.h"
+#include "dialects/llm/IR/LlmOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace llmc::quant {
+
+/// A weight loaded as f32, viewed as a matrix [rows, cols] (a 3-D expert
+/// tensor [E, F, D] is [E*F, D]).
+struct FloatWeight {
+  std::vector<int64_t> shape;
+  int64_t rows = 0, cols = 0;
+  std::vector<float> data;
+};
+
+class QuantizeContext {
+public:
+  QuantizeContext(mlir::ModuleOp module, WeightStore &store, GridSpec spec,
+                  std::set<std::string> targets, int64_t calibrationTokens);
+
+  const GridSpec &spec() const { return spec_; }
+  WeightStore &store() { return store_; }
+  mlir::ModuleOp module() { return module_; }
+  /// Weights the pass should quantize and has not written yet.
+  bool pending(const std::string &name) const { return targets_.count(name) && !done_.count(name); }
+  const std::set<std::string> &targets() const { return targets_; }
+  /// The llm.weight ops that read this name.
+  llvm::ArrayRef<llm::WeightOp> opsOf(llvm::StringRef name) const;
+
+  FloatWeight load(const std::string &name) const;
+  /// Store q (packed gq) as weight `name` and retype its ops. `original` is
+  /// the weight before any transform, for the reported error; `extra` is
+  /// merged into the manifest info.
+  void writeQuantized(const std::string &name, const FloatWeight &original,
+                      const std::vector<float> &dequantized, std::vector<uint8_t> bytes,
+                      const std::string &method, double seconds, nlohmann::json extra);
+  /// Replace a (norm/bias) vector or a not-yet-quantized matrix with f32 values.
+  void writeF32(const std::string &name, const std::vector<int64_t> &shape,
+                std::vector<float> values, nlohmann::json info);
+
+  /// RTN of every pending target (used for rtn, and for weights no
+  /// calibration site reads: embeddings, the LM head).
+  void rtnRemaining();
+
+  /// One summary line on stderr.
+  void summarize(const std::string &method, double seconds) const;
+
+private:
+  void retype(const std::string &name, DType t);
+
+  mlir::ModuleOp module_;
+  WeightStore &store_;
+  GridSpec spec_;
+  std::set<std::string> targets_, done_;
+  int64_t calibrationTokens_;
+  llvm::StringMap<llvm::SmallVector<llm::WeightOp, 2>> ops_;
+  double sumRelErr_ = 0, sumQuantSeconds_ = 0;
+  int64_t quantized_ = 0, weightsQuantized_ = 0;
+};
+
+std::string shapeText(const std::vector<int64_t> &s);
+
+} // namespace llmc::quant
