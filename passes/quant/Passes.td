@@ -53,6 +53,12 @@ def QuantizePass : Pass<"llm-quantize", "mlir::ModuleOp"> {
     is rewritten. The manifest records per tensor the method, bits, group,
     sym, calibration tokens and errors.
 
+    `override` gives matching weights their own grid: entries
+    `GLOB:bits` or `GLOB:bits:group` (sym as the pass), e.g.
+    `override=token_embd.weight:8,output.weight:8:32`. The first matching
+    entry wins and applies before `skip` (so `skip` only excludes weights no
+    override names). A bad entry fails naming it.
+
     ```mlir
     %w = llm.weight "blk.0.attn_q.weight" : tensor<64x64xf32>
     // llm-quantize{method=gptq bits=4 group=64}:
@@ -65,6 +71,7 @@ def QuantizePass : Pass<"llm-quantize", "mlir::ModuleOp"> {
     Option<"group", "group", "int64_t", "64", "weights per scale (a multiple of 8, 8..4096)">,
     Option<"sym", "sym", "bool", "false", "symmetric grid (no minimum)">,
     ListOption<"skip", "skip", "std::string", "weight-name globs to keep unquantized">,
+    ListOption<"overrideList", "override", "std::string", "per-tensor grids GLOB:bits[:group] (first match wins; before skip)">,
     Option<"calib", "calib", "std::string", "\"\"", "calibration text file (default: data/calib/default.txt)">,
     Option<"calibTokens", "calib-tokens", "int64_t", "512", "calibration tokens">,
     Option<"calibSeq", "calib-seq", "int64_t", "256", "tokens per calibration sequence">,

@@ -3,6 +3,9 @@
 // is rewritten), then: rtn rounds every target; gptq/awq walk the blocks in
 // order, capturing block l's linear inputs with blocks < l already
 // quantized, quantizing block l, and finally RTN for what no block reads.
+// Per-tensor `override` entries (GLOB:bits[:group]) give some weights their
+// own grid: targets are grouped by grid, one QuantizeContext per grid, and
+// every block's captured inputs serve each context in turn.
 //===----------------------------------------------------------------------===//
 #include "passes/quant/Calibration.h"
 #include "passes/quant/CalibrationSites.h"
@@ -14,6 +17,7 @@
 #include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/raw_ostream.h"
 #include <chrono>
+#include <map>
 
 using namespace mlir;
 
@@ -22,6 +26,49 @@ namespace llmc::quant {
 #include "passes/quant/Passes.h.inc"
 
 namespace {
+
+/// One `override` entry: weights matching `glob` use `spec`.
+struct Override {
+  std::string text;
+  llvm::GlobPattern glob;
+  GridSpec spec;
+};
+
+bool allDigits(llvm::StringRef s) {
+  return !s.empty() && s.size() <= 6 && llvm::all_of(s, [](char c) { return c >= '0' && c <= '9'; });
+}
+
+/// Parses "GLOB:bits" or "GLOB:bits:group" (sym from the pass); the error
+/// names the entry.
+llvm::Expected<Override> parseOverride(const std::string &entry, bool sym, int64_t group) {
+  auto bad = [&](const Twine &why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "bad override '" + entry + "': " + why);
+  };
+  llvm::SmallVector<llvm::StringRef, 3> parts;
+  llvm::StringRef(entry).split(parts, ':');
+  if (parts.size() != 2 && parts.size() != 3)
+    return bad("expected GLOB:bits or GLOB:bits:group");
+  if (parts[0].empty())
+    return bad("empty weight-name glob");
+  if (!allDigits(parts[1]) || (parts.size() == 3 && !allDigits(parts[2])))
+    return bad("bits and group must be positive integers");
+  GridSpec spec{0, sym, group};
+  spec.bits = std::stoi(parts[1].str());
+  if (parts.size() == 3)
+    spec.group = std::stoll(parts[2].str());
+  try {
+    (void)spec.dtype();
+  } catch (const std::exception &e) {
+    return bad(e.what());
+  }
+  auto glob = llvm::GlobPattern::create(parts[0]);
+  if (!glob) {
+    llvm::consumeError(glob.takeError());
+    return bad("invalid glob '" + parts[0] + "'");
+  }
+  return Override{entry, std::move(*glob), spec};
+}
 
 struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
   using Base::Base;
@@ -50,28 +97,50 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
     SmallVector<llvm::GlobPattern> patterns;
     for (const std::string &s : skip) {
       auto p = llvm::GlobPattern::create(s);
-      if (!p)
+      if (!p) {
+        llvm::consumeError(p.takeError());
         return fail("bad skip pattern '" + s + "'");
+      }
       patterns.push_back(std::move(*p));
     }
+    std::vector<Override> overrides;
+    for (const std::string &entry : overrideList) {
+      auto o = parseOverride(entry, bool(sym), int64_t(group));
+      if (!o)
+        return fail(llvm::toString(o.takeError()));
+      overrides.push_back(std::move(*o));
+    }
 
-    // Targets: matrix weights not skipped and not already in the format.
-    std::set<std::string> targets;
-    SmallVector<llm::WeightOp> retypeOnly;
+    // Targets: matrix weights, by grid. The first matching override decides
+    // a weight's grid (even if `skip` matches it too); otherwise skipped
+    // weights stay, and the rest take the pass's grid. A weight already in
+    // its grid's format is left alone.
+    std::map<DType, std::pair<GridSpec, std::set<std::string>>> byFormat;
+    SmallVector<std::pair<llm::WeightOp, DType>> retypeOnly;
     WalkResult walk = module.walk([&](llm::WeightOp w) {
       auto type = cast<RankedTensorType>(w.getType());
-      if (type.getRank() < 2 ||
-          llvm::any_of(patterns, [&](auto &p) { return p.match(w.getName()); }) ||
-          dtypeOfElementType(type.getElementType()) == format)
+      if (type.getRank() < 2)
+        return WalkResult::advance();
+      const GridSpec *chosen = &spec;
+      auto o = llvm::find_if(overrides, [&](const Override &o) { return o.glob.match(w.getName()); });
+      if (o != overrides.end())
+        chosen = &o->spec;
+      else if (llvm::any_of(patterns, [&](auto &p) { return p.match(w.getName()); }))
+        return WalkResult::advance();
+      const DType target = chosen->dtype();
+      if (dtypeOfElementType(type.getElementType()) == target)
         return WalkResult::advance();
       int64_t cols = type.getShape().back();
-      if (cols % spec.group != 0) {
+      if (cols % chosen->group != 0) {
         w.emitError() << "llm-quantize: weight '" << w.getName() << "' has rows of " << cols
-                      << " weights, not a multiple of the group size " << spec.group;
+                      << " weights, not a multiple of the group size " << chosen->group
+                      << (o != overrides.end() ? " (override '" + o->text + "')" : std::string());
         return WalkResult::interrupt();
       }
-      targets.insert(w.getName().str());
-      retypeOnly.push_back(w);
+      auto &slot = byFormat[target];
+      slot.first = *chosen;
+      slot.second.insert(w.getName().str());
+      retypeOnly.push_back({w, target});
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())
@@ -83,10 +152,10 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
         return fail("method=" + m +
                     " needs weights and calibration data: run it through llmc compile "
                     "(under llmc-opt only method=rtn can run, retyping weights)");
-      for (llm::WeightOp w : retypeOnly) {
+      for (auto [w, t] : retypeOnly) {
         auto type = cast<RankedTensorType>(w.getType());
         w.getResult().setType(
-            RankedTensorType::get(type.getShape(), weightElementType(&getContext(), format)));
+            RankedTensorType::get(type.getShape(), weightElementType(&getContext(), t)));
       }
       return;
     }
@@ -96,7 +165,16 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
       CalibrationData data;
       if (m != "rtn")
         data = loadCalibration(*store, calib, calibTokens, calibSeq);
-      QuantizeContext ctx(module, *store, spec, std::move(targets), data.tokens);
+      // The pass's own grid first, then each override grid.
+      std::vector<std::unique_ptr<QuantizeContext>> contexts;
+      if (auto it = byFormat.find(format); it != byFormat.end()) {
+        contexts.push_back(std::make_unique<QuantizeContext>(
+            module, *store, it->second.first, std::move(it->second.second), data.tokens));
+        byFormat.erase(it);
+      }
+      for (auto &[t, slot] : byFormat)
+        contexts.push_back(std::make_unique<QuantizeContext>(module, *store, slot.first,
+                                                             std::move(slot.second), data.tokens));
       if (m != "rtn") {
         llvm::errs() << llvm::format("[llmc] llm-quantize %s: %lld calibration tokens from %s "
                                      "(%zu sequences)\n",
@@ -109,18 +187,25 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
           captureBlock(module, *store, data, l, [&](const LinearInput &in) { sites(in); });
           double capture =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count();
-          if (m == "gptq")
-            gptqBlock(ctx, sites.sites(), actOrder, damp);
-          else
-            awqBlock(ctx, sites.sites(), l);
+          // Each context quantizes only its own pending weights (AWQ scales
+          // a site only when all of its weights belong to one context).
+          for (auto &ctx : contexts) {
+            if (m == "gptq")
+              gptqBlock(*ctx, sites.sites(), actOrder, damp);
+            else
+              awqBlock(*ctx, sites.sites(), l);
+          }
           llvm::errs() << llvm::format(
               "[llmc] block %lld/%lld: %zu input sites, capture %.2fs, total %.2fs\n",
               (long long)l + 1, (long long)blocks, sites.sites().size(), capture,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count());
         }
       }
-      ctx.rtnRemaining();
-      ctx.summarize(m, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      for (auto &ctx : contexts)
+        ctx->rtnRemaining();
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      for (auto &ctx : contexts)
+        ctx->summarize(m, secs);
     } catch (const std::exception &e) {
       return fail(Twine("method=") + m + ": " + e.what());
     }

@@ -13,6 +13,7 @@ enum ExitCode : int {
   kOk = 0,
   kError = 1,     // bad input: unreadable/malformed model or artifact, failed compile
   kUsage = 2,     // bad flags (CLI11 also uses non-zero codes for parse errors)
+  kKldGate = 3,   // compile --max-kld: the compiled model's mean KLD exceeds the limit
 };
 
 /// Each registers its subcommand and returns the function that runs it.

@@ -1,17 +1,66 @@
 //===- CompileCommand.cpp - llmc compile MODEL -o OUT.llmc --------------===//
+// Reads a source model, compiles it in memory, optionally gates the result
+// on its KL divergence from a reference (--max-kld: the same source compiled
+// with no pipeline, or --max-kld-ref) and writes the artifact atomically.
+// --dry-run compiles and prints the per-tensor storage table instead of
+// writing. A failed gate writes nothing and exits kKldGate (3).
+//===----------------------------------------------------------------------===//
 #include "Commands.h"
+#include "Evaluation.h"
 #include "compiler/Registration.h"
 #include "compiler/driver/Compile.h"
 #include "mlir/IR/MLIRContext.h"
 #include <chrono>
+#include <cmath>
 #include <sys/stat.h>
 
 namespace llmc::tool {
 namespace {
 struct CompileArgs {
-  std::string input, output, pipeline, tokenizer;
-  bool noIR = false, quiet = false;
+  std::string input, output, pipeline, tokenizer, kldRef;
+  double maxKld = -1;
+  int64_t kldTokens = 512;
+  bool noIR = false, quiet = false, dryRun = false;
 };
+
+std::string shapeText(const std::vector<int64_t> &s) {
+  std::string r;
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? "x" : "") + std::to_string(s[i]);
+  return r;
+}
+
+/// The --dry-run table on stdout: one row per tensor and the totals.
+void printStoragePlan(const CompiledModel &cm) {
+  printf("%-36s %-16s %-12s %8s %12s  %s\n", "name", "shape", "format", "bits/w", "bytes",
+         "method");
+  int64_t params = 0, bytes = 0, quantParams = 0, quantBytes = 0;
+  for (const ArtifactWriter::Tensor &t : cm.tensors) {
+    int64_t n = 1;
+    for (int64_t d : t.shape)
+      n *= d;
+    std::string method = "-";
+    if (const WeightStore::Entry *e = cm.store->find(t.name); e && e->info.contains("method"))
+      method = e->info["method"].get<std::string>();
+    double bpw = n ? 8.0 * double(t.nbytes) / double(n) : 0;
+    printf("%-36s %-16s %-12s %8.3f %12lld  %s\n", t.name.c_str(), shapeText(t.shape).c_str(),
+           std::string(dtypeName(t.dtype)).c_str(), bpw, (long long)t.nbytes, method.c_str());
+    params += n;
+    bytes += (int64_t)t.nbytes;
+    if (method != "-") {
+      quantParams += n;
+      quantBytes += (int64_t)t.nbytes;
+    }
+  }
+  printf("total: %zu tensors, %lld parameters, %lld bytes (%.2f MiB), %.3f bits/weight\n",
+         cm.tensors.size(), (long long)params, (long long)bytes, bytes / 1048576.0,
+         params ? 8.0 * double(bytes) / double(params) : 0.0);
+  if (quantParams)
+    printf("transformed by the pipeline: %lld parameters, %lld bytes, %.3f bits/weight\n",
+           (long long)quantParams, (long long)quantBytes,
+           8.0 * double(quantBytes) / double(quantParams));
+  fflush(stdout);
+}
 } // namespace
 
 std::function<int()> addCompileCommand(CLI::App &app) {
@@ -19,20 +68,43 @@ std::function<int()> addCompileCommand(CLI::App &app) {
   CLI::App *cmd = app.add_subcommand(
       "compile", "Compile a model (GGUF file, Hugging Face folder or llama2.c "
                  ".bin) into one .llmc artifact");
+  cmd->footer("Exit codes: 0 written (or --dry-run done), 1 bad input or failed compile, "
+              "2 bad flags, 3 --max-kld exceeded (nothing written).");
   cmd->add_option("model", args->input, "GGUF file, HF folder (config.json + "
                                         "*.safetensors) or llama2.c checkpoint")
       ->required();
-  cmd->add_option("-o,--output", args->output, "artifact to write (atomically)")
-      ->required();
+  cmd->add_option("-o,--output", args->output,
+                  "artifact to write (atomically); required unless --dry-run");
   cmd->add_option("--pipeline", args->pipeline,
                   "pass pipeline, e.g. 'canonicalize,cse' or "
                   "'builtin.module(canonicalize)'; recorded in the manifest");
   cmd->add_option("--tokenizer", args->tokenizer,
                   "llama2.c tokenizer.bin (llama2.c checkpoints only)");
+  cmd->add_option("--max-kld", args->maxKld,
+                  "quality gate: after compiling, measure the mean KL divergence from the "
+                  "reference on data/eval/default.txt; above this value write nothing and "
+                  "exit 3")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-kld-ref", args->kldRef,
+                  "reference for --max-kld: model or artifact (default: the same source "
+                  "compiled with no pipeline)");
+  cmd->add_option("--max-kld-tokens", args->kldTokens,
+                  "positions scored for --max-kld (default 512)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--dry-run", args->dryRun,
+                "compile fully in memory (the whole pipeline, calibration included), print "
+                "each tensor's shape, format, bits/weight, bytes and method, and the totals; "
+                "write nothing");
   cmd->add_flag("--no-ir", args->noIR, "do not embed the final IR in the manifest");
   cmd->add_flag("-q,--quiet", args->quiet, "no progress lines");
 
   return [args]() {
+    if (args->output.empty() && !args->dryRun) {
+      fprintf(stderr, "llmc compile: --output is required (unless --dry-run)\n");
+      return int(kUsage);
+    }
+    if (args->maxKld < 0 && (!args->kldRef.empty()))
+      fprintf(stderr, "llmc compile: warning: --max-kld-ref has no effect without --max-kld\n");
     auto t0 = std::chrono::steady_clock::now();
     auto secs = [&] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -43,7 +115,7 @@ std::function<int()> addCompileCommand(CLI::App &app) {
     };
     say("reading " + args->input);
     SourceModel src = readModel(args->input, args->tokenizer);
-    char buf[256];
+    char buf[512];
     snprintf(buf, sizeof buf, "read %s model '%s': %zu tensors in %.2f s",
              src.format.c_str(), src.config.architecture.c_str(),
              src.tensors.size(), secs());
@@ -58,15 +130,56 @@ std::function<int()> addCompileCommand(CLI::App &app) {
     opts.embedIR = !args->noIR;
     opts.progress = say;
     CompiledModel cm = compileModel(ctx, src, opts);
-
     ArtifactWriter writer(cm.manifest, cm.tensors);
+
+    if (args->maxKld >= 0) {
+      auto model = Artifact::fromBuffer(writer.toBuffer(), args->input + " (compiled)",
+                                        /*verify_tensors=*/false);
+      std::unique_ptr<Artifact> ref;
+      std::string refLabel = args->kldRef;
+      if (!args->kldRef.empty()) {
+        ref = loadModelOrArtifact(args->kldRef, "", args->tokenizer, args->quiet);
+      } else {
+        refLabel = args->input + " (no pipeline)";
+        CompileOptions refOpts;
+        refOpts.embedIR = false;
+        CompiledModel refCm = compileModel(ctx, src, refOpts);
+        ArtifactWriter refWriter(refCm.manifest, refCm.tensors);
+        ref = Artifact::fromBuffer(refWriter.toBuffer(), refLabel, /*verify_tensors=*/false);
+      }
+      std::string textPath = defaultEvalTextPath();
+      metrics::EvalSummary s = compareOnText(*model, args->input, *ref, refLabel, textPath,
+                                             args->kldTokens, /*threads=*/0, args->quiet);
+      const bool pass = s.kld_mean <= args->maxKld; // NaN fails
+      // The gate's verdict is printed even with --quiet.
+      snprintf(buf, sizeof buf,
+               "kld gate: mean KLD %.6f (p99 %.6f, top1 %.2f%%) over %lld positions of %s "
+               "vs %s; max %.6f: %s",
+               s.kld_mean, s.kld_p99, s.top1, (long long)s.positions, textPath.c_str(),
+               refLabel.c_str(), args->maxKld, pass ? "pass" : "FAIL");
+      progress(buf);
+      if (!pass) {
+        fprintf(stderr, "llmc: error: mean KL divergence %.6f exceeds --max-kld %.6f; %s\n",
+                s.kld_mean, args->maxKld,
+                args->dryRun ? "(dry run)" : ("not writing " + args->output).c_str());
+        return int(kKldGate);
+      }
+    }
+
+    if (args->dryRun) {
+      printStoragePlan(cm);
+      snprintf(buf, sizeof buf, "dry run: compiled %zu tensors in %.2f s; nothing written",
+               cm.tensors.size(), secs());
+      say(buf);
+      return int(kOk);
+    }
     writer.writeFile(args->output);
     struct stat st;
     double mb = ::stat(args->output.c_str(), &st) == 0 ? st.st_size / 1048576.0 : 0;
     snprintf(buf, sizeof buf, "wrote %s (%.1f MiB, %zu tensors) in %.2f s total",
              args->output.c_str(), mb, cm.tensors.size(), secs());
     say(buf);
-    return kOk;
+    return int(kOk);
   };
 }
 

@@ -5,21 +5,14 @@
 // (BOS per the tokenizer), split into consecutive windows of --ctx tokens,
 // and each window is run from an empty KV cache; every position but the
 // last of a window is scored against the next token. The math lives in
-// llmc/metrics.h so calibration and quality gates share it.
+// llmc/metrics.h and the window loop in Evaluation.h, shared with
+// `llmc compile --max-kld`.
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
-#include "llmc/executor.h"
-#include "llmc/metrics.h"
+#include "Evaluation.h"
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
-
-#ifndef LLMC_DATA_DIR
-#define LLMC_DATA_DIR ""
-#endif
 
 namespace llmc::tool {
 namespace {
@@ -29,27 +22,6 @@ struct EvalArgs {
   int threads = 0;
   bool json = false, quiet = false;
 };
-
-/// data/ of the source tree: $LLMC_DATA_DIR, else the compile-time path.
-std::string dataDir() {
-  if (const char *env = std::getenv("LLMC_DATA_DIR"); env && *env)
-    return env;
-  return LLMC_DATA_DIR;
-}
-
-std::string readTextFile(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    throw std::runtime_error(path + ": cannot open the evaluation text");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  if (f.bad())
-    throw std::runtime_error(path + ": error reading the evaluation text");
-  std::string s = ss.str();
-  if (s.empty())
-    throw std::runtime_error(path + ": the evaluation text is empty");
-  return s;
-}
 
 /// The window length to use for one model: the requested --ctx, which must
 /// fit the model's context (the default is clamped to it instead).
@@ -66,23 +38,6 @@ int64_t windowFor(const Artifact &art, const std::string &label, int64_t ctx, bo
     return modelCtx;
   }
   return ctx;
-}
-
-/// Windows [begin, end) over the token stream: consecutive, non-overlapping,
-/// at most `ctx` tokens each, scoring end - begin - 1 positions each and at
-/// most `budget` positions in all. A final window shorter than 2 tokens
-/// scores nothing and is dropped.
-std::vector<std::pair<int64_t, int64_t>> makeWindows(int64_t nTokens, int64_t ctx,
-                                                     int64_t budget) {
-  std::vector<std::pair<int64_t, int64_t>> w;
-  for (int64_t b = 0; b < nTokens && budget > 0; b += ctx) {
-    int64_t len = std::min({ctx, nTokens - b, budget + 1});
-    if (len < 2)
-      break;
-    w.push_back({b, b + len});
-    budget -= len - 1;
-  }
-  return w;
 }
 
 /// JSON number, or null for NaN/inf (which JSON cannot represent).
@@ -118,20 +73,11 @@ std::function<int()> addEvalCommand(CLI::App &app) {
     const bool explicitCtx = ctxOpt->count() > 0;
     auto t0 = std::chrono::steady_clock::now();
 
-    std::string textPath = a->text;
-    if (textPath.empty()) {
-      std::string dir = dataDir();
-      if (dir.empty())
-        throw std::runtime_error("no default evaluation text known (set LLMC_DATA_DIR or "
-                                 "give --text FILE)");
-      textPath = dir + "/eval/default.txt";
-    }
-    std::string text = readTextFile(textPath);
+    std::string textPath = a->text.empty() ? defaultEvalTextPath() : a->text;
+    std::string text = readEvalText(textPath);
 
     auto art = loadModelOrArtifact(a->input, a->pipeline, a->tokenizer, quiet);
-    if (art->tokenizer().empty())
-      throw std::runtime_error(a->input + ": the model has no tokenizer, so it cannot read the "
-                                          "evaluation text (for llama2.c give --tokenizer)");
+    requireTokenizer(*art, a->input); // before the reference is loaded
     int64_t ctx = windowFor(*art, a->input, a->ctx, explicitCtx, quiet);
 
     std::unique_ptr<Artifact> refArt;
@@ -148,33 +94,10 @@ std::function<int()> addEvalCommand(CLI::App &app) {
     const int64_t vocab = exec.vocabSize();
     if (refArt) {
       refExec = std::make_unique<Executor>(*refArt, eo);
-      if (refExec->vocabSize() != vocab)
-        throw std::runtime_error(
-            "--ref " + a->ref + " has a vocabulary of " + std::to_string(refExec->vocabSize()) +
-            " tokens but " + a->input + " has " + std::to_string(vocab) +
-            "; KL divergence needs both models to share one tokenizer");
-      const TokenizerData &mt = art->tokenizer(), &rt = refArt->tokenizer();
-      if (!rt.empty() && rt.tokens.size() != mt.tokens.size())
-        throw std::runtime_error("--ref " + a->ref + " has a tokenizer of " +
-                                 std::to_string(rt.tokens.size()) + " tokens but " + a->input +
-                                 " has " + std::to_string(mt.tokens.size()) +
-                                 "; both models must share one tokenizer");
-      if (!rt.empty()) {
-        for (size_t i = 0; i < mt.tokens.size(); ++i)
-          if (mt.tokens[i] != rt.tokens[i])
-            throw std::runtime_error("--ref " + a->ref + ": token " + std::to_string(i) +
-                                     " differs from " + a->input +
-                                     "'s; both models must share one tokenizer");
-      }
+      checkSameVocabulary(*art, a->input, vocab, *refArt, a->ref, refExec->vocabSize());
     }
 
-    Tokenizer tok(art->tokenizer());
-    std::vector<int32_t> ids = tok.encode(text, /*add_bos=*/true, /*parse_special=*/false);
-    for (int32_t id : ids)
-      if (id < 0 || id >= vocab)
-        throw std::runtime_error(a->input + ": the tokenizer produced token " +
-                                 std::to_string(id) + ", outside the model's vocabulary of " +
-                                 std::to_string(vocab));
+    std::vector<int32_t> ids = tokenizeEvalText(*art, a->input, text, vocab);
     auto windows = makeWindows((int64_t)ids.size(), ctx, a->maxTokens);
     if (windows.empty())
       throw std::runtime_error(textPath + ": the text has " + std::to_string(ids.size()) +
@@ -183,37 +106,20 @@ std::function<int()> addEvalCommand(CLI::App &app) {
       progress("eval: " + textPath + ": " + std::to_string(ids.size()) + " tokens, " +
                std::to_string(windows.size()) + " window(s) of up to " + std::to_string(ctx));
 
-    metrics::EvalAccumulator acc(vocab);
     int64_t forwarded = 0; // tokens run through the model(s)
-    auto tEval = std::chrono::steady_clock::now();
-    for (size_t w = 0; w < windows.size(); ++w) {
-      auto tw = std::chrono::steady_clock::now();
-      auto [b, e] = windows[w];
-      std::vector<int32_t> win(ids.begin() + b, ids.begin() + e);
-      forwarded += (int64_t)win.size() * (refExec ? 2 : 1);
-      exec.reset();
-      std::vector<float> logits = exec.forward(win, /*all_logits=*/true);
-      std::vector<float> refLogits;
-      if (refExec) {
-        refExec->reset();
-        refLogits = refExec->forward(win, /*all_logits=*/true);
-      }
-      // Row i predicts win[i + 1]; the last row has no target in this window.
-      acc.addRows(logits.data(), refExec ? refLogits.data() : nullptr, win.data() + 1,
-                  (int64_t)win.size() - 1);
-      if (!quiet) {
-        double s =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - tw).count();
-        metrics::EvalSummary so = acc.summary();
+    WindowDone onWindow;
+    if (!quiet)
+      onWindow = [](size_t w, size_t n, size_t tokens, double secs,
+                    const metrics::EvalSummary &so) {
         char buf[256];
-        int n = snprintf(buf, sizeof buf, "eval window %zu/%zu: %zu tokens, %.2f s, ppl %.4f",
-                         w + 1, windows.size(), win.size(), s, so.ppl);
-        if (so.has_reference && n > 0 && n < (int)sizeof buf)
-          snprintf(buf + n, sizeof buf - n, ", kld %.6f, top1 %.2f%%", so.kld_mean, so.top1);
+        int len = snprintf(buf, sizeof buf, "eval window %zu/%zu: %zu tokens, %.2f s, ppl %.4f",
+                           w + 1, n, tokens, secs, so.ppl);
+        if (so.has_reference && len > 0 && len < (int)sizeof buf)
+          snprintf(buf + len, sizeof buf - len, ", kld %.6f, top1 %.2f%%", so.kld_mean, so.top1);
         progress(buf);
-      }
-    }
-    metrics::EvalSummary s = acc.summary();
+      };
+    auto tEval = std::chrono::steady_clock::now();
+    metrics::EvalSummary s = scoreWindows(exec, refExec.get(), ids, windows, onWindow, &forwarded);
     double evalS =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - tEval).count();
     double totalS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
