@@ -32,7 +32,7 @@ def QuantizeRTNPass : Pass<"llm-quantize-rtn", "mlir::ModuleOp"> {
 }
 
 def QuantizePass : Pass<"llm-quantize", "mlir::ModuleOp"> {
-  let summary = "Weight quantization into grouped integers (RTN, GPTQ, AWQ)";
+  let summary = "Weight quantization into grouped integers (RTN, GPTQ, AWQ, OSAQ)";
   let description = [{
     Quantizes every matrix weight (attention and MLP projections, experts,
     embedding, LM head; never norms or biases) to the grouped-integer format
@@ -43,8 +43,15 @@ def QuantizePass : Pass<"llm-quantize", "mlir::ModuleOp"> {
     - `method=gptq`: GPTQ (Hessian-aware rounding with error feedback).
     - `method=awq`: AWQ (activation-aware per-channel scales folded into the
       preceding norm / projection, then clip search and RTN).
+    - `method=osaq`: OSAQ, our interpretation (compiler/quant/Osaq.h): the
+      stable null space of each input's Hessian (eigenvalues <= `osaq-eps` *
+      mean(diag H) on two calibration splits, alternate 32-token spans),
+      a per-row ΔW in it that shrinks the group ranges (softmax-weighted
+      least squares, temperature `osaq-temp`), folded into W, then GPTQ.
+      A site whose split A has fewer than `osaq-min-tokens` x (input width)
+      tokens keeps r = 0 (its H is singular for lack of data, not flat).
 
-    GPTQ and AWQ calibrate layer by layer: block l is quantized from the
+    GPTQ, AWQ and OSAQ calibrate layer by layer: block l is quantized from the
     inputs its linears see when the calibration text runs through blocks
     0..l-1 already quantized. Weights outside the blocks (embedding, LM head)
     get RTN. They need the weights, so they run only inside `llmc compile`;
@@ -66,7 +73,7 @@ def QuantizePass : Pass<"llm-quantize", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"method", "method", "std::string", "\"rtn\"", "rtn, gptq or awq">,
+    Option<"method", "method", "std::string", "\"rtn\"", "rtn, gptq, awq or osaq">,
     Option<"bits", "bits", "int64_t", "4", "bits per weight code (2..8)">,
     Option<"group", "group", "int64_t", "64", "weights per scale (a multiple of 8, 8..4096)">,
     Option<"sym", "sym", "bool", "false", "symmetric grid (no minimum)">,
@@ -78,6 +85,10 @@ def QuantizePass : Pass<"llm-quantize", "mlir::ModuleOp"> {
     Option<"actOrder", "act-order", "bool", "false", "GPTQ: quantize columns by decreasing Hessian diagonal">,
     Option<"damp", "damp", "double", "0.01", "GPTQ: dampening, as a fraction of mean(diag H)">,
     Option<"awqSamples", "awq-samples", "int64_t", "512", "AWQ: calibration tokens kept per input for the searches">,
+    Option<"osaqEps", "osaq-eps", "double", "1e-4", "OSAQ: null-space threshold, fraction of mean(diag H)">,
+    Option<"osaqTemp", "osaq-temp", "double", "1.0", "OSAQ: softmax temperature, fraction of the group's max|w|">,
+    Option<"osaqMaxRank", "osaq-max-rank", "int64_t", "64", "OSAQ: at most this many null-space directions">,
+    Option<"osaqMinTokens", "osaq-min-tokens", "double", "1.0", "OSAQ: use a site's null space only if split A has this many tokens per input column (0: always)">,
   ];
 }
 

@@ -1,6 +1,6 @@
-//===- Quantize.cpp - llm-quantize: RTN, GPTQ and AWQ into gq formats -----===//
+//===- Quantize.cpp - llm-quantize: RTN, GPTQ, AWQ, OSAQ into gq formats --===//
 // Option checking and target selection (everything fails before any weight
-// is rewritten), then: rtn rounds every target; gptq/awq walk the blocks in
+// is rewritten), then: rtn rounds every target; gptq/awq/osaq walk the blocks in
 // order, capturing block l's linear inputs with blocks < l already
 // quantized, quantizing block l, and finally RTN for what no block reads.
 // Per-tensor `override` entries (GLOB:bits[:group]) give some weights their
@@ -11,6 +11,7 @@
 #include "passes/quant/CalibrationSites.h"
 #include "passes/quant/Passes.h"
 #include "passes/quant/QuantizeContext.h"
+#include "passes/quant/QuantizeOsaq.h"
 #include "compiler/weights/WeightTypes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/Support/Format.h"
@@ -80,8 +81,8 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
       signalPassFailure();
     };
     const std::string m = method;
-    if (m != "rtn" && m != "gptq" && m != "awq")
-      return fail("unknown method '" + m + "' (expected rtn, gptq or awq)");
+    if (m != "rtn" && m != "gptq" && m != "awq" && m != "osaq")
+      return fail("unknown method '" + m + "' (expected rtn, gptq, awq or osaq)");
     GridSpec spec{int(bits), bool(sym), int64_t(group)};
     DType format;
     try {
@@ -94,6 +95,14 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
       return fail("calib-tokens, calib-seq and awq-samples must be positive");
     if (!(damp > 0))
       return fail("damp must be positive");
+    if (!(osaqEps > 0) || !(osaqTemp > 0) || osaqMaxRank < 0 || !(osaqMinTokens >= 0))
+      return fail("osaq-eps and osaq-temp must be positive, osaq-max-rank and osaq-min-tokens "
+                  "non-negative");
+    OsaqOptions osaqOpts;
+    osaqOpts.eps = osaqEps;
+    osaqOpts.temp = osaqTemp;
+    osaqOpts.maxRank = osaqMaxRank;
+    osaqOpts.minTokensPerInput = osaqMinTokens;
     SmallVector<llvm::GlobPattern> patterns;
     for (const std::string &s : skip) {
       auto p = llvm::GlobPattern::create(s);
@@ -183,8 +192,14 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
         const int64_t blocks = countBlocks(module);
         for (int64_t l = 0; l < blocks; ++l) {
           auto tb = std::chrono::steady_clock::now();
-          SiteCollector sites(/*wantHessian=*/m == "gptq", m == "awq" ? int64_t(awqSamples) : 0);
-          captureBlock(module, *store, data, l, [&](const LinearInput &in) { sites(in); });
+          SiteCollector sites(/*wantHessian=*/m == "gptq" || m == "osaq",
+                              m == "awq" ? int64_t(awqSamples) : 0);
+          OsaqSplitCollector splits;
+          captureBlock(module, *store, data, l, [&](const LinearInput &in) {
+            sites(in);
+            if (m == "osaq")
+              splits(in);
+          });
           double capture =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count();
           // Each context quantizes only its own pending weights (AWQ scales
@@ -192,6 +207,8 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
           for (auto &ctx : contexts) {
             if (m == "gptq")
               gptqBlock(*ctx, sites.sites(), actOrder, damp);
+            else if (m == "osaq")
+              osaqBlock(*ctx, sites.sites(), splits, osaqOpts, actOrder, damp, l);
             else
               awqBlock(*ctx, sites.sites(), l);
           }

@@ -1,6 +1,7 @@
 // RUN: llmc-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(llm-quantize{group=32})'
 // RUN: not llmc-opt %s --pass-pipeline='builtin.module(llm-quantize{method=gptq group=16})' 2>&1 | FileCheck %s --check-prefix=GPTQ
 // RUN: not llmc-opt %s --pass-pipeline='builtin.module(llm-quantize{method=awq group=16})' 2>&1 | FileCheck %s --check-prefix=AWQ
+// RUN: not llmc-opt %s --pass-pipeline='builtin.module(llm-quantize{method=osaq group=16})' 2>&1 | FileCheck %s --check-prefix=OSAQ
 // RUN: not llmc-opt %s --pass-pipeline='builtin.module(llm-quantize{method=hqq group=16})' 2>&1 | FileCheck %s --check-prefix=METHOD
 // RUN: not llmc-opt %s --pass-pipeline='builtin.module(llm-quantize{bits=9 group=16})' 2>&1 | FileCheck %s --check-prefix=BITS
 // RUN: not llmc-opt %s --pass-pipeline='builtin.module(llm-quantize{bits=4 group=12})' 2>&1 | FileCheck %s --check-prefix=GROUP
@@ -8,7 +9,8 @@
 
 // GPTQ: llm-quantize: method=gptq needs weights and calibration data: run it through llmc compile
 // AWQ: llm-quantize: method=awq needs weights and calibration data: run it through llmc compile
-// METHOD: llm-quantize: unknown method 'hqq' (expected rtn, gptq or awq)
+// OSAQ: llm-quantize: method=osaq needs weights and calibration data: run it through llmc compile
+// METHOD: llm-quantize: unknown method 'hqq' (expected rtn, gptq, awq or osaq)
 // BITS: llm-quantize: bits=9 group=16: grouped-integer type: 9 bits (2..8 supported)
 // GROUP: llm-quantize: bits=4 group=12: grouped-integer type: group size 12 (must be a multiple of 8 in [8, 4096])
 // TOKENS: llm-quantize: calib-tokens, calib-seq and awq-samples must be positive
