@@ -7,5 +7,5 @@ cd "$ROOT"
 bash scripts/setup.sh
 GGUF=.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
 build/bin/llmc compile "$GGUF" -o build/smollm2.llmc
-build/bin/llmc inspect build/smollm2.llmc --no-verify | head -8
+build/bin/llmc inspect build/smollm2.llmc --no-verify | sed -n 1,8p
 build/bin/llmc run build/smollm2.llmc --chat -p "${1:-What is the capital of France? Answer in one sentence.}" -n 64 -t 2
