@@ -5,6 +5,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include "llvm/Support/FormatVariadic.h"
@@ -126,6 +127,40 @@ void QuantizeContext::summarize(const std::string &method, double seconds) const
       method.c_str(), std::string(dtypeName(spec_.dtype())).c_str(), (long long)quantized_,
       double(weightsQuantized_) / 1e6, quantized_ ? sumRelErr_ / double(quantized_) : 0.0,
       seconds, sumQuantSeconds_);
+}
+
+void QuantizeContext::quantizeSlabs(const std::string &name, const std::string &method,
+                                    const SlabQuantizer &slab, nlohmann::json extra,
+                                    const std::function<void(nlohmann::json &)> &finish) {
+  auto t0 = std::chrono::steady_clock::now();
+  FloatWeight w = load(name);
+  const bool slabs = w.shape.size() == 3;
+  const int64_t experts = slabs ? w.shape[0] : 1, slabRows = w.rows / experts;
+  QuantizedMatrix q;
+  q.spec = spec_;
+  q.rows = w.rows;
+  q.cols = w.cols;
+  double errSum = 0, refSum = 0;
+  std::vector<float> zeros(size_t(slabRows * w.cols), 0.0f);
+  for (int64_t e = 0; e < experts; ++e) {
+    const float *ws = w.data.data() + e * slabRows * w.cols;
+    auto done = slab(slabs ? e : -1, ws, slabRows, w.cols);
+    QuantizedMatrix part = done ? std::move(done->first) : rtnQuantize(ws, slabRows, w.cols, spec_);
+    if (done) {
+      std::vector<float> back = part.dequantized();
+      errSum += outputError(ws, back.data(), slabRows, w.cols, *done->second);
+      refSum += outputError(ws, zeros.data(), slabRows, w.cols, *done->second);
+    }
+    q.codes.insert(q.codes.end(), part.codes.begin(), part.codes.end());
+    q.grids.insert(q.grids.end(), part.grids.begin(), part.grids.end());
+  }
+  std::vector<float> back = q.dequantized();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (finish)
+    finish(extra);
+  if (refSum > 0)
+    extra["out_rel_err"] = std::sqrt(errSum / refSum);
+  writeQuantized(name, w, back, q.pack(), method, secs, std::move(extra));
 }
 
 } // namespace llmc::quant

@@ -5,12 +5,15 @@
 // progress line on stderr), and the run's summary.
 //===----------------------------------------------------------------------===//
 #pragma once
+#include "compiler/quant/Gptq.h"
 #include "compiler/quant/GroupGrid.h"
 #include "compiler/weights/WeightStore.h"
 #include "dialects/llm/IR/LlmOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringMap.h"
 #include <nlohmann/json.hpp>
+#include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -46,6 +49,17 @@ public:
   void writeQuantized(const std::string &name, const FloatWeight &original,
                       const std::vector<float> &dequantized, std::vector<uint8_t> bytes,
                       const std::string &method, double seconds, nlohmann::json extra);
+  /// Quantizes weight `name` slab by slab (one slab for a 2-D weight, one per
+  /// expert for a 3-D expert tensor) and writes it. `slab(e, w, rows, cols)`
+  /// returns the quantized slab and the Hessian its output error is measured
+  /// against, or nullopt for an expert without calibration data (then RTN).
+  /// `extra` gets "out_rel_err" when any slab reported a Hessian, then
+  /// `finish` (if set) may add what the slabs measured, before the write.
+  using SlabQuantizer = std::function<std::optional<std::pair<QuantizedMatrix, const Eigen::MatrixXd *>>(
+      int64_t expert, const float *w, int64_t rows, int64_t cols)>;
+  void quantizeSlabs(const std::string &name, const std::string &method, const SlabQuantizer &slab,
+                     nlohmann::json extra,
+                     const std::function<void(nlohmann::json &)> &finish = nullptr);
   /// Replace a (norm/bias) vector or a not-yet-quantized matrix with f32 values.
   void writeF32(const std::string &name, const std::vector<int64_t> &shape,
                 std::vector<float> values, nlohmann::json info);

@@ -32,37 +32,17 @@ void gptqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite
   o.actOrder = actOrder;
   o.damp = damp;
   for (const std::string &name : order) {
-    auto t0 = std::chrono::steady_clock::now();
-    FloatWeight w = ctx.load(name);
     const auto &byExpert = hs[name];
-    const bool slabs = w.shape.size() == 3;
-    const int64_t experts = slabs ? w.shape[0] : 1, slabRows = w.rows / experts;
-    QuantizedMatrix q;
-    q.spec = ctx.spec();
-    q.rows = w.rows;
-    q.cols = w.cols;
-    double errSum = 0, refSum = 0;
-    std::vector<float> zeros(size_t(slabRows * w.cols), 0.0f);
-    for (int64_t e = 0; e < experts; ++e) {
-      const float *ws = w.data.data() + e * slabRows * w.cols;
-      auto it = byExpert.find(slabs ? e : -1);
-      QuantizedMatrix part = it != byExpert.end()
-                                 ? gptqQuantize(ws, slabRows, w.cols, it->second, o)
-                                 : rtnQuantize(ws, slabRows, w.cols, ctx.spec());
-      if (it != byExpert.end()) {
-        std::vector<float> back = part.dequantized();
-        errSum += outputError(ws, back.data(), slabRows, w.cols, it->second);
-        refSum += outputError(ws, zeros.data(), slabRows, w.cols, it->second);
-      }
-      q.codes.insert(q.codes.end(), part.codes.begin(), part.codes.end());
-      q.grids.insert(q.grids.end(), part.grids.begin(), part.grids.end());
-    }
-    std::vector<float> back = q.dequantized();
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    nlohmann::json extra = {{"act_order", actOrder}, {"damp", damp}};
-    if (refSum > 0)
-      extra["out_rel_err"] = std::sqrt(errSum / refSum);
-    ctx.writeQuantized(name, w, back, q.pack(), "gptq", secs, extra);
+    ctx.quantizeSlabs(
+        name, "gptq",
+        [&](int64_t expert, const float *w, int64_t rows, int64_t cols)
+            -> std::optional<std::pair<QuantizedMatrix, const Eigen::MatrixXd *>> {
+          auto it = byExpert.find(expert);
+          if (it == byExpert.end())
+            return std::nullopt;
+          return std::make_pair(gptqQuantize(w, rows, cols, it->second, o), &it->second);
+        },
+        {{"act_order", actOrder}, {"damp", damp}});
   }
 }
 

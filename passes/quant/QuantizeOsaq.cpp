@@ -108,57 +108,38 @@ void osaqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite
   g.actOrder = actOrder;
   g.damp = damp;
   for (const std::string &name : order) {
-    auto t0 = std::chrono::steady_clock::now();
-    FloatWeight w = ctx.load(name);
     const auto &byExpert = byWeight[name];
-    const bool slabs = w.shape.size() == 3;
-    const int64_t experts = slabs ? w.shape[0] : 1, slabRows = w.rows / experts;
-    QuantizedMatrix q;
-    q.spec = ctx.spec();
-    q.rows = w.rows;
-    q.cols = w.cols;
-    double errSum = 0, refSum = 0, changeB = 0, rangeBefore = 0, rangeAfter = 0;
+    double changeB = 0, rangeBefore = 0, rangeAfter = 0;
     int64_t maxRank = 0, candidates = 0, solved = 0;
-    std::vector<float> zeros(size_t(slabRows * w.cols), 0.0f);
-    for (int64_t e = 0; e < experts; ++e) {
-      const float *ws = w.data.data() + e * slabRows * w.cols;
-      auto it = byExpert.find(slabs ? e : -1);
-      QuantizedMatrix part;
-      if (it != byExpert.end()) {
-        const SiteState &st = *it->second;
-        OsaqResult res = osaqQuantize(ws, slabRows, w.cols, st.h, st.ns, st.hB, opts, g);
-        part = std::move(res.quantized);
-        std::vector<float> back = part.dequantized();
-        errSum += outputError(ws, back.data(), slabRows, w.cols, st.h);
-        refSum += outputError(ws, zeros.data(), slabRows, w.cols, st.h);
-        maxRank = std::max(maxRank, res.rank);
-        candidates = std::max(candidates, st.ns.candidates);
-        changeB = std::max(changeB, res.absorbed.relChangeB);
-        rangeBefore += res.absorbed.rangeBefore;
-        rangeAfter += res.absorbed.rangeAfter;
-        ++solved;
-      } else {
-        part = rtnQuantize(ws, slabRows, w.cols, ctx.spec());
-      }
-      q.codes.insert(q.codes.end(), part.codes.begin(), part.codes.end());
-      q.grids.insert(q.grids.end(), part.grids.begin(), part.grids.end());
-    }
-    std::vector<float> back = q.dequantized();
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    nlohmann::json extra = {{"act_order", actOrder},
-                            {"damp", damp},
-                            {"osaq_eps", opts.eps},
-                            {"osaq_temp", opts.temp},
-                            {"osaq_rank", maxRank},
-                            {"osaq_null_candidates", candidates},
-                            {"osaq_rel_change_b", changeB}};
-    if (solved > 0) {
-      extra["osaq_range_before"] = rangeBefore / double(solved);
-      extra["osaq_range_after"] = rangeAfter / double(solved);
-    }
-    if (refSum > 0)
-      extra["out_rel_err"] = std::sqrt(errSum / refSum);
-    ctx.writeQuantized(name, w, back, q.pack(), "osaq", secs, extra);
+    auto slab = [&](int64_t expert, const float *w, int64_t rows, int64_t cols)
+        -> std::optional<std::pair<QuantizedMatrix, const Eigen::MatrixXd *>> {
+      auto it = byExpert.find(expert);
+      if (it == byExpert.end())
+        return std::nullopt;
+      const SiteState &st = *it->second;
+      OsaqResult res = osaqQuantize(w, rows, cols, st.h, st.ns, st.hB, opts, g);
+      maxRank = std::max(maxRank, res.rank);
+      candidates = std::max(candidates, st.ns.candidates);
+      changeB = std::max(changeB, res.absorbed.relChangeB);
+      rangeBefore += res.absorbed.rangeBefore;
+      rangeAfter += res.absorbed.rangeAfter;
+      ++solved;
+      return std::make_pair(std::move(res.quantized), &st.h);
+    };
+    ctx.quantizeSlabs(name, "osaq", slab,
+                      {{"act_order", actOrder},
+                       {"damp", damp},
+                       {"osaq_eps", opts.eps},
+                       {"osaq_temp", opts.temp}},
+                      [&](nlohmann::json &extra) {
+                        extra["osaq_rank"] = maxRank;
+                        extra["osaq_null_candidates"] = candidates;
+                        extra["osaq_rel_change_b"] = changeB;
+                        if (solved > 0) {
+                          extra["osaq_range_before"] = rangeBefore / double(solved);
+                          extra["osaq_range_after"] = rangeAfter / double(solved);
+                        }
+                      });
   }
 }
 
