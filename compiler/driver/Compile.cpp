@@ -88,6 +88,9 @@ CompiledModel compileModel(MLIRContext &ctx, const SourceModel &src,
                          std::string(dtypeName(w.dtype)) + " vs " +
                          std::string(dtypeName(t->dtype)) + ")");
     out.tensors.push_back({w.name, t->dtype, t->shape, t->nbytes, t->data});
+    if (t->aux)
+      out.tensors.push_back({w.name + kAuxSuffix, DType::U8, {int64_t(t->aux->size())},
+                        int64_t(t->aux->size()), t->aux->data()});
     if (t->info.contains("method"))
       weightInfo[w.name] = t->info;
   }

@@ -17,6 +17,9 @@ std::unique_ptr<Artifact> buildInMemoryArtifact(mlir::ModuleOp module,
       throw std::runtime_error("weight '" + w.name +
                                "' in the IR does not match the weight store");
     tensors.push_back({w.name, e->dtype, e->shape, e->nbytes, e->data});
+    if (e->aux)
+      tensors.push_back({w.name + kAuxSuffix, DType::U8, {int64_t(e->aux->size())},
+                        int64_t(e->aux->size()), e->aux->data()});
   }
   nlohmann::json manifest;
   manifest["config"] = exported->config;

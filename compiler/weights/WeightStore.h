@@ -25,6 +25,9 @@ public:
     int64_t nbytes = 0;
     std::shared_ptr<const std::vector<uint8_t>> owned; // set when a pass made the bytes
     nlohmann::json info = nlohmann::json::object();    // what produced it (recorded in the manifest)
+    /// Side data of formats that need it (needsAux(dtype)): exported as the
+    /// U8 tensor "<name>.aux"; auxBytes(dtype, rows, cols) per matrix.
+    std::shared_ptr<const std::vector<uint8_t>> aux;
   };
 
   /// References every tensor of `src` (which must outlive the store).
@@ -34,9 +37,11 @@ public:
   /// The model the store was made from (config, tokenizer, provenance).
   const SourceModel &source() const { return *source_; }
   void replace(const std::string &name, DType dtype, std::vector<int64_t> shape,
-               std::vector<uint8_t> bytes, nlohmann::json info);
+               std::vector<uint8_t> bytes, nlohmann::json info,
+               std::vector<uint8_t> aux = {});
 
-  /// Row r of a 2-D view [rows, cols] of the weight, dequantized to f32.
+  /// Rows [firstRow, firstRow + numRows) of the 2-D view [rows, cols] of the
+  /// weight (a 3-D [E, F, D] weight is [E*F, D]), dequantized to f32.
   static void dequantizeRows(const Entry &e, int64_t firstRow, int64_t numRows, float *out);
 
   /// The store of the compile in progress on this thread, or nullptr.

@@ -32,7 +32,7 @@ def QuantizeRTNPass : Pass<"llm-quantize-rtn", "mlir::ModuleOp"> {
 }
 
 def QuantizePass : Pass<"llm-quantize", "mlir::ModuleOp"> {
-  let summary = "Weight quantization into grouped integers (RTN, GPTQ, AWQ, OSAQ)";
+  let summary = "Weight quantization: RTN, GPTQ, AWQ, OSAQ (grouped integers), AAAC, QTEA, HBQ (their own formats)";
   let description = [{
     Quantizes every matrix weight (attention and MLP projections, experts,
     embedding, LM head; never norms or biases) to the grouped-integer format
@@ -51,7 +51,24 @@ def QuantizePass : Pass<"llm-quantize", "mlir::ModuleOp"> {
       A site whose split A has fewer than `osaq-min-tokens` x (input width)
       tokens keeps r = 0 (its H is singular for lack of data, not flat).
 
-    GPTQ, AWQ and OSAQ calibrate layer by layer: block l is quantized from the
+    - `method=aaac`: AAAC, our interpretation (compiler/quant/Aaac.h): two
+      learned 2^bits-entry codebooks per matrix (activation-weighted
+      k-means); each group's fp16 scale carries in its sign bit which
+      codebook its codes index. Format `aaac<bits>_g<group>` (bits 2..4).
+    - `method=qtea`: QTEA (compiler/quant/Qtea.h): ternary codes with a
+      per-group (alpha, beta) and a per-column rescale, a GPTQ-style sweep
+      with decayed error feedback, and 1:4 sparse FP8 residuals on the
+      `qtea-salient` percent most salient columns. Format
+      `qtea_g<group>_s<salient>`; `bits` is ignored (about 2 bits per weight).
+    - `method=hbq`: HBQ (compiler/quant/Hbq.h): data-free hierarchical
+      block FP: `bits`-bit FP elements (4: E2M1), an E5M3 scale per L1
+      block of `group` weights and a 2-bit significand per quarter block
+      from the `hbq-table`. Format `hbq<bits>_b<group>` (group a multiple
+      of 32). Like rtn, under llmc-opt it only retypes.
+
+    Override grids of aaac, qtea and hbq runs are grouped integers with RTN.
+
+    GPTQ, AWQ, OSAQ, AAAC and QTEA calibrate layer by layer: block l is quantized from the
     inputs its linears see when the calibration text runs through blocks
     0..l-1 already quantized. Weights outside the blocks (embedding, LM head)
     get RTN. They need the weights, so they run only inside `llmc compile`;
@@ -73,7 +90,7 @@ def QuantizePass : Pass<"llm-quantize", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"method", "method", "std::string", "\"rtn\"", "rtn, gptq, awq or osaq">,
+    Option<"method", "method", "std::string", "\"rtn\"", "rtn, gptq, awq, osaq, aaac, qtea or hbq">,
     Option<"bits", "bits", "int64_t", "4", "bits per weight code (2..8)">,
     Option<"group", "group", "int64_t", "64", "weights per scale (a multiple of 8, 8..4096)">,
     Option<"sym", "sym", "bool", "false", "symmetric grid (no minimum)">,
@@ -89,6 +106,12 @@ def QuantizePass : Pass<"llm-quantize", "mlir::ModuleOp"> {
     Option<"osaqTemp", "osaq-temp", "double", "1.0", "OSAQ: softmax temperature, fraction of the group's max|w|">,
     Option<"osaqMaxRank", "osaq-max-rank", "int64_t", "64", "OSAQ: at most this many null-space directions">,
     Option<"osaqMinTokens", "osaq-min-tokens", "double", "1.0", "OSAQ: use a site's null space only if split A has this many tokens per input column (0: always)">,
+    Option<"aaacIters", "aaac-iters", "int64_t", "15", "AAAC: codebook assignment / weighted k-means rounds">,
+    Option<"qteaSalient", "qtea-salient", "int64_t", "5", "QTEA: salient columns with a sparse residual, percent of the input width (0..50)">,
+    Option<"qteaDeadzone", "qtea-deadzone", "double", "0.96", "QTEA: initial dead zone, fraction of mean|w - beta|">,
+    Option<"qteaDecay", "qtea-decay", "double", "1.0", "QTEA: error-feedback decay">,
+    Option<"qteaDamp", "qtea-damp", "double", "0.007", "QTEA: Hessian dampening, fraction of mean(diag H)">,
+    Option<"hbqTable", "hbq-table", "std::string", "\"mix\"", "HBQ: L2 scale table: mix, fp1, fp10 or int">,
   ];
 }
 

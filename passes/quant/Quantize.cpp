@@ -1,4 +1,4 @@
-//===- Quantize.cpp - llm-quantize: RTN, GPTQ, AWQ, OSAQ into gq formats --===//
+//===- Quantize.cpp - llm-quantize: option checks, targets, block loop ---===//
 // Option checking and target selection (everything fails before any weight
 // is rewritten), then: rtn rounds every target; gptq/awq/osaq walk the blocks in
 // order, capturing block l's linear inputs with blocks < l already
@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/quant/Calibration.h"
 #include "passes/quant/CalibrationSites.h"
+#include "passes/quant/FamilyMethods.h"
 #include "passes/quant/Passes.h"
 #include "passes/quant/QuantizeContext.h"
 #include "passes/quant/QuantizeOsaq.h"
@@ -81,16 +82,42 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
       signalPassFailure();
     };
     const std::string m = method;
-    if (m != "rtn" && m != "gptq" && m != "awq" && m != "osaq")
-      return fail("unknown method '" + m + "' (expected rtn, gptq, awq or osaq)");
+    if (m != "rtn" && m != "gptq" && m != "awq" && m != "osaq" && m != "aaac" && m != "qtea" &&
+        m != "hbq")
+      return fail("unknown method '" + m +
+                  "' (expected rtn, gptq, awq, osaq, aaac, qtea or hbq)");
+    // Methods with their own storage format; the others write grouped integers.
+    const bool family = m == "aaac" || m == "qtea" || m == "hbq";
+    const bool calibrated = m != "rtn" && m != "hbq";
     GridSpec spec{int(bits), bool(sym), int64_t(group)};
     DType format;
     try {
-      format = spec.dtype();
+      if (m == "aaac")
+        format = aaacDType(int(bits), int64_t(group));
+      else if (m == "qtea")
+        format = qteaDType(int64_t(group), int(qteaSalient));
+      else if (m == "hbq")
+        format = hbqDType(int(bits), int64_t(group));
+      else
+        format = spec.dtype();
     } catch (const std::exception &e) {
-      return fail(Twine("bits=") + Twine(int64_t(bits)) + " group=" + Twine(int64_t(group)) +
-                  ": " + e.what());
+      return fail(Twine("method=") + m + " bits=" + Twine(int64_t(bits)) +
+                  " group=" + Twine(int64_t(group)) + ": " + e.what());
     }
+    if (aaacIters <= 0 || !(qteaDeadzone > 0) || !(qteaDecay >= 0) || !(qteaDamp > 0))
+      return fail("aaac-iters, qtea-deadzone and qtea-damp must be positive, qtea-decay "
+                  "non-negative");
+    const std::string table = hbqTable;
+    if (table != "mix" && table != "fp1" && table != "fp10" && table != "int")
+      return fail("hbq-table must be mix, fp1, fp10 or int, not '" + table + "'");
+    AaacPassOptions aaacOpts;
+    aaacOpts.iters = int(aaacIters);
+    QteaPassOptions qteaOpts;
+    qteaOpts.deadzone = qteaDeadzone;
+    qteaOpts.decay = qteaDecay;
+    qteaOpts.damp = qteaDamp;
+    HbqPassOptions hbqOpts;
+    hbqOpts.table = table;
     if (calibTokens <= 0 || calibSeq <= 0 || awqSamples <= 0)
       return fail("calib-tokens, calib-seq and awq-samples must be positive");
     if (!(damp > 0))
@@ -136,7 +163,7 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
         chosen = &o->spec;
       else if (llvm::any_of(patterns, [&](auto &p) { return p.match(w.getName()); }))
         return WalkResult::advance();
-      const DType target = chosen->dtype();
+      const DType target = chosen == &spec ? format : chosen->dtype();
       if (dtypeOfElementType(type.getElementType()) == target)
         return WalkResult::advance();
       int64_t cols = type.getShape().back();
@@ -157,10 +184,10 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
 
     WeightStore *store = WeightStore::active();
     if (!store) {
-      if (m != "rtn")
+      if (calibrated)
         return fail("method=" + m +
                     " needs weights and calibration data: run it through llmc compile "
-                    "(under llmc-opt only method=rtn can run, retyping weights)");
+                    "(under llmc-opt only method=rtn and method=hbq can run, retyping weights)");
       for (auto [w, t] : retypeOnly) {
         auto type = cast<RankedTensorType>(w.getType());
         w.getResult().setType(
@@ -172,19 +199,21 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
     auto t0 = std::chrono::steady_clock::now();
     try {
       CalibrationData data;
-      if (m != "rtn")
+      if (calibrated)
         data = loadCalibration(*store, calib, calibTokens, calibSeq);
       // The pass's own grid first, then each override grid.
       std::vector<std::unique_ptr<QuantizeContext>> contexts;
+      QuantizeContext *own = nullptr; // the context of the method's own format
       if (auto it = byFormat.find(format); it != byFormat.end()) {
         contexts.push_back(std::make_unique<QuantizeContext>(
-            module, *store, it->second.first, std::move(it->second.second), data.tokens));
+            module, *store, it->second.first, std::move(it->second.second), data.tokens, format));
+        own = contexts.back().get();
         byFormat.erase(it);
       }
       for (auto &[t, slot] : byFormat)
         contexts.push_back(std::make_unique<QuantizeContext>(module, *store, slot.first,
                                                              std::move(slot.second), data.tokens));
-      if (m != "rtn") {
+      if (calibrated) {
         llvm::errs() << llvm::format("[llmc] llm-quantize %s: %lld calibration tokens from %s "
                                      "(%zu sequences)\n",
                                      m.c_str(), (long long)data.tokens, data.path.c_str(),
@@ -192,7 +221,8 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
         const int64_t blocks = countBlocks(module);
         for (int64_t l = 0; l < blocks; ++l) {
           auto tb = std::chrono::steady_clock::now();
-          SiteCollector sites(/*wantHessian=*/m == "gptq" || m == "osaq",
+          SiteCollector sites(/*wantHessian=*/m == "gptq" || m == "osaq" || m == "aaac" ||
+                                  m == "qtea",
                               m == "awq" ? int64_t(awqSamples) : 0);
           OsaqSplitCollector splits;
           captureBlock(module, *store, data, l, [&](const LinearInput &in) {
@@ -205,7 +235,14 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
           // Each context quantizes only its own pending weights (AWQ scales
           // a site only when all of its weights belong to one context).
           for (auto &ctx : contexts) {
-            if (m == "gptq")
+            if (family) { // override grids of these methods get RTN at the end
+              if (ctx.get() != own)
+                continue;
+              if (m == "aaac")
+                aaacBlock(*ctx, sites.sites(), aaacOpts, l);
+              else
+                qteaBlock(*ctx, sites.sites(), qteaOpts, l);
+            } else if (m == "gptq")
               gptqBlock(*ctx, sites.sites(), actOrder, damp);
             else if (m == "osaq")
               osaqBlock(*ctx, sites.sites(), splits, osaqOpts, actOrder, damp, l);
@@ -218,8 +255,16 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count());
         }
       }
-      for (auto &ctx : contexts)
-        ctx->rtnRemaining();
+      for (auto &ctx : contexts) {
+        if (ctx.get() == own && m == "aaac")
+          aaacRemaining(*ctx, aaacOpts);
+        else if (ctx.get() == own && m == "qtea")
+          qteaRemaining(*ctx, qteaOpts);
+        else if (ctx.get() == own && m == "hbq")
+          hbqAll(*ctx, hbqOpts);
+        else
+          ctx->rtnRemaining();
+      }
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       for (auto &ctx : contexts)
         ctx->summarize(m, secs);

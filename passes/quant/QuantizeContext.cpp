@@ -22,8 +22,10 @@ std::string shapeText(const std::vector<int64_t> &s) {
 }
 
 QuantizeContext::QuantizeContext(ModuleOp module, WeightStore &store, GridSpec spec,
-                                 std::set<std::string> targets, int64_t calibrationTokens)
-    : module_(module), store_(store), spec_(spec), targets_(std::move(targets)),
+                                 std::set<std::string> targets, int64_t calibrationTokens,
+                                 std::optional<DType> format)
+    : module_(module), store_(store), spec_(spec), format_(format ? *format : spec.dtype()),
+      targets_(std::move(targets)),
       calibrationTokens_(calibrationTokens) {
   module.walk([&](llm::WeightOp w) { ops_[w.getName()].push_back(w); });
 }
@@ -62,6 +64,24 @@ void QuantizeContext::writeQuantized(const std::string &name, const FloatWeight 
                                      const std::vector<float> &dequantized,
                                      std::vector<uint8_t> bytes, const std::string &method,
                                      double seconds, nlohmann::json extra) {
+  write(name, spec_.dtype(), original, dequantized, std::move(bytes), {}, method, seconds,
+        std::move(extra));
+}
+
+void QuantizeContext::writeFormatted(const std::string &name, const FloatWeight &original,
+                                     const std::vector<float> &dequantized,
+                                     std::vector<uint8_t> bytes, std::vector<uint8_t> aux,
+                                     const std::string &method, double seconds,
+                                     nlohmann::json extra) {
+  write(name, format_, original, dequantized, std::move(bytes), std::move(aux), method, seconds,
+        std::move(extra));
+}
+
+void QuantizeContext::write(const std::string &name, DType t, const FloatWeight &original,
+                            const std::vector<float> &dequantized, std::vector<uint8_t> bytes,
+                            std::vector<uint8_t> aux, const std::string &method, double seconds,
+                            nlohmann::json extra) {
+  const size_t auxSize = aux.size();
   const WeightStore::Entry *e = store_.find(name);
   std::string from = e ? std::string(dtypeName(e->dtype)) : "?";
   if (e && e->info.contains("from"))
@@ -72,13 +92,15 @@ void QuantizeContext::writeQuantized(const std::string &name, const FloatWeight 
                          {"bits", spec_.bits},
                          {"group", spec_.group},
                          {"sym", spec_.sym},
+                         {"format", std::string(dtypeName(t))},
+                         {"bpw", double(bytes.size() + auxSize) * 8.0 /
+                                     double(original.rows * original.cols)},
                          {"from", from},
                          {"rel_rmse", relErr},
                          {"calibration_tokens", method == "rtn" ? 0 : calibrationTokens_}};
   for (auto &[k, v] : extra.items())
     info[k] = v;
-  const DType t = spec_.dtype();
-  store_.replace(name, t, original.shape, std::move(bytes), info);
+  store_.replace(name, t, original.shape, std::move(bytes), info, std::move(aux));
   retype(name, t);
   done_.insert(name);
   ++quantized_;
@@ -124,7 +146,7 @@ void QuantizeContext::summarize(const std::string &method, double seconds) const
   llvm::errs() << llvm::format(
       "[llmc] llm-quantize %s %s: %lld tensors (%.1fM weights), mean rel.err %.4f, %.1fs "
       "(%.1fs rounding)\n",
-      method.c_str(), std::string(dtypeName(spec_.dtype())).c_str(), (long long)quantized_,
+      method.c_str(), std::string(dtypeName(format_)).c_str(), (long long)quantized_,
       double(weightsQuantized_) / 1e6, quantized_ ? sumRelErr_ / double(quantized_) : 0.0,
       seconds, sumQuantSeconds_);
 }

@@ -30,10 +30,17 @@ struct FloatWeight {
 
 class QuantizeContext {
 public:
+  /// `format`: the storage format this context writes; by default the
+  /// grouped-integer format of `spec`. Methods with their own formats
+  /// (AAAC, QTEA, HBQ) pass theirs and write with writeFormatted; spec then
+  /// carries their bits and group.
   QuantizeContext(mlir::ModuleOp module, WeightStore &store, GridSpec spec,
-                  std::set<std::string> targets, int64_t calibrationTokens);
+                  std::set<std::string> targets, int64_t calibrationTokens,
+                  std::optional<DType> format = std::nullopt);
 
   const GridSpec &spec() const { return spec_; }
+  DType format() const { return format_; }
+  int64_t calibrationTokens() const { return calibrationTokens_; }
   WeightStore &store() { return store_; }
   mlir::ModuleOp module() { return module_; }
   /// Weights the pass should quantize and has not written yet.
@@ -49,6 +56,14 @@ public:
   void writeQuantized(const std::string &name, const FloatWeight &original,
                       const std::vector<float> &dequantized, std::vector<uint8_t> bytes,
                       const std::string &method, double seconds, nlohmann::json extra);
+  /// Store a weight quantized to this context's format(): `bytes` the packed
+  /// rows, `aux` the side data (needsAux(format()); for a 3-D expert tensor
+  /// one matrix's worth per expert, back to back), `dequantized` the f32
+  /// values the runtime will compute with.
+  void writeFormatted(const std::string &name, const FloatWeight &original,
+                      const std::vector<float> &dequantized, std::vector<uint8_t> bytes,
+                      std::vector<uint8_t> aux, const std::string &method, double seconds,
+                      nlohmann::json extra);
   /// Quantizes weight `name` slab by slab (one slab for a 2-D weight, one per
   /// expert for a 3-D expert tensor) and writes it. `slab(e, w, rows, cols)`
   /// returns the quantized slab and the Hessian its output error is measured
@@ -73,10 +88,15 @@ public:
 
 private:
   void retype(const std::string &name, DType t);
+  void write(const std::string &name, DType t, const FloatWeight &original,
+             const std::vector<float> &dequantized, std::vector<uint8_t> bytes,
+             std::vector<uint8_t> aux, const std::string &method, double seconds,
+             nlohmann::json extra);
 
   mlir::ModuleOp module_;
   WeightStore &store_;
   GridSpec spec_;
+  DType format_;
   std::set<std::string> targets_, done_;
   int64_t calibrationTokens_;
   llvm::StringMap<llvm::SmallVector<llm::WeightOp, 2>> ops_;

@@ -5,8 +5,9 @@
 // A row of n elements of type t takes row_bytes(t, n) bytes; n must be a
 // multiple of the block size.
 //
-// Besides the closed list of GGUF formats there is one parametric family,
-// grouped integers ("gq<bits><s|a>_g<group>", e.g. gq4a_g64): `bits`-bit codes
+// Besides the closed list of GGUF formats (and U8, raw bytes) there are
+// parametric families: AAAC codebook codes, QTEA ternary codes and HBQ
+// hierarchical FP blocks (see the end of this file), and grouped integers ("gq<bits><s|a>_g<group>", e.g. gq4a_g64): `bits`-bit codes
 // in groups of `group` weights sharing an fp16 scale (and, asymmetric, an
 // fp16 minimum). Their DType values encode (bits, sym, group); see
 // groupedIntDType() and llmc/format/grouped_int.h for the layout.
@@ -33,6 +34,7 @@ enum class DType : uint32_t {
   Q4_K,
   Q5_K,
   Q6_K,
+  U8, // raw bytes: the side data ("<weight>.aux") of formats that need it
 };
 
 struct DTypeInfo {
@@ -62,6 +64,58 @@ void dequantizeRow(DType t, const void *src, float *dst, int64_t n);
 /// grouped-integer types (round to nearest, see llmc/format/grouped_int.h);
 /// throws std::runtime_error for the K-quants. Meant for tests and tools.
 void quantizeRowRef(DType t, const float *src, void *dst, int64_t n);
+
+//===- Formats with side data ----------------------------------------------===//
+// Some formats need data shared by a whole matrix besides its rows (AAAC's
+// two codebooks, QTEA's per-column scales and salient-column residuals). It
+// is stored as a companion U8 tensor named "<weight>.aux" holding
+// auxBytes(t, rows, cols) bytes per matrix (a 3-D expert tensor [E, F, D]
+// holds E of them back to back, expert e's at offset e * auxBytes(t, F, D)).
+
+/// Whether matrices of type t carry side data.
+bool needsAux(DType t);
+/// Bytes of side data of one [rows, cols] matrix of type t (0 if none).
+int64_t auxBytes(DType t, int64_t rows, int64_t cols);
+/// Dequantize row r (of `rows`) of a matrix of type t: `row` is the row's
+/// bytes, `aux` the matrix's side data (ignored when !needsAux(t)). Same as
+/// dequantizeRow for types without side data.
+void dequantizeRowAux(DType t, const void *row, const void *aux, int64_t r, int64_t rows,
+                      float *dst, int64_t n);
+/// Suffix of the companion tensor's name: ".aux".
+inline constexpr const char *kAuxSuffix = ".aux";
+
+//===- AAAC: 2^bits-entry codebooks, two per matrix (llmc/format/aaac.h) ---===//
+struct AaacSpec {
+  int bits;      // 2..4: codebooks of 2^bits entries
+  int64_t group; // weights per fp16 scale: a multiple of 8 in [8, 4096]
+  bool operator==(const AaacSpec &o) const { return bits == o.bits && group == o.group; }
+};
+/// "aaac<bits>_g<group>"; throws std::runtime_error on bad parameters.
+DType aaacDType(int bits, int64_t group);
+std::optional<AaacSpec> aaacSpec(DType t);
+
+//===- QTEA: ternary codes + salient residuals (llmc/format/qtea.h) --------===//
+struct QteaSpec {
+  int64_t group;   // weights per (alpha, beta): a multiple of 8 in [8, 4096]
+  int salientPct;  // salient columns: ceil(cols * salientPct / 100), 0..50
+  bool operator==(const QteaSpec &o) const {
+    return group == o.group && salientPct == o.salientPct;
+  }
+};
+/// "qtea_g<group>_s<salientPct>"; throws std::runtime_error on bad parameters.
+DType qteaDType(int64_t group, int salientPct);
+std::optional<QteaSpec> qteaSpec(DType t);
+
+//===- HBQ: hierarchical block FP (llmc/format/hbq.h) ----------------------===//
+struct HbqSpec {
+  int bits;      // element bits: 4 (E2M1), 3, 2
+  int64_t block; // L1 block (one scale); L2 sub-blocks are block / 4
+  bool operator==(const HbqSpec &o) const { return bits == o.bits && block == o.block; }
+};
+/// "hbq<bits>_b<block>"; block a multiple of 32 in [32, 4096]; throws
+/// std::runtime_error on bad parameters.
+DType hbqDType(int bits, int64_t block);
+std::optional<HbqSpec> hbqSpec(DType t);
 
 //===- Grouped integer weights (llmc/format/grouped_int.h) ----------------===//
 

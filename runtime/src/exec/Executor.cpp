@@ -112,6 +112,8 @@ struct Executor::Impl {
   }
 
   void build();
+  /// The tensor as a matrix, with its side data when its format has some.
+  WeightMatrix matrixOf(const TensorView &t);
   const TensorView &weight(const ProgramNode &pn, const std::string &desc, const char *role);
   void expectShape(const TensorView &t, const std::string &desc, const char *role,
                    const std::vector<int64_t> &want);
@@ -146,6 +148,10 @@ struct Executor::Impl {
   void runMoe(const Node &n);
 };
 
+WeightMatrix Executor::Impl::matrixOf(const TensorView &t) {
+  return WeightMatrix::of(t, needsAux(t.dtype) ? art.tensor(t.name + kAuxSuffix) : nullptr);
+}
+
 const TensorView &Executor::Impl::weight(const ProgramNode &pn, const std::string &desc,
                                          const char *role) {
   auto it = pn.weights.find(role);
@@ -171,7 +177,7 @@ void Executor::Impl::expectShape(const TensorView &t, const std::string &desc, c
 }
 
 std::vector<float> Executor::Impl::vectorOf(const TensorView &t) {
-  WeightMatrix w = WeightMatrix::of(t);
+  WeightMatrix w = matrixOf(t);
   std::vector<float> v(size_t(w.rows * w.cols));
   for (int64_t r = 0; r < w.rows; ++r)
     loadRow(w, r, v.data() + r * w.cols);
@@ -249,7 +255,7 @@ void Executor::Impl::build() {
     case Op::Embed: {
       const TensorView &t = weight(pn, ctx, "table");
       expectShape(t, ctx, "table", {-1, -1});
-      n.a = WeightMatrix::of(t);
+      n.a = matrixOf(t);
       n.width = t.shape[1];
       break;
     }
@@ -294,10 +300,10 @@ void Executor::Impl::build() {
       expectShape(k, ctx, "k", {KV * hd, D});
       expectShape(v, ctx, "v", {KV * hd, D});
       expectShape(o, ctx, "o", {-1, H * hd});
-      n.a = WeightMatrix::of(q);
-      n.b = WeightMatrix::of(k);
-      n.c = WeightMatrix::of(v);
-      n.d = WeightMatrix::of(o);
+      n.a = matrixOf(q);
+      n.b = matrixOf(k);
+      n.c = matrixOf(v);
+      n.d = matrixOf(o);
       n.width = o.shape[0];
       if (pn.weights.count("q_bias")) {
         const TensorView &t = weight(pn, ctx, "q_bias");
@@ -360,9 +366,9 @@ void Executor::Impl::build() {
       int64_t F = g.shape[0];
       expectShape(u, ctx, "up", {F, D});
       expectShape(dn, ctx, "down", {-1, F});
-      n.a = WeightMatrix::of(g);
-      n.b = WeightMatrix::of(u);
-      n.c = WeightMatrix::of(dn);
+      n.a = matrixOf(g);
+      n.b = matrixOf(u);
+      n.c = matrixOf(dn);
       n.ffn = F;
       n.act = actAttr();
       n.width = dn.shape[0];
@@ -386,7 +392,7 @@ void Executor::Impl::build() {
       int64_t F = g.shape[1];
       expectShape(u, ctx, "up", {E, F, D});
       expectShape(dn, ctx, "down", {E, -1, F});
-      n.a = WeightMatrix::of(r);
+      n.a = matrixOf(r);
       n.gate3 = &g;
       n.up3 = &u;
       n.down3 = &dn;
@@ -401,7 +407,7 @@ void Executor::Impl::build() {
     case Op::LmHead: {
       const TensorView &w = weight(pn, ctx, "weight");
       expectShape(w, ctx, "weight", {-1, D});
-      n.a = WeightMatrix::of(w);
+      n.a = matrixOf(w);
       n.width = w.shape[0];
       break;
     }
@@ -517,11 +523,11 @@ void Executor::Impl::runMoe(const Node &n) {
     su.resize(size_t(Te * F));
     sy.resize(size_t(Te * Dout));
     observe(n, 1, sx.data(), Te, D, e);
-    matmul(pool, WeightMatrix::slab(*n.gate3, e), sx.data(), Te, D, sg.data(), F);
-    matmul(pool, WeightMatrix::slab(*n.up3, e), sx.data(), Te, D, su.data(), F);
+    matmul(pool, WeightMatrix::slab(*n.gate3, e, art.tensor(n.gate3->name + kAuxSuffix)), sx.data(), Te, D, sg.data(), F);
+    matmul(pool, WeightMatrix::slab(*n.up3, e, art.tensor(n.up3->name + kAuxSuffix)), sx.data(), Te, D, su.data(), F);
     ops::gatedActivation(n.act, sg.data(), su.data(), Te * F);
     observe(n, 2, sg.data(), Te, F, e);
-    matmul(pool, WeightMatrix::slab(*n.down3, e), sg.data(), Te, F, sy.data(), Dout);
+    matmul(pool, WeightMatrix::slab(*n.down3, e, art.tensor(n.down3->name + kAuxSuffix)), sg.data(), Te, F, sy.data(), Dout);
     for (int64_t i = 0; i < Te; ++i) {
       float w = list[size_t(i)].second;
       float *o = smoe.data() + list[size_t(i)].first * Dout;

@@ -1,6 +1,7 @@
 //===- Matmul.cpp - Blocked, threaded Y = X * W^T --------------------------===//
 #include "Matmul.h"
 #include "../kernels/dot_grouped.h"
+#include "../kernels/family_rows.h"
 #include "../kernels/dot_quant.h"
 
 #include <algorithm>
@@ -182,7 +183,8 @@ void fusedMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *
   bool needSums = false;
   const int64_t fullT = T / kernels::kMaxDotRows * kernels::kMaxDotRows;
   for (int j = 0; j < njobs; ++j) {
-    if (isGroupedInt(jobs[j].w->dtype)) { // grouped integers: dotGroupedRows below
+    if (isGroupedInt(jobs[j].w->dtype) || kernels::isFamilyType(jobs[j].w->dtype)) {
+      // grouped integers and the AAAC/QTEA/HBQ families: their own row dots below
       full[j] = rest[j] = nullptr;
       continue;
     }
@@ -205,6 +207,13 @@ void fusedMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *
     for (int64_t r = r0; r < r0 + nr; ++r) {
       const uint8_t *row = w.row(r);
       int64_t t = 0;
+      if (!full[j] && kernels::isFamilyType(w.dtype)) {
+        for (; t < T; t += kernels::kMaxFamilyDotRows)
+          kernels::familyDotRows(w.dtype, row, w.aux, r, w.rows, cols, x + t * ldx, ldx,
+                                 int(std::min<int64_t>(kernels::kMaxFamilyDotRows, T - t)),
+                                 job.y + t * job.ldy + r, job.ldy);
+        continue;
+      }
       if (!full[j]) {
         for (; t < T; t += kernels::kMaxGroupedDotRows)
           kernels::dotGroupedRows(w.dtype, row, cols, x + t * ldx, ldx,
@@ -246,7 +255,7 @@ void blockedMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float
         rp[i] = reinterpret_cast<const float *>(w.row(r0 + i));
       } else {
         float *dst = buf.data() + i * cols;
-        if (w.dtype == DType::F16 || w.dtype == DType::BF16)
+        if (w.dtype == DType::F16 || w.dtype == DType::BF16 || kernels::isFamilyType(w.dtype))
           loadRow(w, r0 + i, dst);
         else
           kernels::dequantRowFast(w.dtype, w.row(r0 + i), dst, cols);
@@ -296,7 +305,8 @@ void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float 
         throw std::runtime_error("matmulMany: paired products with different output widths");
   bool fused = T <= kFusedMaxT;
   for (int j = 0; j < njobs; ++j)
-    fused = fused && (kernels::hasFusedDot(jobs[j].w->dtype) || isGroupedInt(jobs[j].w->dtype));
+    fused = fused && (kernels::hasFusedDot(jobs[j].w->dtype) || isGroupedInt(jobs[j].w->dtype) ||
+                      kernels::isFamilyType(jobs[j].w->dtype));
   if (fused)
     fusedMany(pool, jobs, njobs, x, T, ldx, paired);
   else

@@ -35,17 +35,41 @@ float halfBitsToFloat(uint16_t h) {
   return f;
 }
 
-WeightMatrix WeightMatrix::of(const TensorView &t) {
+namespace {
+/// Side data of one [rows, cols] matrix of t (matrix `index` of `count`).
+const uint8_t *auxOf(const TensorView &t, const TensorView *aux, int64_t rows, int64_t cols,
+                     int64_t index, int64_t count) {
+  if (!needsAux(t.dtype))
+    return nullptr;
+  const int64_t per = auxBytes(t.dtype, rows, cols);
+  if (!aux)
+    throw std::runtime_error("weight '" + t.name + "' (" + std::string(dtypeName(t.dtype)) +
+                             ") has no side data tensor '" + t.name + kAuxSuffix + "'");
+  if (aux->nbytes != per * count)
+    throw std::runtime_error("weight '" + t.name + "': side data '" + aux->name + "' has " +
+                             std::to_string(aux->nbytes) + " bytes, expected " +
+                             std::to_string(per * count));
+  return static_cast<const uint8_t *>(aux->data) + index * per;
+}
+} // namespace
+
+WeightMatrix WeightMatrix::of(const TensorView &t, const TensorView *aux) {
   WeightMatrix w;
   w.data = static_cast<const uint8_t *>(t.data);
   w.dtype = t.dtype;
   w.rows = t.rows();
   w.cols = t.cols();
   w.rowStride = rowBytes(t.dtype, w.cols);
+  if (t.shape.size() == 3) // whole expert tensor: only valid without side data
+    w.aux = needsAux(t.dtype) ? throw std::runtime_error("weight '" + t.name +
+                                                         "': read it slab by slab")
+                              : nullptr;
+  else
+    w.aux = auxOf(t, aux, w.rows, w.cols, 0, 1);
   return w;
 }
 
-WeightMatrix WeightMatrix::slab(const TensorView &t, int64_t index) {
+WeightMatrix WeightMatrix::slab(const TensorView &t, int64_t index, const TensorView *aux) {
   if (t.shape.size() != 3 || index < 0 || index >= t.shape[0])
     throw std::runtime_error("weight '" + t.name + "': no slab " + std::to_string(index));
   WeightMatrix w;
@@ -54,6 +78,7 @@ WeightMatrix WeightMatrix::slab(const TensorView &t, int64_t index) {
   w.cols = t.shape[2];
   w.rowStride = rowBytes(t.dtype, w.cols);
   w.data = static_cast<const uint8_t *>(t.data) + index * w.rows * w.rowStride;
+  w.aux = auxOf(t, aux, w.rows, w.cols, index, t.shape[0]);
   return w;
 }
 
@@ -88,7 +113,10 @@ void loadRow(const WeightMatrix &w, int64_t r, float *dst) {
     return;
   }
   default:
-    dequantizeRow(w.dtype, src, dst, n);
+    if (w.aux)
+      dequantizeRowAux(w.dtype, src, w.aux, r, w.rows, dst, n);
+    else
+      dequantizeRow(w.dtype, src, dst, n);
     return;
   }
 }

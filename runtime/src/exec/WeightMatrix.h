@@ -16,13 +16,16 @@ struct WeightMatrix {
   DType dtype = DType::F32;
   int64_t rows = 0, cols = 0;
   int64_t rowStride = 0; // bytes per row
+  const uint8_t *aux = nullptr; // side data (needsAux(dtype)), this matrix's part
 
   const uint8_t *row(int64_t r) const { return data + r * rowStride; }
 
   /// The whole tensor as a matrix of rows x cols (cols = innermost dim).
-  static WeightMatrix of(const TensorView &t);
-  /// Slab `index` of a 3-D tensor [n, rows, cols].
-  static WeightMatrix slab(const TensorView &t, int64_t index);
+  /// `aux` is the companion "<name>.aux" tensor, required when
+  /// needsAux(t.dtype) (its size is checked), ignored otherwise.
+  static WeightMatrix of(const TensorView &t, const TensorView *aux = nullptr);
+  /// Slab `index` of a 3-D tensor [n, rows, cols] (and its side data).
+  static WeightMatrix slab(const TensorView &t, int64_t index, const TensorView *aux = nullptr);
 };
 
 /// Convert row r of w to f32 (w.cols floats).

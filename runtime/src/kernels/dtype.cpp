@@ -6,6 +6,7 @@
 // DTypeInfo built on first use and interned here.
 //===----------------------------------------------------------------------===//
 #include "llmc/dtype.h"
+#include "family_rows.h"
 #include "grouped_int_rows.h"
 #include "quant_rows.h"
 
@@ -25,10 +26,10 @@ namespace {
 constexpr DTypeInfo kInfos[] = {
     {"f32", 1, 4},     {"f16", 1, 2},     {"bf16", 1, 2},    {"q8_0", 32, 34},
     {"q4_0", 32, 18},  {"q4_1", 32, 20},  {"q5_0", 32, 22},  {"q5_1", 32, 24},
-    {"q4_k", 256, 144}, {"q5_k", 256, 176}, {"q6_k", 256, 210},
+    {"q4_k", 256, 144}, {"q5_k", 256, 176}, {"q6_k", 256, 210}, {"u8", 1, 1},
 };
 constexpr size_t kNumTypes = sizeof(kInfos) / sizeof(kInfos[0]);
-static_assert(kNumTypes == size_t(DType::Q6_K) + 1, "DType table out of sync");
+static_assert(kNumTypes == size_t(DType::U8) + 1, "DType table out of sync");
 
 uint32_t floatBits(float f) {
   uint32_t u;
@@ -75,6 +76,8 @@ struct Geometry {
 Geometry geometry(DType t) {
   if (auto s = groupedIntSpec(t))
     return {s->group, detail::groupedBlockBytes(*s)};
+  if (auto f = detail::familyGeometry(t))
+    return {f->block_size, f->block_bytes};
   const DTypeInfo &info = dtypeInfo(t);
   return {info.block_size, info.block_bytes};
 }
@@ -96,6 +99,8 @@ const DTypeInfo &dtypeInfo(DType t) {
     return kInfos[i];
   if (auto s = groupedIntSpec(t))
     return groupedInfo(t, *s);
+  if (const DTypeInfo *f = detail::familyInfo(t))
+    return *f;
   throw std::runtime_error("unknown dtype id " + std::to_string(i));
 }
 
@@ -108,7 +113,7 @@ std::optional<DType> dtypeFromName(std::string_view name) {
       return DType(i);
   if (auto s = detail::parseGroupedIntName(lower))
     return groupedIntDType(*s);
-  return std::nullopt;
+  return detail::parseFamilyName(lower);
 }
 
 int64_t rowBytes(DType t, int64_t n) {
@@ -183,11 +188,22 @@ void dequantizeRow(DType t, const void *src, float *dst, int64_t n) {
   case DType::Q4_K: detail::dequantQ4_K(s, dst, nb); return;
   case DType::Q5_K: detail::dequantQ5_K(s, dst, nb); return;
   case DType::Q6_K: detail::dequantQ6_K(s, dst, nb); return;
+  case DType::U8:
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = float(s[i]);
+    return;
   default:
     if (auto g = groupedIntSpec(t)) {
       detail::dequantGroupedRow(*g, s, dst, n);
       return;
     }
+    if (auto h = hbqSpec(t)) {
+      detail::hbqDequantRow(*h, s, dst, n);
+      return;
+    }
+    if (needsAux(t))
+      throw std::runtime_error("dequantizeRow: " + std::string(dtypeName(t)) +
+                               " rows need their matrix's side data (dequantizeRowAux)");
     break;
   }
   throw std::runtime_error("dequantizeRow: unknown dtype");
