@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""Regenerate docs/results/quantization.md: weight-quantization methods of llmc
-compared on SmolLM2-135M-Instruct.
+"""Regenerate docs/results/quantization.md: llmc's weight-quantization methods
+(RTN, GPTQ, AWQ, OSAQ, AAAC, QTEA, HBQ) and llama.cpp's own formats, on
+SmolLM2-135M-Instruct and stories260K.
 
-For every configuration (method x bits x group) the script compiles the GGUF
-with `llmc compile --pipeline='llm-quantize{...}'`, reads the artifact's tensor
+For every configuration the script compiles the model with
+`llmc compile --pipeline='llm-quantize{...}'`, reads the artifact's tensor
 table (`llmc inspect --json`) for bits per weight and size, and measures
-perplexity, KL divergence (mean, p99) and top-1 agreement against the reference
-(the GGUF itself, whose dequantized weights define the model) with
-`llmc eval --ref`. Nothing is estimated: a configuration that fails is reported
-as failed, and methods llmc does not implement yet are listed as not measured.
+perplexity, KL divergence (mean, p99) and top-1 agreement against the
+reference (the source model: its dequantized weights define the model) with
+`llmc eval --ref`. llama.cpp's presets come from bench/llamacpp_quants.py
+(llama-quantize built from the llama-cpp-python sdist by
+scripts/build_llamacpp.sh) and are scored by the same `llmc eval`. Nothing is
+estimated: a configuration that fails is reported as failed.
 
 Usage:
-  python3 bench/quantization.py            # full table (~20 min on 2 cores)
-  python3 bench/quantization.py --quick    # smoke run: few configs, few tokens
+  python3 bench/quantization.py               # both models, every method
+  python3 bench/quantization.py --quick       # smoke run: few configs, few tokens
+  python3 bench/quantization.py --models stories260k
 Only the Python standard library is needed; llmc must be built.
 """
 
@@ -30,22 +34,39 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_MODEL = os.path.join(REPO, ".cache", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-DEFAULT_TEXT = os.path.join(REPO, "data", "eval", "default.txt")
 DEFAULT_OUT = os.path.join(REPO, "docs", "results", "quantization.md")
-SKIP = "token_embd.weight"
+SHARED = os.environ.get("LLMC_SHARED_DIR", os.path.join(os.path.dirname(REPO), "shared"))
 
-# Methods and formats that exist elsewhere but are not (yet) measured here.
-NOT_MEASURED = [
-    ("OSAQ", "not implemented in llmc yet"),
-    ("AAAC", "not implemented in llmc yet"),
-    ("QTEA", "not implemented in llmc yet"),
-    ("HBQ", "not implemented in llmc yet"),
-    ("llama.cpp Q4_0", "needs llama-cpp-python built from its sdist (not installed)"),
-    ("llama.cpp Q4_K_M", "needs llama-cpp-python built from its sdist (not installed)"),
-    ("llama.cpp Q3_K_M", "needs llama-cpp-python built from its sdist (not installed)"),
-    ("llama.cpp Q2_K", "needs llama-cpp-python built from its sdist (not installed)"),
-]
+# Each model: source (also the reference), evaluation and calibration data,
+# weights kept as in the source, and the groups that divide its widths.
+MODELS = {
+    "smollm2": {
+        "title": "SmolLM2-135M-Instruct",
+        "model": os.path.join(REPO, ".cache", "models", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+        "text": os.path.join(REPO, "data", "eval", "default.txt"),
+        "calib": None,  # data/calib/default.txt
+        "skip": "token_embd.weight",
+        "skip_why": "the tied embedding / LM head (21% of the weights) stays Q8_0 as in the source",
+        "max_tokens": 512,
+        "qtea_groups": (64, 192),
+        "hbq_wide": 192,  # HBQ-E-like large block (128 does not divide 576)
+        "llamacpp": True,
+    },
+    "stories260k": {
+        "title": "stories260K (llama2.c)",
+        "model": os.path.join(SHARED, "models", "stories260K.bin"),
+        "text": os.path.join(REPO, "data", "eval", "stories260k.ids"),
+        "calib": os.path.join(REPO, "data", "calib", "stories260k.ids"),
+        "skip": "token_embd.weight,output.weight,blk.*.ffn_down.weight",
+        "skip_why": ("embedding and LM head stay f32; ffn_down (rows of 172 = 4 x 43 weights) "
+                     "has no group size that is a multiple of 8 dividing its rows, so every "
+                     "method rejects it and it stays f32"),
+        "max_tokens": 2044,
+        "qtea_groups": (64,),
+        "hbq_wide": None,  # rows of 64: no block wider than 64 divides them
+        "llamacpp": False,
+    },
+}
 
 
 def log(msg):
@@ -62,21 +83,37 @@ def find_llmc(explicit):
              f"(tried {', '.join(str(c) for c in candidates)}); build it or pass --llmc")
 
 
-def configs(quick, calib_tokens):
-    """(label, method, bits, group, pipeline or None for the reference)."""
+def configs(spec, quick, calib_tokens):
+    """[(method, label, pipeline)] for one model."""
+    skip = f"skip={spec['skip']}"
+    cal = f"calib-tokens={calib_tokens} calib-seq=256"
+    plan = []
+
+    def add(method, label, opts, calibrated=True):
+        o = f"method={method} {opts} {skip}" + (f" {cal}" if calibrated else "")
+        plan.append((method, label, f"llm-quantize{{{o}}}"))
+
     if quick:
-        plan = [("rtn", 4, 64), ("rtn", 4, 32), ("gptq", 4, 64), ("awq", 4, 64)]
-    else:
-        plan = [(m, b, 64) for b in (4, 3, 2) for m in ("rtn", "gptq", "awq")]
-        plan += [(m, 4, 32) for m in ("rtn", "gptq", "awq")]
-    out = []
-    for method, bits, group in plan:
-        opts = f"method={method} bits={bits} group={group} sym=false skip={SKIP}"
-        if method != "rtn":
-            opts += f" calib-tokens={calib_tokens}"
-        out.append((f"{method} {bits}-bit g{group}", method, bits, group,
-                    f"llm-quantize{{{opts}}}"))
-    return out
+        add("rtn", "4-bit g64", "bits=4 group=64", calibrated=False)
+        add("gptq", "4-bit g64", "bits=4 group=64")
+        add("aaac", "4-bit g64", "bits=4 group=64")
+        add("hbq", "4-bit b64", "bits=4 group=64", calibrated=False)
+        add("qtea", "ternary g64", "group=64")
+        return plan
+    for bits in (4, 3, 2):
+        add("rtn", f"{bits}-bit g64", f"bits={bits} group=64", calibrated=False)
+        for m in ("gptq", "awq", "aaac") + (("osaq",) if bits < 4 else ()):
+            add(m, f"{bits}-bit g64", f"bits={bits} group=64")
+        add("hbq", f"{bits}-bit b64", f"bits={bits} group=64", calibrated=False)
+    for m in ("rtn", "awq", "aaac"):
+        add(m, "3-bit g32", "bits=3 group=32", calibrated=m != "rtn")
+    add("rtn", "4-bit g32", "bits=4 group=32", calibrated=False)
+    if spec["hbq_wide"]:
+        w = spec["hbq_wide"]
+        add("hbq", f"4-bit b{w}", f"bits=4 group={w}", calibrated=False)
+    for g in spec["qtea_groups"]:
+        add("qtea", f"ternary g{g}", f"group={g}")
+    return plan
 
 
 def run(cmd, timeout):
@@ -90,8 +127,10 @@ def last_error_line(p):
     return lines[-1][:200] if lines else f"exit status {p.returncode}"
 
 
-def compile_artifact(llmc, model, pipeline, path):
-    cmd = [llmc, "compile", model, "-o", path, "--no-ir"]
+def compile_artifact(llmc, spec, pipeline, path):
+    cmd = [llmc, "compile", spec["model"], "-o", path, "--no-ir"]
+    if spec["calib"]:
+        cmd += ["--calib", spec["calib"]]
     if pipeline:
         cmd.append(f"--pipeline={pipeline}")
     p, wall = run(cmd, timeout=3600)
@@ -102,39 +141,41 @@ def compile_artifact(llmc, model, pipeline, path):
     return wall, quant_s
 
 
-def tensor_stats(llmc, path):
+def tensor_stats(llmc, path, skip_globs):
+    """Sizes from the artifact's tensor table. Side data ("<w>.aux") counts
+    with its weight; "linear" = the matrix weights the method rewrote."""
+    import fnmatch
     p, _ = run([llmc, "inspect", path, "--json", "--no-verify"], timeout=600)
     if p.returncode != 0:
         raise RuntimeError(f"inspect failed: {last_error_line(p)}")
     manifest = json.loads(p.stdout)
+    tensors = {t["name"]: t for t in manifest["tensors"]}
     total_bytes = total_params = lin_bytes = lin_params = 0
     dtypes = {}
-    embd_dtype = "?"
-    for t in manifest["tensors"]:
+    for name, t in tensors.items():
+        if name.endswith(".aux") and name[:-4] in tensors:
+            continue  # counted with its weight
         n = 1
         for d in t["shape"]:
             n *= d
-        total_bytes += t["nbytes"]
+        nbytes = t["nbytes"] + tensors.get(name + ".aux", {}).get("nbytes", 0)
+        total_bytes += nbytes
         total_params += n
-        if len(t["shape"]) == 2 and t["name"] != SKIP:
-            lin_bytes += t["nbytes"]
+        skipped = any(fnmatch.fnmatchcase(name, g) for g in skip_globs)
+        if len(t["shape"]) >= 2 and not skipped:
+            lin_bytes += nbytes
             lin_params += n
             dtypes[t["dtype"]] = dtypes.get(t["dtype"], 0) + 1
-        if t["name"] == SKIP:
-            embd_dtype = t["dtype"]
     return {
         "bpw": 8.0 * total_bytes / total_params,
         "bpw_linear": 8.0 * lin_bytes / lin_params if lin_params else float("nan"),
-        "params": total_params,
-        "weight_bytes": total_bytes,
         "linear_dtypes": ",".join(sorted(dtypes)),
-        "embd_dtype": embd_dtype,
         "file_bytes": os.path.getsize(path),
     }
 
 
-def evaluate(llmc, path, ref, text, max_tokens):
-    cmd = [llmc, "eval", path, "--ref", ref, "--text", text, "--json",
+def evaluate(llmc, path, spec, max_tokens):
+    cmd = [llmc, "eval", path, "--ref", spec["model"], "--text", spec["text"], "--json",
            "--max-tokens", str(max_tokens)]
     p, wall = run(cmd, timeout=3600)
     if p.returncode != 0:
@@ -144,25 +185,46 @@ def evaluate(llmc, path, ref, text, max_tokens):
     return r
 
 
-def measure(llmc, model, text, max_tokens, work, label, pipeline):
-    path = os.path.join(work, re.sub(r"[^A-Za-z0-9]+", "_", label) + ".llmc")
-    row = {"label": label, "pipeline": pipeline}
+def measure(llmc, spec, max_tokens, work, method, label, pipeline):
+    path = os.path.join(work, re.sub(r"[^A-Za-z0-9]+", "_", method + label) + ".llmc")
+    row = {"method": method, "label": label, "pipeline": pipeline}
     try:
-        log(f"{label}: compiling")
-        row["compile_s"], row["quant_s"] = compile_artifact(llmc, model, pipeline, path)
-        row.update(tensor_stats(llmc, path))
-        log(f"{label}: compiled in {row['compile_s']:.1f} s "
-            f"({row['bpw']:.3f} bpw, {row['file_bytes'] / 2**20:.1f} MiB); evaluating")
-        row.update(evaluate(llmc, path, model, text, max_tokens))
-        log(f"{label}: ppl {row['ppl']:.3f}  kld {row['kld_mean']:.4f}  "
-            f"p99 {row['kld_p99']:.4f}  top1 {row['top1']:.2f}%")
+        row["compile_s"], row["quant_s"] = compile_artifact(llmc, spec, pipeline, path)
+        row.update(tensor_stats(llmc, path, spec["skip"].split(",")))
+        row.update(evaluate(llmc, path, spec, max_tokens))
+        log(f"{method} {label}: {row['bpw_linear']:.3f} bpw, kld {row['kld_mean']:.4f}, "
+            f"top1 {row['top1']:.2f}%, ppl {row['ppl']:.3f}, quantize {row['quant_s'] or 0:.1f} s")
     except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
         row["error"] = str(e)
-        log(f"{label}: FAILED: {e}")
+        log(f"{method} {label}: FAILED: {e}")
     finally:
         if os.path.exists(path):
             os.remove(path)
     return row
+
+
+def llamacpp_rows(args):
+    """Rows of bench/llamacpp_quants.py (llama.cpp's presets scored by llmc
+    eval), or one row saying why there are none."""
+    script = os.path.join(REPO, "bench", "llamacpp_quants.py")
+    if args.skip_llamacpp:
+        return [], "skipped (--skip-llamacpp)"
+    if not os.path.isfile(script):
+        return [], "bench/llamacpp_quants.py missing"
+    py = os.path.join(REPO, ".venv", "bin", "python3")
+    cmd = [py if os.path.isfile(py) else sys.executable, script, "--json"]
+    if args.quick:
+        cmd.append("--quick")
+    log("llama.cpp presets: " + " ".join(cmd[1:]))
+    p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=7200)
+    if p.returncode != 0:
+        return [], f"bench/llamacpp_quants.py failed: {last_error_line(p)}"
+    try:
+        data = json.loads(p.stdout)
+    except ValueError as e:
+        return [], f"bench/llamacpp_quants.py printed no JSON ({e})"
+    rows = data if isinstance(data, list) else data.get("presets", [])
+    return rows, None
 
 
 def git_commit():
@@ -180,88 +242,95 @@ def fmt(v, spec, missing="—"):
     return missing if v is None else format(v, spec)
 
 
-def render(rows, ref_row, args, argv, started, elapsed):
-    L = []
-    L.append("# Weight quantization on SmolLM2-135M-Instruct")
-    L.append("")
-    L.append("Generated by `bench/quantization.py`; do not edit by hand, rerun it.")
-    L.append("")
-    L.append(f"- Command: `{' '.join(shlex.quote(a) for a in argv)}`")
-    L.append(f"- Machine: {os.cpu_count()} CPU cores (nproc), {platform.machine()}, "
-             f"{platform.system()} {platform.release()}; shared with other jobs, so times are indicative")
-    L.append(f"- Date: {started.strftime('%Y-%m-%d %H:%M %Z').strip()} "
-             f"(run took {elapsed / 60:.1f} min)")
-    L.append(f"- Git commit: {git_commit()}")
-    L.append(f"- Model and reference: `{os.path.relpath(args.model, REPO)}` — its dequantized "
-             "weights define the reference model (linears "
-             f"{ref_row.get('linear_dtypes', '?').upper()}; embedding "
-             f"{ref_row.get('embd_dtype', '?')}, tied to the LM head)")
-    tokens = next((r["tokens"] for r in [ref_row] + rows if "tokens" in r), args.max_tokens)
-    ctx = next((r["ctx"] for r in rows if "ctx" in r), "?")
-    L.append(f"- Evaluation: `{os.path.relpath(args.text, REPO)}`, {tokens} scored tokens "
-             f"(`llmc eval --max-tokens {args.max_tokens}`, windows of {ctx})")
-    L.append(f"- Calibration (GPTQ, AWQ): default calibration text, `calib-tokens={args.calib_tokens}`")
-    L.append(f"- Every configuration: `sym=false skip={SKIP}` (embedding kept as in the source)")
-    if args.quick:
-        L.append("- **Quick mode**: reduced configurations and tokens; a smoke run, not a result")
-    L.append("")
-    L.append("| Method | Format | bpw (all) | bpw (linears) | Artifact MiB | Quantize s | PPL | KLD mean | KLD p99 | Top-1 % |")
-    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    if "error" in ref_row:
-        L.append(f"| reference (source GGUF) | q4_1 | — | — | — | — | failed: {ref_row['error']} | | | |")
-    else:
-        L.append(f"| reference (source GGUF) | q4_1 g32 | {ref_row['bpw']:.3f} | "
-                 f"{ref_row['bpw_linear']:.3f} | {ref_row['file_bytes'] / 2**20:.1f} | — | "
-                 f"{fmt(ref_row.get('ref_ppl'), '.3f')} | 0 | 0 | 100 |")
+def table(rows, ref_ppl, llama=None, llama_why=None):
+    L = ["| Method | Setting | Format | bpw (quantized) | bpw (all) | Artifact MiB | Quantize s "
+         "| PPL | KLD mean | KLD p99 | Top-1 % |",
+         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+         f"| reference | source weights | — | — | — | — | — | {fmt(ref_ppl, '.3f')} | 0 | 0 | 100 |"]
     for r in rows:
-        method = r["label"].split()[0].upper()
+        m = r["method"].upper()
         if "error" in r:
-            L.append(f"| {method} | {r['label']} | — | — | — | — | failed: {r['error']} | | | |")
+            L.append(f"| {m} | {r['label']} | — | — | — | — | — | failed: {r['error']} | | | |")
             continue
         q = r["quant_s"] if r.get("quant_s") is not None else r["compile_s"]
-        L.append(f"| {method} | {r['linear_dtypes']} | {r['bpw']:.3f} | {r['bpw_linear']:.3f} | "
-                 f"{r['file_bytes'] / 2**20:.1f} | {q:.1f} | {r['ppl']:.3f} | "
+        L.append(f"| {m} | {r['label']} | {r['linear_dtypes']} | {r['bpw_linear']:.3f} | "
+                 f"{r['bpw']:.3f} | {r['file_bytes'] / 2**20:.1f} | {q:.1f} | {r['ppl']:.3f} | "
                  f"{r['kld_mean']:.4f} | {r['kld_p99']:.4f} | {r['top1']:.2f} |")
-    for name, why in NOT_MEASURED:
-        L.append(f"| {name} | — | not yet measured | | | | | | | ({why}) |")
-    L.append("")
-    L.append("## Reading the table")
-    L.append("")
-    L.append("- **Format** `gq<bits>a_g<group>`: `bits`-bit codes with one fp16 scale and one "
-             "fp16 minimum per `group` weights of a row (asymmetric). Only the linear "
-             "projections are requantized; norms stay f32 and the embedding stays as in the source.")
-    L.append("- **bpw (all)**: total bytes of every tensor in the artifact's tensor table × 8 / "
-             "number of parameters (embedding and norms included). **bpw (linears)**: the same "
-             "over the quantized projection matrices only. **Artifact MiB**: file size.")
-    L.append("- **Quantize s**: time of the pass pipeline inside `llmc compile` (RTN: rounding "
-             "only; GPTQ/AWQ: layer-by-layer calibration included).")
-    L.append("- **PPL**: perplexity of the quantized model on the evaluation text. **KLD**: per "
-             "position KL(reference ‖ quantized) of the next-token distributions, mean and 99th "
-             "percentile. **Top-1**: % of positions where both models' most likely next token "
-             "agree. KLD and top-1 measure closeness to the reference, which is what quantization "
-             "should preserve; PPL on a short text is noisier.")
-    L.append("- The source is itself 4-bit (Q4_1, groups of 32). The **4-bit g32** rows "
-             "quantize onto exactly the grid the source weights already lie on, so every method "
-             "should reproduce the reference (KLD ≈ 0, top-1 ≈ 100%) — a check, not a "
-             "compression result. The g64 and lower-bit rows requantize an already-quantized "
-             "model, so their errors are not comparable to published numbers obtained from "
-             "bf16 checkpoints.")
-    L.append("- Rows marked *not yet measured* are methods llmc does not implement yet or "
-             "llama.cpp's own formats, which would need llama.cpp's quantizer; no numbers are "
-             "given for them.")
-    L.append("")
+    if llama is not None:
+        if llama_why:
+            L.append(f"| llama.cpp | Q4_0, Q4_K_M, Q3_K_M, Q2_K | not measured: {llama_why} "
+                     "| | | | | | | | |")
+        for r in llama:
+            if "error" in r:
+                L.append(f"| llama.cpp | {r.get('preset', '?')} | — | — | — | — | — | "
+                         f"failed: {r['error']} | | | |")
+                continue
+            L.append(f"| llama.cpp | {r['preset']} | {r.get('types', '?')} | "
+                     f"{fmt(r.get('bpw_quantized'), '.3f')} | {fmt(r.get('bpw'), '.3f')} | "
+                     f"{fmt(r.get('file_bytes', 0) / 2**20, '.1f')} | "
+                     f"{fmt(r.get('quantize_s'), '.1f')} | {r['ppl']:.3f} | {r['kld_mean']:.4f} | "
+                     f"{r['kld_p99']:.4f} | {r['top1']:.2f} |")
+    return L
+
+
+def render(sections, args, argv, started, elapsed):
+    L = ["# Weight quantization: llmc's methods and llama.cpp's formats", "",
+         "Generated by `bench/quantization.py`; do not edit by hand, rerun it.", "",
+         f"- Command: `{' '.join(shlex.quote(a) for a in argv)}`",
+         f"- Machine: {os.cpu_count()} CPU cores (nproc), {platform.machine()}, "
+         f"{platform.system()} {platform.release()}; shared with other jobs, so times are indicative",
+         f"- Date: {started.strftime('%Y-%m-%d %H:%M %Z').strip()} (run took {elapsed / 60:.1f} min)",
+         f"- Git commit: {git_commit()}",
+         f"- Calibrated methods (GPTQ, AWQ, OSAQ, AAAC, QTEA): `calib-tokens={args.calib_tokens} "
+         "calib-seq=256`, layer by layer"]
+    if args.quick:
+        L.append("- **Quick mode**: reduced configurations and tokens; a smoke run, not a result")
+    for key, (spec, rows, ref_ppl, tokens, llama, why) in sections.items():
+        L += ["", f"## {spec['title']}", "",
+              f"- Source and reference: `{os.path.relpath(spec['model'], REPO) if spec['model'].startswith(REPO) else os.path.basename(spec['model'])}`",
+              f"- Evaluation: `{os.path.relpath(spec['text'], REPO)}`, {tokens} scored positions",
+              f"- Calibration: `{os.path.relpath(spec['calib'], REPO) if spec['calib'] else 'data/calib/default.txt'}`",
+              f"- Kept as in the source (`skip={spec['skip']}`): {spec['skip_why']}", ""]
+        L += table(rows, ref_ppl, llama if spec["llamacpp"] else None, why)
+    L += ["", "## Reading the tables", "",
+          "- **Formats**: `gq<b>a_g<G>` grouped integers (b-bit codes, fp16 scale and minimum per "
+          "G weights; RTN, GPTQ, AWQ, OSAQ); `aaac<b>_g<G>` (b-bit indices into one of two "
+          "learned 2^b-entry codebooks per matrix, chosen by the sign of the group's fp16 scale); "
+          "`qtea_g<G>_s<P>` (ternary codes 5 per byte, fp16 alpha/beta per group, per-column "
+          "rescale and 1:4 FP8 residuals on P% salient columns); `hbq<b>_b<B>` (b-bit FP "
+          "elements, E5M3 scale per B weights, 2-bit significand per B/4). See docs/design.md.",
+          "- **bpw (quantized)**: bytes of the rewritten matrices, side data included, × 8 / their "
+          "weights. **bpw (all)**: every tensor of the artifact. **Artifact MiB**: file size.",
+          "- **Quantize s**: the pass pipeline inside `llmc compile` (calibration included).",
+          "- **KLD**: per position KL(reference ‖ quantized) of the next-token distributions; "
+          "**Top-1**: % of positions where both models' most likely next token agree; **PPL** on "
+          "the evaluation text (noisier).",
+          "- SmolLM2's source is itself 4-bit (Q4_1, groups of 32): `rtn 4-bit g32` lands on that "
+          "grid exactly (KLD 0, a check). The other rows requantize it, so their errors are not "
+          "comparable to published numbers from bf16 checkpoints.",
+          "- llama.cpp rows: llama.cpp's `llama-quantize` applied to an F32 GGUF of the same "
+          "reference weights, scored by the same `llmc eval` (bench/llamacpp_quants.py; "
+          "llama-perplexity --kl-divergence agrees within ~1% on the same positions). "
+          "SmolLM2's 576-wide rows are not a multiple of 256, so llama.cpp replaces its "
+          "K-quants there by legacy types (Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, "
+          "Q6_K -> Q8_0); only ffn_down gets real K-quants. Hence `Q2_K` is ~4.2 and "
+          "`Q3_K_M` ~4.6 bits per weight here: compare rows by their bpw, not their names. "
+          "The embedding is Q8_0 in every preset, as in our rows.",
+          "- stories260K ships here without its tokenizer: its evaluation and calibration tokens "
+          "are samples of the fp32 model (scripts/make_stories_ids.sh).", ""]
     return "\n".join(L)
 
 
 def write_atomically(path, text):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".quant-", suffix=".md")
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".quant-",
+                               suffix=".md")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual mode
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -275,54 +344,47 @@ def main():
     ap.add_argument("--quick", action="store_true", help="few configurations and tokens (smoke run)")
     ap.add_argument("--out", default=DEFAULT_OUT, help="markdown file to write (default: %(default)s)")
     ap.add_argument("--llmc", help="llmc binary (default: build/bin/llmc, then PATH)")
-    ap.add_argument("--model", default=DEFAULT_MODEL, help="GGUF model, also the reference")
-    ap.add_argument("--text", default=DEFAULT_TEXT, help="evaluation text")
-    ap.add_argument("--max-tokens", type=int, help="scored tokens (default 512; quick 128)")
-    ap.add_argument("--calib-tokens", type=int, help="GPTQ/AWQ calibration tokens (default 256; quick 64)")
+    ap.add_argument("--models", default="smollm2,stories260k",
+                    help="comma-separated: " + ", ".join(MODELS))
+    ap.add_argument("--calib-tokens", type=int, help="calibration tokens (default 512; quick 128)")
+    ap.add_argument("--skip-llamacpp", action="store_true", help="no llama.cpp rows")
     args = ap.parse_args()
-    if args.max_tokens is None:
-        args.max_tokens = 128 if args.quick else 512
     if args.calib_tokens is None:
-        args.calib_tokens = 64 if args.quick else 256
-    for what, p in (("model", args.model), ("text", args.text)):
-        if not os.path.isfile(p):
-            sys.exit(f"bench/quantization.py: {what} file not found: {p}")
-    args.model, args.text = os.path.abspath(args.model), os.path.abspath(args.text)
+        args.calib_tokens = 128 if args.quick else 512
+    keys = [k.strip() for k in args.models.split(",") if k.strip()]
+    for k in keys:
+        if k not in MODELS:
+            sys.exit(f"bench/quantization.py: unknown model '{k}' (known: {', '.join(MODELS)})")
+        for what in ("model", "text"):
+            if not os.path.isfile(MODELS[k][what]):
+                sys.exit(f"bench/quantization.py: {k} {what} file not found: {MODELS[k][what]}")
     llmc = find_llmc(args.llmc)
     argv = ["python3", os.path.relpath(os.path.abspath(sys.argv[0]), REPO)] + sys.argv[1:]
     started = datetime.datetime.now().astimezone()
     t0 = time.monotonic()
-    plan = configs(args.quick, args.calib_tokens)
-    log(f"llmc: {llmc}; {len(plan)} configurations, {args.max_tokens} eval tokens, "
-        f"calib-tokens {args.calib_tokens}")
-
+    sections = {}
+    failed = False
     with tempfile.TemporaryDirectory(prefix="llmc-bench-quant-") as work:
-        # Reference: the source compiled as is (for its size / bpw); its
-        # perplexity comes from the first eval's ref_ppl.
-        ref_row = {"label": "reference"}
-        ref_path = os.path.join(work, "reference.llmc")
-        try:
-            log("reference: compiling the source as is")
-            compile_artifact(llmc, args.model, None, ref_path)
-            ref_row.update(tensor_stats(llmc, ref_path))
-        except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
-            ref_row["error"] = str(e)
-            log(f"reference: FAILED: {e}")
-        finally:
-            if os.path.exists(ref_path):
-                os.remove(ref_path)
-        rows = []
-        for i, (label, _m, _b, _g, pipeline) in enumerate(plan, 1):
-            log(f"[{i}/{len(plan)}] {pipeline}")
-            rows.append(measure(llmc, args.model, args.text, args.max_tokens, work, label, pipeline))
-            if "ref_ppl" in rows[-1] and "ref_ppl" not in ref_row:
-                ref_row["ref_ppl"] = rows[-1]["ref_ppl"]
-                ref_row["tokens"] = rows[-1]["tokens"]
-
-    md = render(rows, ref_row, args, argv, started, time.monotonic() - t0)
+        for k in keys:
+            spec = MODELS[k]
+            max_tokens = 128 if args.quick else spec["max_tokens"]
+            plan = configs(spec, args.quick, args.calib_tokens)
+            log(f"{spec['title']}: {len(plan)} configurations, {max_tokens} eval tokens")
+            rows, ref_ppl, tokens = [], None, max_tokens
+            for i, (method, label, pipeline) in enumerate(plan, 1):
+                log(f"[{k} {i}/{len(plan)}] {pipeline}")
+                rows.append(measure(llmc, spec, max_tokens, work, method, label, pipeline))
+                if ref_ppl is None and "ref_ppl" in rows[-1]:
+                    ref_ppl, tokens = rows[-1]["ref_ppl"], rows[-1]["tokens"]
+            failed = failed or any("error" in r for r in rows)
+            llama, why = ([], None)
+            if spec["llamacpp"]:
+                llama, why = llamacpp_rows(args)
+            sections[k] = (spec, rows, ref_ppl, tokens, llama, why)
+    md = render(sections, args, argv, started, time.monotonic() - t0)
     write_atomically(args.out, md)
     log(f"wrote {args.out}")
-    return 1 if any("error" in r for r in rows) or "error" in ref_row else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

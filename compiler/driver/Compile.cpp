@@ -4,6 +4,7 @@
 #include "compiler/import/SourceImporter.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
+#include "passes/quant/Calibration.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/raw_ostream.h"
 #include <chrono>
@@ -49,6 +50,7 @@ CompiledModel compileModel(MLIRContext &ctx, const SourceModel &src,
   say(buf);
 
   auto store = std::make_shared<WeightStore>(src);
+  store->setQuiet(opts.quiet);
   WeightStore::Scope activeStore(*store);
   std::string pipeline = anchoredPipeline(opts.pipeline);
   if (!pipeline.empty()) {
@@ -60,6 +62,7 @@ CompiledModel compileModel(MLIRContext &ctx, const SourceModel &src,
       throw CompileError("invalid --pipeline '" + opts.pipeline + "': " + err);
     PassManager pm(&ctx, ModuleOp::getOperationName());
     static_cast<OpPassManager &>(pm) = std::move(*parsed);
+    quant::DefaultCalibrationScope calib(opts.calibPath);
     if (failed(pm.run(*module)))
       throw CompileError("pipeline '" + opts.pipeline + "' failed");
     snprintf(buf, sizeof buf, "ran pipeline %s in %.2f s", pipeline.c_str(),

@@ -19,7 +19,12 @@ struct CompileOptions {
   /// "canonicalize,cse"); empty runs no pass.
   std::string pipeline;
   bool embedIR = true; // store the final IR text in the manifest
+  /// Calibration text (or .ids token file) for passes whose `calib` option
+  /// is empty; empty: data/calib/default.txt.
+  std::string calibPath;
   std::function<void(const std::string &)> progress;
+  /// Passes print no progress lines (their errors still go to stderr).
+  bool quiet = false;
 };
 
 struct CompiledModel {

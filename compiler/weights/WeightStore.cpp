@@ -64,6 +64,12 @@ void WeightStore::dequantizeRows(const Entry &e, int64_t firstRow, int64_t numRo
 
 WeightStore *WeightStore::active() { return activeStore; }
 
+llvm::raw_ostream &WeightStore::progress() const { return quiet_ ? llvm::nulls() : llvm::errs(); }
+
+llvm::raw_ostream &WeightStore::progressStream() {
+  return activeStore ? activeStore->progress() : llvm::errs();
+}
+
 WeightStore::Scope::Scope(WeightStore &store) : previous(activeStore) {
   activeStore = &store;
 }

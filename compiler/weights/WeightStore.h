@@ -10,6 +10,7 @@
 #include "compiler/import/SourceModel.h"
 #include <map>
 #include <memory>
+#include "llvm/Support/raw_ostream.h"
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -47,6 +48,13 @@ public:
   /// The store of the compile in progress on this thread, or nullptr.
   static WeightStore *active();
 
+  /// Where passes write progress lines for this compile: stderr, or nothing
+  /// when the compile is quiet (llmc compile -q). progressStream() is the
+  /// active store's stream, or stderr when there is none (llmc-opt).
+  void setQuiet(bool quiet) { quiet_ = quiet; }
+  llvm::raw_ostream &progress() const;
+  static llvm::raw_ostream &progressStream();
+
   /// Makes `store` the active one for its lifetime.
   class Scope {
   public:
@@ -58,6 +66,7 @@ public:
   };
 
 private:
+  bool quiet_ = false;
   const SourceModel *source_;
   std::map<std::string, Entry> entries;
 };

@@ -15,7 +15,22 @@
 
 namespace llmc::quant {
 
+namespace {
+thread_local std::string scopedDefault;
+} // namespace
+
+DefaultCalibrationScope::DefaultCalibrationScope(std::string path) : previous(scopedDefault) {
+  scopedDefault = std::move(path);
+}
+DefaultCalibrationScope::~DefaultCalibrationScope() { scopedDefault = previous; }
+
+bool isTokenIdFile(const std::string &path) {
+  return path.size() > 4 && path.compare(path.size() - 4, 4, ".ids") == 0;
+}
+
 std::string defaultCalibrationPath() {
+  if (!scopedDefault.empty())
+    return scopedDefault;
   std::string dir = LLMC_DATA_DIR;
   if (const char *env = std::getenv("LLMC_DATA_DIR"); env && *env)
     dir = env;
@@ -36,12 +51,18 @@ CalibrationData loadCalibration(const WeightStore &store, const std::string &pat
     throw std::runtime_error(out.path + ": cannot read the calibration text");
   std::stringstream ss;
   ss << in.rdbuf();
-  const TokenizerData &td = store.source().tokenizer;
-  if (td.empty())
-    throw std::runtime_error(store.source().path +
-                             ": the model has no tokenizer to encode the calibration text");
-  Tokenizer tok(td);
-  std::vector<int32_t> ids = tok.encode(ss.str(), /*add_bos=*/true, /*parse_special=*/false);
+  std::vector<int32_t> ids;
+  if (isTokenIdFile(out.path)) {
+    ids = readTokenIds(ss.str(), out.path, store.source().config.vocab_size);
+  } else {
+    const TokenizerData &td = store.source().tokenizer;
+    if (td.empty())
+      throw std::runtime_error(store.source().path +
+                               ": the model has no tokenizer to encode the calibration text "
+                               "(give token ids in a .ids file instead)");
+    Tokenizer tok(td);
+    ids = tok.encode(ss.str(), /*add_bos=*/true, /*parse_special=*/false);
+  }
   if (int64_t(ids.size()) < std::min<int64_t>(tokens, 16))
     throw std::runtime_error(out.path + ": only " + std::to_string(ids.size()) +
                              " tokens of calibration text (need " + std::to_string(tokens) + ")");
@@ -58,22 +79,32 @@ int64_t countBlocks(mlir::ModuleOp module) {
   return n;
 }
 
-void captureBlock(mlir::ModuleOp module, const WeightStore &store, const CalibrationData &data,
-                  int64_t block, const LinearInputHook &onInput) {
+void BlockCapture::capture(mlir::ModuleOp module, const WeightStore &store, int64_t block,
+                           const LinearInputHook &onInput) {
+  if (block != rowsBlock_ + 1)
+    throw std::runtime_error("calibration: block " + std::to_string(block) +
+                             " captured out of order (after block " +
+                             std::to_string(rowsBlock_) + ")");
   std::unique_ptr<Artifact> art = buildInMemoryArtifact(module, store);
   ExecutorOptions o;
   int64_t longest = 1;
-  for (const auto &s : data.sequences)
+  for (const auto &s : data_.sequences)
     longest = std::max<int64_t>(longest, int64_t(s.size()));
   o.max_context = longest;
   o.linear_input_hook = onInput;
   o.hook_block = block;
-  o.stop_after_block = block;
   Executor ex(*art, o);
-  for (const auto &seq : data.sequences) {
+  rows_.resize(data_.sequences.size());
+  for (size_t i = 0; i < data_.sequences.size(); ++i) {
     ex.reset();
-    ex.forward(seq);
+    if (block == 0)
+      rows_[i] = ex.blockInput(data_.sequences[i], 0);
+    else // block-1 has been quantized since its input was kept
+      rows_[i] = ex.forwardBlock(block - 1, rows_[i]);
+    ex.reset();
+    (void)ex.forwardBlock(block, rows_[i]);
   }
+  rowsBlock_ = block; // rows_ now hold block `block`'s input
 }
 
 } // namespace llmc::quant

@@ -1,9 +1,10 @@
 //===- Calibration.h - Layer-sequential calibration inputs -----*- C++ -*-===//
-// The shared calibration pipeline of GPTQ and AWQ: the calibration text is
-// tokenized once and cut into sequences; for block l the model as it stands
-// (blocks < l already quantized) is packed into an in-memory artifact and run
-// on every sequence with the Executor's linear-input hook selecting block l
-// and the forward stopping after it. Each input site (q/k/v's shared input,
+// The shared calibration pipeline of the calibrated methods: the calibration
+// text is tokenized once and cut into sequences; for block l the model as it
+// stands (blocks < l already quantized) is packed into an in-memory artifact
+// and block l runs on every sequence's block input (kept from the previous
+// step and advanced through the quantized block l-1) with the Executor's
+// linear-input hook. Each input site (q/k/v's shared input,
 // o's, gate/up's, down's, MoE router and experts) gets its own statistics.
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -22,8 +23,27 @@ struct CalibrationData {
   int64_t tokens = 0;
 };
 
-/// data/calib/default.txt of the source tree ($LLMC_DATA_DIR overrides).
+/// The calibration text used when a pass's `calib` option is empty: the one
+/// set by the innermost live DefaultCalibrationScope on this thread (llmc
+/// compile --calib), else data/calib/default.txt of the source tree
+/// ($LLMC_DATA_DIR overrides the data folder).
 std::string defaultCalibrationPath();
+
+/// Makes `path` the default calibration text for its lifetime.
+class DefaultCalibrationScope {
+public:
+  explicit DefaultCalibrationScope(std::string path);
+  ~DefaultCalibrationScope();
+
+private:
+  std::string previous;
+};
+
+/// A calibration or evaluation file holding token ids instead of text: its
+/// name ends in ".ids" (whitespace-separated decimal ids; '#' starts a
+/// comment line). Models without a tokenizer (llama2.c files given alone)
+/// can only be calibrated from such files.
+bool isTokenIdFile(const std::string &path);
 
 /// Tokenize `path` (or the default when empty) with the model's tokenizer,
 /// keep the first `tokens` tokens, cut into sequences of at most `seqLen`.
@@ -35,10 +55,26 @@ CalibrationData loadCalibration(const WeightStore &store, const std::string &pat
 /// Number of llm.layer blocks (max index + 1).
 int64_t countBlocks(mlir::ModuleOp module);
 
-/// Run every calibration sequence through the model as it stands now and
-/// call `onInput` for each linear input of block `block`. Throws
-/// std::runtime_error if the model cannot be exported or run.
-void captureBlock(mlir::ModuleOp module, const WeightStore &store, const CalibrationData &data,
-                  int64_t block, const LinearInputHook &onInput);
+/// Layer-sequential capture with each block run once per step: the rows
+/// entering the block being calibrated are kept per calibration sequence,
+/// so capturing block l runs only block l-1 (as it stands now, i.e. already
+/// quantized) to advance them, then block l with the hook, instead of the
+/// whole model up to l (O(L) block runs in all instead of O(L^2)).
+class BlockCapture {
+public:
+  explicit BlockCapture(const CalibrationData &data) : data_(data) {}
+
+  /// Calls `onInput` for each linear input of block `block` on every
+  /// calibration sequence. Blocks must be captured in order 0, 1, 2, ...
+  /// (a block may be skipped only by capturing none after it). Throws
+  /// std::runtime_error if the model cannot be exported or run.
+  void capture(mlir::ModuleOp module, const WeightStore &store, int64_t block,
+               const LinearInputHook &onInput);
+
+private:
+  const CalibrationData &data_;
+  int64_t rowsBlock_ = -1;                // block whose input rows_ holds
+  std::vector<std::vector<float>> rows_;  // per sequence: [T, width]
+};
 
 } // namespace llmc::quant

@@ -22,6 +22,8 @@ struct CalibrationSite {
   int64_t cols = 0;
   std::unique_ptr<HessianAccumulator> hessian; // GPTQ
   std::unique_ptr<ActivationSample> sample;    // AWQ
+  int64_t tokens = 0;                          // rows seen through the hook
+
 };
 
 /// Collects sites from hook calls, in first-seen (program) order.
@@ -48,6 +50,7 @@ public:
       sites_.push_back(std::move(s));
     }
     CalibrationSite &s = *sites_[it->second];
+    s.tokens += in.rows;
     if (s.hessian)
       s.hessian->add(in.x, in.rows);
     if (s.sample)

@@ -60,7 +60,7 @@ def QuantizePass : Pass<"llm-quantize", "mlir::ModuleOp"> {
       with decayed error feedback, and 1:4 sparse FP8 residuals on the
       `qtea-salient` percent most salient columns. Format
       `qtea_g<group>_s<salient>`; `bits` is ignored (about 2 bits per weight).
-    - `method=hbq`: HBQ (compiler/quant/Hbq.h): data-free hierarchical
+    - `method=hbq`: HBQ (llmc/format/hbq.h, hbqQuantizeRow): data-free hierarchical
       block FP: `bits`-bit FP elements (4: E2M1), an E5M3 scale per L1
       block of `group` weights and a 2-bit significand per quarter block
       from the `hbq-table`. Format `hbq<bits>_b<group>` (group a multiple

@@ -72,6 +72,36 @@ llvm::Expected<Override> parseOverride(const std::string &entry, bool sym, int64
   return Override{entry, std::move(*glob), spec};
 }
 
+/// Every expert of every llm.moe in block `block` must have seen calibration
+/// tokens: a calibrated method would otherwise quantize it blind (a silent
+/// failure of other tools). Throws naming the first expert that saw none.
+void requireExpertCoverage(ModuleOp module, int64_t block,
+                           const std::vector<std::unique_ptr<CalibrationSite>> &sites,
+                           int64_t calibTokens) {
+  module.walk([&](llm::LayerOp l) {
+    if (int64_t(l.getIndex()) != block)
+      return;
+    l.walk([&](llm::MoEOp moe) {
+      auto gate = moe.getGate().getDefiningOp<llm::WeightOp>();
+      if (!gate)
+        return;
+      const std::string name = gate.getName().str();
+      const int64_t experts = cast<RankedTensorType>(gate.getType()).getShape().front();
+      std::set<int64_t> seen;
+      for (const auto &s : sites)
+        if (s->expert >= 0 && llvm::is_contained(s->weights, name) && s->tokens > 0)
+          seen.insert(s->expert);
+      for (int64_t e = 0; e < experts; ++e)
+        if (!seen.count(e))
+          throw std::runtime_error(
+              "expert " + std::to_string(e) + " of '" + name + "' (block " +
+              std::to_string(block) + ") saw none of the " + std::to_string(calibTokens) +
+              " calibration tokens: it cannot be calibrated (use more calib-tokens or a "
+              "calibration text that routes tokens to it)");
+    });
+  });
+}
+
 struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
   using Base::Base;
 
@@ -214,24 +244,26 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
         contexts.push_back(std::make_unique<QuantizeContext>(module, *store, slot.first,
                                                              std::move(slot.second), data.tokens));
       if (calibrated) {
-        llvm::errs() << llvm::format("[llmc] llm-quantize %s: %lld calibration tokens from %s "
+        WeightStore::progressStream() << llvm::format("[llmc] llm-quantize %s: %lld calibration tokens from %s "
                                      "(%zu sequences)\n",
                                      m.c_str(), (long long)data.tokens, data.path.c_str(),
                                      data.sequences.size());
         const int64_t blocks = countBlocks(module);
+        BlockCapture capture(data);
         for (int64_t l = 0; l < blocks; ++l) {
           auto tb = std::chrono::steady_clock::now();
           SiteCollector sites(/*wantHessian=*/m == "gptq" || m == "osaq" || m == "aaac" ||
                                   m == "qtea",
                               m == "awq" ? int64_t(awqSamples) : 0);
           OsaqSplitCollector splits;
-          captureBlock(module, *store, data, l, [&](const LinearInput &in) {
+          capture.capture(module, *store, l, [&](const LinearInput &in) {
             sites(in);
             if (m == "osaq")
               splits(in);
           });
           double capture =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count();
+          requireExpertCoverage(module, l, sites.sites(), data.tokens);
           // Each context quantizes only its own pending weights (AWQ scales
           // a site only when all of its weights belong to one context).
           for (auto &ctx : contexts) {
@@ -249,7 +281,7 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
             else
               awqBlock(*ctx, sites.sites(), l);
           }
-          llvm::errs() << llvm::format(
+          WeightStore::progressStream() << llvm::format(
               "[llmc] block %lld/%lld: %zu input sites, capture %.2fs, total %.2fs\n",
               (long long)l + 1, (long long)blocks, sites.sites().size(), capture,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count());

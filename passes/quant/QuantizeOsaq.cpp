@@ -81,7 +81,7 @@ void osaqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite
       st->ns.basis.resize(s->cols, 0);
     }
     if (s->expert < 0 && enough)
-      llvm::errs() << llvm::format(
+      WeightStore::progressStream() << llvm::format(
           "[llmc] osaq block %lld %-16s n=%-5lld tokens A/B %lld/%lld: eig(H_A)/mean diag "
           "min %.2e p1 %.2e p10 %.2e p50 %.2e; null candidates %lld, stable rank %lld\n",
           (long long)block, joined(s->roles).c_str(), (long long)s->cols,
@@ -89,7 +89,7 @@ void osaqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite
           st->ns.relMin, st->ns.relP1, st->ns.relP10, st->ns.relP50,
           (long long)st->ns.candidates, (long long)st->ns.rank());
     if (s->expert < 0 && !enough)
-      llvm::errs() << llvm::format("[llmc] osaq block %lld %s: split A has fewer than %.2f x %lld "
+      WeightStore::progressStream() << llvm::format("[llmc] osaq block %lld %s: split A has fewer than %.2f x %lld "
                                    "tokens, null space not trusted (r = 0, plain GPTQ)\n",
                                    (long long)block, joined(s->roles).c_str(),
                                    opts.minTokensPerInput, (long long)s->cols);

@@ -140,7 +140,7 @@ struct QuantizeRTNPass final : impl::QuantizeRTNPassBase<QuantizeRTNPass> {
     std::vector<int64_t> shape = e->shape;
     DType from = e->dtype;
     store.replace(w.getName().str(), format, shape, std::move(bytes), info);
-    llvm::errs() << llvm::format("[llmc] quantize %-28s %-12s rtn %s -> %s  rel.err %.4f  %.2fs\n",
+    WeightStore::progressStream() << llvm::format("[llmc] quantize %-28s %-12s rtn %s -> %s  rel.err %.4f  %.2fs\n",
                                  w.getName().str().c_str(),
                                  shapeText(shape).c_str(), std::string(dtypeName(from)).c_str(),
                                  std::string(dtypeName(format)).c_str(), relErr, secs);

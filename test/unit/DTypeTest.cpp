@@ -111,7 +111,7 @@ TEST(DType, TableGeometry) {
     EXPECT_EQ(*dtypeFromName(w.name), w.t);
   }
   EXPECT_EQ(*dtypeFromName("Q4_K"), DType::Q4_K);
-  EXPECT_FALSE(dtypeFromName("q3_k").has_value());
+  EXPECT_FALSE(dtypeFromName("iq2_xxs").has_value());
   EXPECT_FALSE(dtypeFromName("").has_value());
   EXPECT_EQ(rowBytes(DType::Q4_1, 576), 360);
 }

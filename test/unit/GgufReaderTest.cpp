@@ -20,7 +20,7 @@ using namespace llmc::readertest;
 namespace {
 
 // ggml type ids used below.
-constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8, kQ2_K = 10;
+constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8, kIQ2_XXS = 16;
 
 // Builds GGUF files byte by byte (independent of the reader under test).
 class GgufWriter {
@@ -458,9 +458,9 @@ TEST(GgufReader, UnknownArchitecture) {
 TEST(GgufReader, UnsupportedTensorType) {
   ScratchDir dir("gguf");
   GgufWriter w = tinyModel();
-  w.tensor("extra.weight", {256}, kQ2_K, std::vector<uint8_t>(84, 0));
-  writeBytes(dir.file("q2k.gguf"), w.build());
-  expectImportError([&] { readGguf(dir.file("q2k.gguf")); }, {"q2k.gguf", "extra.weight", "q2_k"});
+  w.tensor("extra.weight", {256}, kIQ2_XXS, std::vector<uint8_t>(66, 0));
+  writeBytes(dir.file("iq2.gguf"), w.build());
+  expectImportError([&] { readGguf(dir.file("iq2.gguf")); }, {"iq2.gguf", "extra.weight", "iq2_xxs"});
 }
 
 TEST(GgufReader, MissingTensorIsNamed) {

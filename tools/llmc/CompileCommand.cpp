@@ -4,21 +4,25 @@
 // with no pipeline, or --max-kld-ref) and writes the artifact atomically.
 // --dry-run compiles and prints the per-tensor storage table instead of
 // writing. A failed gate writes nothing and exits kKldGate (3).
+// --target-bpw B plans per-weight widths first (compiler/driver/MixedPrecision.h)
+// and compiles the pipeline with them as llm-quantize overrides.
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
 #include "Evaluation.h"
 #include "compiler/Registration.h"
 #include "compiler/driver/Compile.h"
+#include "compiler/driver/MixedPrecision.h"
 #include "mlir/IR/MLIRContext.h"
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <sys/stat.h>
 
 namespace llmc::tool {
 namespace {
 struct CompileArgs {
-  std::string input, output, pipeline, tokenizer, kldRef;
-  double maxKld = -1;
+  std::string input, output, pipeline, tokenizer, kldRef, calib, kldText;
+  double maxKld = -1, targetBpw = 0;
   int64_t kldTokens = 512;
   bool noIR = false, quiet = false, dryRun = false;
 };
@@ -78,6 +82,16 @@ std::function<int()> addCompileCommand(CLI::App &app) {
   cmd->add_option("--pipeline", args->pipeline,
                   "pass pipeline, e.g. 'canonicalize,cse' or "
                   "'builtin.module(canonicalize)'; recorded in the manifest");
+  cmd->add_option("--calib", args->calib,
+                  "calibration text for calibrated passes (default: data/calib/default.txt); "
+                  "a FILE.ids gives token ids instead (models without a tokenizer)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--target-bpw", args->targetBpw,
+                  "mixed precision: choose each matrix weight's width (2-8 bits) in the "
+                  "pipeline's llm-quantize pass (rtn/gptq/awq/osaq; none: rtn group 64) so all "
+                  "matrix weights fit B bits per weight, scales included, with the least "
+                  "predicted KL divergence (measured per weight on the calibration text)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--tokenizer", args->tokenizer,
                   "llama2.c tokenizer.bin (llama2.c checkpoints only)");
   cmd->add_option("--max-kld", args->maxKld,
@@ -88,6 +102,10 @@ std::function<int()> addCompileCommand(CLI::App &app) {
   cmd->add_option("--max-kld-ref", args->kldRef,
                   "reference for --max-kld: model or artifact (default: the same source "
                   "compiled with no pipeline)");
+  cmd->add_option("--max-kld-text", args->kldText,
+                  "text (or FILE.ids of token ids) scored for --max-kld (default: "
+                  "data/eval/default.txt)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--max-kld-tokens", args->kldTokens,
                   "positions scored for --max-kld (default 512)")
       ->check(CLI::PositiveNumber);
@@ -127,9 +145,41 @@ std::function<int()> addCompileCommand(CLI::App &app) {
     mlir::MLIRContext ctx(registry);
     CompileOptions opts;
     opts.pipeline = args->pipeline;
+    opts.calibPath = args->calib;
     opts.embedIR = !args->noIR;
     opts.progress = say;
+    opts.quiet = args->quiet;
+    MixedPrecisionPlan plan;
+    if (args->targetBpw > 0) {
+      MixedPrecisionOptions mp;
+      mp.targetBpw = args->targetBpw;
+      mp.pipeline = args->pipeline;
+      mp.calibPath = args->calib;
+      mp.progress = say;
+      // Diagnostics knobs (not flags): probe window, and weights measured
+      // at every width to check the sensitivity model.
+      if (const char *v = std::getenv("LLMC_TARGET_BPW_PROBE_TOKENS"))
+        mp.probeTokens = std::max(2, std::atoi(v));
+      if (const char *v = std::getenv("LLMC_TARGET_BPW_VALIDATE"))
+        mp.validate = std::max(0, std::atoi(v));
+      try {
+        plan = planMixedPrecision(ctx, src, mp);
+      } catch (const MixedPrecisionUsageError &e) {
+        fprintf(stderr, "llmc compile: %s\n", e.what());
+        return int(kUsage);
+      }
+      say(plan.summary);
+      opts.pipeline = plan.pipeline;
+    }
     CompiledModel cm = compileModel(ctx, src, opts);
+    if (args->targetBpw > 0) {
+      const double achieved = matrixBitsPerWeight(cm);
+      if (achieved > args->targetBpw)
+        throw std::runtime_error("--target-bpw: the compiled matrix weights take " +
+                                 std::to_string(achieved) + " bits per weight, over the target");
+      plan.record["achieved_bpw"] = achieved;
+      cm.manifest["mixed_precision"] = plan.record;
+    }
     ArtifactWriter writer(cm.manifest, cm.tensors);
 
     if (args->maxKld >= 0) {
@@ -147,7 +197,7 @@ std::function<int()> addCompileCommand(CLI::App &app) {
         ArtifactWriter refWriter(refCm.manifest, refCm.tensors);
         ref = Artifact::fromBuffer(refWriter.toBuffer(), refLabel, /*verify_tensors=*/false);
       }
-      std::string textPath = defaultEvalTextPath();
+      std::string textPath = args->kldText.empty() ? defaultEvalTextPath() : args->kldText;
       metrics::EvalSummary s = compareOnText(*model, args->input, *ref, refLabel, textPath,
                                              args->kldTokens, /*threads=*/0, args->quiet);
       const bool pass = s.kld_mean <= args->maxKld; // NaN fails
@@ -168,6 +218,9 @@ std::function<int()> addCompileCommand(CLI::App &app) {
 
     if (args->dryRun) {
       printStoragePlan(cm);
+      if (args->targetBpw > 0)
+        printf("%s; achieved %.4f bits per weight\n", plan.summary.c_str(),
+               plan.record["achieved_bpw"].get<double>());
       snprintf(buf, sizeof buf, "dry run: compiled %zu tensors in %.2f s; nothing written",
                cm.tensors.size(), secs());
       say(buf);

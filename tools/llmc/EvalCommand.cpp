@@ -53,7 +53,8 @@ std::function<int()> addEvalCommand(CLI::App &app) {
   cmd->add_option("--ref", a->ref,
                   "reference model or artifact (same tokenizer), e.g. the unquantized model");
   cmd->add_option("--text", a->text,
-                  "UTF-8 text file to evaluate on (default: data/eval/default.txt)");
+                  "UTF-8 text file to evaluate on (default: data/eval/default.txt), or a "
+                  "FILE.ids of whitespace-separated token ids");
   auto *ctxOpt = cmd->add_option("-c,--ctx", a->ctx, "tokens per window (default 512)")
                      ->check(CLI::Range(int64_t(2), int64_t(1) << 20));
   cmd->add_option("--max-tokens", a->maxTokens,
@@ -77,7 +78,7 @@ std::function<int()> addEvalCommand(CLI::App &app) {
     std::string text = readEvalText(textPath);
 
     auto art = loadModelOrArtifact(a->input, a->pipeline, a->tokenizer, quiet);
-    requireTokenizer(*art, a->input); // before the reference is loaded
+    requireTokenizer(*art, a->input, textPath); // before the reference is loaded
     int64_t ctx = windowFor(*art, a->input, a->ctx, explicitCtx, quiet);
 
     std::unique_ptr<Artifact> refArt;
@@ -97,7 +98,7 @@ std::function<int()> addEvalCommand(CLI::App &app) {
       checkSameVocabulary(*art, a->input, vocab, *refArt, a->ref, refExec->vocabSize());
     }
 
-    std::vector<int32_t> ids = tokenizeEvalText(*art, a->input, text, vocab);
+    std::vector<int32_t> ids = tokenizeEvalText(*art, a->input, text, vocab, textPath);
     auto windows = makeWindows((int64_t)ids.size(), ctx, a->maxTokens);
     if (windows.empty())
       throw std::runtime_error(textPath + ": the text has " + std::to_string(ids.size()) +

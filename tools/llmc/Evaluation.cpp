@@ -75,15 +75,26 @@ void checkSameVocabulary(const Artifact &model, const std::string &modelLabel, i
                                "'s; both models must share one tokenizer");
 }
 
-void requireTokenizer(const Artifact &model, const std::string &label) {
+bool isTokenIdPath(const std::string &path) {
+  return path.size() > 4 && path.compare(path.size() - 4, 4, ".ids") == 0;
+}
+
+void requireTokenizer(const Artifact &model, const std::string &label,
+                      const std::string &textPath) {
+  if (isTokenIdPath(textPath))
+    return; // token ids need no tokenizer
   if (model.tokenizer().empty())
     throw std::runtime_error(label + ": the model has no tokenizer, so it cannot read the "
-                                     "evaluation text (for llama2.c give --tokenizer)");
+                                     "evaluation text (for llama2.c give --tokenizer, or "
+                                     "--text FILE.ids with token ids)");
 }
 
 std::vector<int32_t> tokenizeEvalText(const Artifact &model, const std::string &label,
-                                      const std::string &text, int64_t vocab) {
-  requireTokenizer(model, label);
+                                      const std::string &text, int64_t vocab,
+                                      const std::string &textPath) {
+  if (isTokenIdPath(textPath))
+    return readTokenIds(text, textPath, vocab);
+  requireTokenizer(model, label, textPath);
   Tokenizer tok(model.tokenizer());
   std::vector<int32_t> ids = tok.encode(text, /*add_bos=*/true, /*parse_special=*/false);
   for (int32_t id : ids)
@@ -126,7 +137,7 @@ metrics::EvalSummary compareOnText(const Artifact &model, const std::string &mod
                                    const std::string &textPath, int64_t maxTokens, int threads,
                                    bool quiet) {
   std::string text = readEvalText(textPath);
-  requireTokenizer(model, modelLabel);
+  requireTokenizer(model, modelLabel, textPath);
   int64_t ctx = 512;
   for (const Artifact *a : {&model, &ref})
     if (a->config().context_length > 0)
@@ -136,7 +147,7 @@ metrics::EvalSummary compareOnText(const Artifact &model, const std::string &mod
   eo.max_context = ctx;
   Executor exec(model, eo), refExec(ref, eo);
   checkSameVocabulary(model, modelLabel, exec.vocabSize(), ref, refLabel, refExec.vocabSize());
-  std::vector<int32_t> ids = tokenizeEvalText(model, modelLabel, text, exec.vocabSize());
+  std::vector<int32_t> ids = tokenizeEvalText(model, modelLabel, text, exec.vocabSize(), textPath);
   auto windows = makeWindows((int64_t)ids.size(), ctx, maxTokens);
   if (windows.empty())
     throw std::runtime_error(textPath + ": the text has " + std::to_string(ids.size()) +

@@ -32,13 +32,17 @@ std::vector<std::pair<int64_t, int64_t>> makeWindows(int64_t nTokens, int64_t ct
 void checkSameVocabulary(const Artifact &model, const std::string &modelLabel, int64_t modelVocab,
                          const Artifact &ref, const std::string &refLabel, int64_t refVocab);
 
-/// Throws unless the model has a tokenizer to read the evaluation text.
-void requireTokenizer(const Artifact &model, const std::string &label);
+/// Throws unless the model has a tokenizer to read the evaluation text at
+/// textPath (a ".ids" file holds token ids and needs none).
+void requireTokenizer(const Artifact &model, const std::string &label,
+                      const std::string &textPath);
 
-/// The text as token ids of `model`'s tokenizer (with BOS); throws if the
-/// model has no tokenizer or an id falls outside [0, vocab).
+/// The text as token ids of `model`'s tokenizer (with BOS), or, for a
+/// ".ids" textPath, the ids it lists; throws if the model has no tokenizer
+/// or an id falls outside [0, vocab).
 std::vector<int32_t> tokenizeEvalText(const Artifact &model, const std::string &label,
-                                      const std::string &text, int64_t vocab);
+                                      const std::string &text, int64_t vocab,
+                                      const std::string &textPath);
 
 /// Called after each window: index (0-based), window count, window tokens,
 /// seconds for the window, and the running summary.

@@ -36,6 +36,7 @@ std::unique_ptr<Artifact> loadModelOrArtifact(const std::string &path,
   CompileOptions opts;
   opts.pipeline = pipeline;
   opts.embedIR = false;
+  opts.quiet = quiet;
   if (!quiet)
     opts.progress = progress;
   CompiledModel cm = compileModel(ctx, src, opts);

@@ -12,6 +12,7 @@ int main(int argc, char **argv) {
   auto run = llmc::tool::addRunCommand(app);
   auto import = llmc::tool::addImportCommand(app);
   auto eval = llmc::tool::addEvalCommand(app);
+  auto bench = llmc::tool::addBenchCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
@@ -29,6 +30,8 @@ int main(int argc, char **argv) {
       return import();
     if (app.got_subcommand("eval"))
       return eval();
+    if (app.got_subcommand("bench"))
+      return bench();
   } catch (const std::exception &e) {
     fprintf(stderr, "llmc: error: %s\n", e.what());
     return llmc::tool::kError;

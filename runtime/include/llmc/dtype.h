@@ -34,6 +34,9 @@ enum class DType : uint32_t {
   Q4_K,
   Q5_K,
   Q6_K,
+  Q2_K,   // read from GGUF (llama.cpp's presets); no reference quantizer
+  Q3_K,
+  IQ4_NL, // 32-weight non-linear 4-bit (llama.cpp's fallback for 256-block i-quants)
   U8, // raw bytes: the side data ("<weight>.aux") of formats that need it
 };
 
@@ -61,7 +64,8 @@ void dequantizeRow(DType t, const void *src, float *dst, int64_t n);
 /// Reference quantizer, the same rounding as ggml's reference code (and
 /// gguf-py): n floats (n a multiple of the block size) -> n elements of type
 /// t at dst. Supports F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the
-/// grouped-integer types (round to nearest, see llmc/format/grouped_int.h);
+/// grouped-integer types (round to nearest, see llmc/format/grouped_int.h)
+/// and HBQ (its mix table, llmc/format/hbq.h);
 /// throws std::runtime_error for the K-quants. Meant for tests and tools.
 void quantizeRowRef(DType t, const float *src, void *dst, int64_t n);
 

@@ -57,6 +57,16 @@ public:
   /// row-major when all_logits, else the last row only [vocab] (empty when
   /// options.stop_after_block ended the step early).
   std::vector<float> forward(const std::vector<int32_t> &tokens, bool all_logits = false);
+  /// Layer-sequential runs (calibration): blockInput runs the nodes before
+  /// block `block` (the embedding; no attention may precede it) on `tokens`
+  /// and returns the block's input rows [T, width]; forwardBlock runs only
+  /// the nodes of `block` on such rows at positions [pos(), pos() + T)
+  /// (filling that block's KV caches, calling the hook) and returns its
+  /// output rows, which are the next block's input. Throws
+  /// std::runtime_error for a missing block or one with several inputs or
+  /// outputs.
+  std::vector<float> blockInput(const std::vector<int32_t> &tokens, int64_t block = 0);
+  std::vector<float> forwardBlock(int64_t block, const std::vector<float> &hidden);
   int64_t pos() const;
   void reset(); // clear the KV cache
   int64_t vocabSize() const;

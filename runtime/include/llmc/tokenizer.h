@@ -70,4 +70,11 @@ private:
   std::unique_ptr<Impl> impl;
 };
 
+/// Token ids written as text (a ".ids" file: whitespace-separated decimal
+/// ids, lines starting with '#' are comments), for models without a
+/// tokenizer. Throws std::runtime_error naming `source` and the offending
+/// token when an entry is not a number or not below vocab_size (when > 0).
+std::vector<int32_t> readTokenIds(const std::string &text, const std::string &source,
+                                  int64_t vocab_size);
+
 } // namespace llmc

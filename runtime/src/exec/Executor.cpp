@@ -127,6 +127,15 @@ struct Executor::Impl {
   }
 
   void run(const Node &n, const std::vector<int32_t> &tokens, bool allLogits);
+
+  /// Nodes [first, last) of block `block`, its one input from earlier nodes
+  /// and its one output read by later nodes (or the program output); throws
+  /// when the block is missing, not contiguous or has several of either.
+  struct BlockSpan {
+    size_t first = 0, last = 0;
+    int input = -1, output = -1;
+  };
+  BlockSpan blockSpan(int64_t block) const;
   /// Show the hook the input x [rows, cols] of site `site` of node n.
   void observe(const Node &n, size_t site, const float *x, int64_t rows, int64_t cols,
                int64_t expert = -1) {
@@ -636,6 +645,93 @@ std::vector<float> Executor::forward(const std::vector<int32_t> &tokens, bool al
   if (all_logits)
     return std::vector<float>(out.begin(), out.begin() + rows * w);
   return std::vector<float>(out.begin() + (rows - 1) * w, out.begin() + rows * w);
+}
+
+Executor::Impl::BlockSpan Executor::Impl::blockSpan(int64_t block) const {
+  BlockSpan s;
+  bool found = false;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].block != block)
+      continue;
+    if (found && i != s.last)
+      throw std::runtime_error("block " + std::to_string(block) + " of " + art.path() +
+                               " is not contiguous in the program");
+    if (!found)
+      s.first = i;
+    found = true;
+    s.last = i + 1;
+  }
+  if (!found)
+    throw std::runtime_error("no block " + std::to_string(block) + " in " + art.path());
+  auto inside = [&](int value) {
+    for (size_t i = s.first; i < s.last; ++i)
+      if (nodes[i].out == value)
+        return true;
+    return false;
+  };
+  for (size_t i = s.first; i < s.last; ++i)
+    for (int v : nodes[i].in)
+      if (!inside(v) && v != s.input) {
+        if (s.input >= 0)
+          throw std::runtime_error("block " + std::to_string(block) + " has several inputs");
+        s.input = v;
+      }
+  for (size_t i = s.last; i < nodes.size(); ++i)
+    for (int v : nodes[i].in)
+      if (inside(v) && v != s.output) {
+        if (s.output >= 0)
+          throw std::runtime_error("block " + std::to_string(block) + " has several outputs");
+        s.output = v;
+      }
+  if (s.output < 0 && inside(output))
+    s.output = output;
+  if (s.input < 0 || s.output < 0)
+    throw std::runtime_error("block " + std::to_string(block) + " has no input or output");
+  return s;
+}
+
+std::vector<float> Executor::blockInput(const std::vector<int32_t> &tokens, int64_t block) {
+  Impl &m = *impl;
+  if (tokens.empty() || int64_t(tokens.size()) > m.maxCtx)
+    throw std::runtime_error("Executor::blockInput: " + std::to_string(tokens.size()) +
+                             " tokens (1.." + std::to_string(m.maxCtx) + " allowed)");
+  const Impl::BlockSpan span = m.blockSpan(block);
+  for (size_t i = 0; i < span.first; ++i) {
+    if (m.nodes[i].op == Op::Attention)
+      throw std::runtime_error("Executor::blockInput: attention before block " +
+                               std::to_string(block) + " (use forwardBlock block by block)");
+    if (m.nodes[i].op == Op::Embed)
+      for (int32_t id : tokens)
+        if (id < 0 || id >= m.nodes[i].a.rows)
+          throw std::runtime_error("Executor::blockInput: token id " + std::to_string(id) +
+                                   " is out of range");
+    m.run(m.nodes[i], tokens, false);
+  }
+  const int64_t rows = m.valRows[size_t(span.input)], w = m.widths[size_t(span.input)];
+  const std::vector<float> &v = m.vals[size_t(span.input)];
+  return std::vector<float>(v.begin(), v.begin() + rows * w);
+}
+
+std::vector<float> Executor::forwardBlock(int64_t block, const std::vector<float> &hidden) {
+  Impl &m = *impl;
+  const Impl::BlockSpan span = m.blockSpan(block);
+  const int64_t w = m.widths[size_t(span.input)];
+  if (hidden.empty() || int64_t(hidden.size()) % w != 0)
+    throw std::runtime_error("Executor::forwardBlock: " + std::to_string(hidden.size()) +
+                             " values are not whole rows of width " + std::to_string(w));
+  const int64_t T = int64_t(hidden.size()) / w;
+  if (m.pos + T > m.maxCtx)
+    throw std::runtime_error("Executor::forwardBlock: positions beyond the maximum context of " +
+                             std::to_string(m.maxCtx));
+  std::vector<float> &in = m.value(span.input, T, w);
+  std::copy(hidden.begin(), hidden.end(), in.begin());
+  static const std::vector<int32_t> noTokens;
+  for (size_t i = span.first; i < span.last; ++i)
+    m.run(m.nodes[i], noTokens, true);
+  m.pos += T;
+  const int64_t rows = m.valRows[size_t(span.output)], ow = m.widths[size_t(span.output)];
+  const std::vector<float> &v = m.vals[size_t(span.output)];
+  return std::vector<float>(v.begin(), v.begin() + rows * ow);
 }
 
 int64_t Executor::pos() const { return impl->pos; }

@@ -1,9 +1,11 @@
-//===- dequant_kquants.cpp - Rows of Q4_K, Q5_K, Q6_K super-blocks ---------===//
+//===- dequant_kquants.cpp - Rows of Q2_K..Q6_K super-blocks ---------------===//
 // Dequantization of the 256-weight K-quant formats (layouts in
-// llmc/format/q4_k.h, q5_k.h, q6_k.h), in ggml's order of operations:
-// sub-block scale = d * scale (exact), then scale * q - dmin * min.
+// llmc/format/q2_k.h, q3_k.h, q4_k.h, q5_k.h, q6_k.h), in ggml's order of
+// operations: sub-block scale = d * scale (exact), then scale * q - dmin * min.
 //===----------------------------------------------------------------------===//
 #include "llmc/dtype.h"
+#include "llmc/format/q2_k.h"
+#include "llmc/format/q3_k.h"
 #include "llmc/format/q4_k.h"
 #include "llmc/format/q5_k.h"
 #include "llmc/format/q6_k.h"
@@ -12,6 +14,50 @@
 #include <cstddef>
 
 namespace llmc::detail {
+
+void dequantQ2_K(const uint8_t *src, float *dst, int64_t nblocks) {
+  for (int64_t b = 0; b < nblocks; ++b, src += sizeof(BlockQ2_K)) {
+    const float d = halfToFloat(loadU16(src + offsetof(BlockQ2_K, d)));
+    const float dmin = halfToFloat(loadU16(src + offsetof(BlockQ2_K, dmin)));
+    const uint8_t *scales = src + offsetof(BlockQ2_K, scales);
+    const uint8_t *qs = src + offsetof(BlockQ2_K, qs);
+    // Two halves of 128 weights; in each, shift j selects 32 weights (two
+    // sub-blocks of 16) from the same 32 bytes.
+    for (int h = 0; h < 2; ++h, qs += 32) {
+      for (int j = 0; j < 4; ++j, dst += 32) {
+        const int s = h * 8 + j * 2;
+        const float d0 = d * float(scales[s] & 0x0F), m0 = dmin * float(scales[s] >> 4);
+        const float d1 = d * float(scales[s + 1] & 0x0F), m1 = dmin * float(scales[s + 1] >> 4);
+        for (int l = 0; l < 16; ++l) {
+          dst[l] = d0 * float((qs[l] >> (2 * j)) & 3) - m0;
+          dst[l + 16] = d1 * float((qs[l + 16] >> (2 * j)) & 3) - m1;
+        }
+      }
+    }
+  }
+}
+
+void dequantQ3_K(const uint8_t *src, float *dst, int64_t nblocks) {
+  for (int64_t b = 0; b < nblocks; ++b, src += sizeof(BlockQ3_K)) {
+    const float d = halfToFloat(loadU16(src + offsetof(BlockQ3_K, d)));
+    const uint8_t *hmask = src + offsetof(BlockQ3_K, hmask);
+    const uint8_t *scales = src + offsetof(BlockQ3_K, scales);
+    const uint8_t *qs = src + offsetof(BlockQ3_K, qs);
+    for (int h = 0; h < 2; ++h, qs += 32) {
+      for (int j = 0; j < 4; ++j, dst += 32) {
+        const int s = h * 8 + j * 2;
+        const int bit = h * 4 + j; // hmask bit of these 32 weights
+        const float d0 = d * float(unpackQ3KScale(scales, s));
+        const float d1 = d * float(unpackQ3KScale(scales, s + 1));
+        for (int l = 0; l < 32; ++l) {
+          const int lo = (qs[l] >> (2 * j)) & 3;
+          const int q = lo - (((hmask[l] >> bit) & 1) ? 0 : 4);
+          dst[l] = (l < 16 ? d0 : d1) * float(q);
+        }
+      }
+    }
+  }
+}
 
 void dequantQ4_K(const uint8_t *src, float *dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, src += sizeof(BlockQ4_K)) {

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "llmc/dtype.h"
 #include "family_rows.h"
+#include "llmc/format/hbq.h"
 #include "grouped_int_rows.h"
 #include "quant_rows.h"
 
@@ -26,7 +27,8 @@ namespace {
 constexpr DTypeInfo kInfos[] = {
     {"f32", 1, 4},     {"f16", 1, 2},     {"bf16", 1, 2},    {"q8_0", 32, 34},
     {"q4_0", 32, 18},  {"q4_1", 32, 20},  {"q5_0", 32, 22},  {"q5_1", 32, 24},
-    {"q4_k", 256, 144}, {"q5_k", 256, 176}, {"q6_k", 256, 210}, {"u8", 1, 1},
+    {"q4_k", 256, 144}, {"q5_k", 256, 176}, {"q6_k", 256, 210}, {"q2_k", 256, 84},
+    {"q3_k", 256, 110}, {"iq4_nl", 32, 18},  {"u8", 1, 1},
 };
 constexpr size_t kNumTypes = sizeof(kInfos) / sizeof(kInfos[0]);
 static_assert(kNumTypes == size_t(DType::U8) + 1, "DType table out of sync");
@@ -188,6 +190,9 @@ void dequantizeRow(DType t, const void *src, float *dst, int64_t n) {
   case DType::Q4_K: detail::dequantQ4_K(s, dst, nb); return;
   case DType::Q5_K: detail::dequantQ5_K(s, dst, nb); return;
   case DType::Q6_K: detail::dequantQ6_K(s, dst, nb); return;
+  case DType::Q2_K: detail::dequantQ2_K(s, dst, nb); return;
+  case DType::Q3_K: detail::dequantQ3_K(s, dst, nb); return;
+  case DType::IQ4_NL: detail::dequantIq4_NL(s, dst, nb); return;
   case DType::U8:
     for (int64_t i = 0; i < n; ++i)
       dst[i] = float(s[i]);
@@ -230,6 +235,10 @@ void quantizeRowRef(DType t, const float *src, void *dst, int64_t n) {
   default:
     if (auto g = groupedIntSpec(t)) {
       detail::quantGroupedRowRef(*g, src, d, n);
+      return;
+    }
+    if (auto h = hbqSpec(t)) { // data-free: HBQ-A's mix table
+      hbqQuantizeRow(*h, HbqTable::Mix, src, d, n);
       return;
     }
     break;

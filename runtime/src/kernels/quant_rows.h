@@ -27,9 +27,12 @@ void dequantQ4_0(const uint8_t *src, float *dst, int64_t nblocks);
 void dequantQ4_1(const uint8_t *src, float *dst, int64_t nblocks);
 void dequantQ5_0(const uint8_t *src, float *dst, int64_t nblocks);
 void dequantQ5_1(const uint8_t *src, float *dst, int64_t nblocks);
+void dequantQ2_K(const uint8_t *src, float *dst, int64_t nblocks);
+void dequantQ3_K(const uint8_t *src, float *dst, int64_t nblocks);
 void dequantQ4_K(const uint8_t *src, float *dst, int64_t nblocks);
 void dequantQ5_K(const uint8_t *src, float *dst, int64_t nblocks);
 void dequantQ6_K(const uint8_t *src, float *dst, int64_t nblocks);
+void dequantIq4_NL(const uint8_t *src, float *dst, int64_t nblocks);
 
 void quantQ8_0(const float *src, uint8_t *dst, int64_t nblocks);
 void quantQ4_0(const float *src, uint8_t *dst, int64_t nblocks);

@@ -1,0 +1,85 @@
+//===- WeightProbe.cpp - KL divergence of one weight's replacement -------===//
+#include "compiler/driver/WeightProbe.h"
+#include "llmc/executor.h"
+#include "llmc/metrics.h"
+#include <chrono>
+#include <stdexcept>
+
+namespace llmc {
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+} // namespace
+
+WeightProbe::WeightProbe(const CompiledModel &ref, std::vector<int32_t> tokens, int threads)
+    : tokens_(std::move(tokens)), base_(ref.tensors), threads_(threads) {
+  if (tokens_.empty())
+    throw std::runtime_error("WeightProbe: no tokens to run");
+  manifest_["config"] = ref.manifest.at("config");
+  manifest_["program"] = ref.manifest.at("program");
+  ExecutorOptions o;
+  o.linear_input_hook = [&](const LinearInput &in) {
+    if (in.expert >= 0)
+      return;
+    auto x = std::make_shared<const std::vector<float>>(in.x, in.x + in.rows * in.cols);
+    for (const std::string &w : *in.weights)
+      inputs_[w] = x;
+  };
+  std::vector<float> logits = run(base_, o);
+  vocab_ = int64_t(logits.size()) / int64_t(tokens_.size());
+  refLogp_.resize(logits.size());
+  for (size_t r = 0; r < tokens_.size(); ++r)
+    metrics::logSoftmax(&logits[r * size_t(vocab_)], vocab_, &refLogp_[r * size_t(vocab_)]);
+}
+
+double WeightProbe::kld(const std::string &name, DType dtype, const std::vector<uint8_t> &bytes) {
+  std::vector<ArtifactWriter::Tensor> tensors = base_;
+  bool found = false;
+  for (ArtifactWriter::Tensor &t : tensors)
+    if (t.name == name) {
+      int64_t n = 1;
+      for (int64_t d : t.shape)
+        n *= d;
+      const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
+      if (int64_t(bytes.size()) != n / cols * rowBytes(dtype, cols))
+        throw std::runtime_error("WeightProbe: " + std::to_string(bytes.size()) +
+                                 " bytes do not hold weight '" + name + "' as " +
+                                 std::string(dtypeName(dtype)));
+      t.dtype = dtype;
+      t.nbytes = int64_t(bytes.size());
+      t.data = bytes.data();
+      found = true;
+    }
+  if (!found)
+    throw std::runtime_error("WeightProbe: no weight '" + name + "' in the model");
+  std::vector<float> logits = run(tensors, {});
+  std::vector<double> lq(static_cast<size_t>(vocab_));
+  double sum = 0;
+  for (size_t r = 0; r < tokens_.size(); ++r) {
+    metrics::logSoftmax(&logits[r * size_t(vocab_)], vocab_, lq.data());
+    sum += metrics::klDivergence(&refLogp_[r * size_t(vocab_)], lq.data(), vocab_);
+  }
+  return sum / double(tokens_.size());
+}
+
+const std::vector<float> *WeightProbe::input(const std::string &name) const {
+  auto it = inputs_.find(name);
+  return it == inputs_.end() ? nullptr : it->second.get();
+}
+
+std::vector<float> WeightProbe::run(const std::vector<ArtifactWriter::Tensor> &tensors,
+                                    ExecutorOptions o) {
+  const auto t0 = Clock::now();
+  ArtifactWriter writer(manifest_, tensors);
+  auto art = Artifact::fromBuffer(writer.toBuffer(), "<weight probe>", /*verify_tensors=*/false);
+  o.threads = threads_;
+  o.max_context = int64_t(tokens_.size());
+  Executor ex(*art, o);
+  buildSeconds_ += since(t0);
+  const auto t1 = Clock::now();
+  std::vector<float> logits = ex.forward(tokens_, /*all_logits=*/true);
+  forwardSeconds_ += since(t1);
+  return logits;
+}
+
+} // namespace llmc

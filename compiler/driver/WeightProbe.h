@@ -1,0 +1,54 @@
+//===- WeightProbe.h - KL divergence of one weight's replacement -*- C++ -*-===//
+// The measurement behind --target-bpw's sensitivities: a compiled model
+// (the source with no pipeline) is run once on a few tokens for reference
+// log-probabilities; each probe swaps one weight for other bytes (a storage
+// type without side data, e.g. the weight rounded to 3 bits), runs
+// the model again from an empty cache and returns the mean KL divergence
+// of the reference from it over every position. Each probe packs a fresh
+// in-memory artifact (the runtime's Artifact is immutable), so its cost is
+// one copy of the weights plus one forward.
+//===----------------------------------------------------------------------===//
+#pragma once
+#include "compiler/driver/Compile.h"
+#include "llmc/executor.h"
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llmc {
+
+class WeightProbe {
+public:
+  /// Runs the reference forward on `tokens` (keeping the input every
+  /// linear projection outside MoE experts sees); throws std::runtime_error
+  /// if the model cannot run. threads: executor threads (0: all cores).
+  WeightProbe(const CompiledModel &ref, std::vector<int32_t> tokens, int threads = 0);
+
+  /// Mean KL(reference || model with weight `name` stored as `dtype`
+  /// `bytes`) per position. Throws std::runtime_error naming the weight if
+  /// it is not in the model or the bytes do not fit its shape.
+  double kld(const std::string &name, DType dtype, const std::vector<uint8_t> &bytes);
+
+  /// The input [tokens, cols] weight `name` multiplied in the reference
+  /// forward, or nullptr (embedding tables, MoE experts, unknown names).
+  const std::vector<float> *input(const std::string &name) const;
+
+  int64_t tokens() const { return int64_t(tokens_.size()); }
+  double buildSeconds() const { return buildSeconds_; }
+  double forwardSeconds() const { return forwardSeconds_; }
+
+private:
+  std::vector<float> run(const std::vector<ArtifactWriter::Tensor> &tensors, ExecutorOptions o);
+
+  std::vector<int32_t> tokens_;
+  std::vector<ArtifactWriter::Tensor> base_;
+  nlohmann::json manifest_;
+  int threads_;
+  int64_t vocab_ = 0;
+  std::vector<double> refLogp_; // [tokens, vocab]
+  std::map<std::string, std::shared_ptr<const std::vector<float>>> inputs_;
+  double buildSeconds_ = 0, forwardSeconds_ = 0;
+};
+
+} // namespace llmc

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's llama-quantize, llama-bench and llama-perplexity (CPU only)
+# so bench/llamacpp_quants.py can compare llama.cpp's own quantization presets
+# with ours on the same model, text and KLD code.
+#
+# Source: the llama.cpp that the llama-cpp-python sdist vendors (a pinned,
+# released snapshot reachable through the ordinary pip client). Everything
+# lives under .cache/peer/ (git-ignored). Idempotent: each step is skipped when
+# its result is already there. Deliberately light: one compile job at nice 19
+# (the machine is shared), static libraries, only the three tools.
+#
+# Usage: scripts/build_llamacpp.sh        (prints the bin directory at the end)
+#        LLAMACPP_JOBS=2 scripts/build_llamacpp.sh
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+WORK="$ROOT/.cache/peer"
+BUILD="$WORK/build"
+BIN="$BUILD/bin"
+PIP="$ROOT/.venv/bin/pip"
+JOBS="${LLAMACPP_JOBS:-1}"
+TARGETS=(llama-quantize llama-bench llama-perplexity)
+say() { echo "[build_llamacpp] $*" >&2; }
+
+have_all() {
+  for t in "${TARGETS[@]}"; do [ -x "$BIN/$t" ] || return 1; done
+}
+if have_all && [ -s "$BIN/LLAMACPP_VERSION.txt" ]; then
+  say "already built: $BIN"
+  echo "$BIN"
+  exit 0
+fi
+
+mkdir -p "$WORK"
+# 1. The sdist (source only, no dependencies).
+SDIST="$(ls "$WORK"/llama_cpp_python-*.tar.gz 2>/dev/null | head -1 || true)"
+if [ -z "$SDIST" ]; then
+  [ -x "$PIP" ] || { say "no $PIP (run scripts/setup.sh first)"; exit 1; }
+  say "downloading the llama-cpp-python sdist"
+  "$PIP" download -q --no-deps --no-binary :all: -d "$WORK" llama-cpp-python
+  SDIST="$(ls "$WORK"/llama_cpp_python-*.tar.gz | head -1)"
+fi
+VERSION="$(basename "$SDIST" .tar.gz)"; VERSION="${VERSION#llama_cpp_python-}"
+
+# 2. Its vendored llama.cpp.
+SRC="$WORK/llama.cpp"
+if [ ! -f "$SRC/CMakeLists.txt" ]; then
+  say "extracting vendor/llama.cpp from $(basename "$SDIST")"
+  rm -rf "$WORK/extract" "$SRC"
+  mkdir -p "$WORK/extract"
+  tar -xzf "$SDIST" -C "$WORK/extract"
+  mv "$WORK/extract/llama_cpp_python-$VERSION/vendor/llama.cpp" "$SRC"
+  rm -rf "$WORK/extract"
+fi
+
+# 3. Configure (once) and build only the three tools.
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+  say "configuring $BUILD"
+  GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
+  cmake -S "$SRC" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_BUILD_TOOLS=ON -DGGML_OPENMP=OFF \
+    -DCMAKE_RUNTIME_OUTPUT_DIRECTORY="$BIN" >/dev/null
+fi
+say "building ${TARGETS[*]} with -j$JOBS (slow on a shared machine)"
+nice -n 19 cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}"
+
+# 4. Record what was built. The sdist has no git metadata (llama.cpp's own
+# build number is 0 there), but its CHANGELOG names the vendored commit.
+BUILD_NUMBER="$(sed -n 's/.*LLAMA_BUILD_NUMBER *= *\([0-9]*\).*/\1/p' \
+  "$BUILD/common/build-info.cpp" 2>/dev/null | head -1)"
+[ "${BUILD_NUMBER:-0}" = 0 ] && BUILD_NUMBER="unknown (no git metadata in the sdist)"
+COMMIT="$(tar -xzf "$SDIST" -O "llama_cpp_python-$VERSION/CHANGELOG.md" 2>/dev/null |
+  awk -v v="## [$VERSION]" '$0 == v {on = 1; next} on && /^## / {exit}
+    on && match($0, /llama\.cpp@[0-9a-f]+/) {print substr($0, RSTART + 10, RLENGTH - 10); exit}')"
+{
+  echo "llama-cpp-python sdist: $VERSION"
+  echo "llama.cpp build number: $BUILD_NUMBER"
+  echo "llama.cpp commit: ${COMMIT:-unknown} (from the sdist's CHANGELOG)"
+  echo "ggml version: $(sed -n 's/.*set(GGML_VERSION_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\)).*/\2/p' \
+    "$SRC/ggml/CMakeLists.txt" 2>/dev/null | paste -sd. -)"
+  echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), GGML_NATIVE=ON, CPU only"
+} >"$BIN/LLAMACPP_VERSION.txt"
+have_all || { say "build finished but a tool is missing in $BIN"; exit 1; }
+say "done: $BIN"
+echo "$BIN"

@@ -1,0 +1,294 @@
+//===- BenchCommand.cpp - llmc bench MODEL [-p P] [-n N] [--json] --------===//
+// Speed of the CPU executor on one model, in the spirit of llama-bench:
+//   prefill  tokens/s of one P-token forward (fresh KV cache per run),
+//   decode   tokens/s of N one-token forwards from an empty KV cache, each
+//            fed the greedy (argmax) token of the previous step, EOS ignored
+//            (llama-bench's tgN also decodes at positions 0..N-1),
+//   load     seconds to open + verify the artifact (or read + compile a
+//            source model in memory) + set up the executor, as `llmc run`,
+//   peak RSS the process's resident high-water mark (VmHWM; ru_maxrss where
+//            there is no /proc), MiB, over the whole run.
+// Each rate is the median of --reps runs. Prompt ids are deterministic: BOS
+// (when the tokenizer has one) then a fixed pseudo-random sequence in the
+// vocabulary, so every run and every build sees the same tokens.
+// Also reported for roofline estimates (bench/cpu_performance.py): the
+// weight bytes one decode step reads (every tensor once, except tensors only
+// the embedding reads, of which one row) and the KV-cache bytes per cached
+// position (f32 K and V of every attention node).
+//===----------------------------------------------------------------------===//
+#include "Commands.h"
+#include "llmc/executor.h"
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sys/resource.h>
+#include <thread>
+
+namespace llmc::tool {
+namespace {
+struct BenchArgs {
+  std::string input, pipeline, tokenizer;
+  int threads = 0, prompt = 512, gen = 128, reps = 3;
+  int64_t ctx = 0;
+  bool json = false, quiet = false, noWarmup = false;
+};
+
+using Clock = std::chrono::steady_clock;
+double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty())
+    return 0.0;
+  std::sort(v.begin(), v.end());
+  size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+/// Peak resident memory of this process, MiB: VmHWM of /proc/self/status,
+/// the high-water mark of this process image only. getrusage's ru_maxrss
+/// (the fallback) also covers the image exec replaced, so under a large
+/// parent (a Python driver) it reports the parent's size instead.
+double peakRssMiB() {
+  if (FILE *f = fopen("/proc/self/status", "r")) {
+    char line[256];
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+      if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+        break;
+    fclose(f);
+    if (kib > 0)
+      return double(kib) / 1024.0;
+  }
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_maxrss) / 1024.0; // Linux: KiB
+}
+
+/// BOS (if any) then ids from a fixed 64-bit LCG, all in [0, vocab).
+std::vector<int32_t> benchTokens(int64_t count, int64_t vocab, int32_t bos) {
+  std::vector<int32_t> ids;
+  ids.reserve(size_t(count));
+  if (count > 0 && bos >= 0 && bos < vocab)
+    ids.push_back(bos);
+  uint64_t s = 0x9E3779B97F4A7C15ull;
+  while ((int64_t)ids.size() < count) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    ids.push_back(int32_t((s >> 33) % uint64_t(vocab)));
+  }
+  return ids;
+}
+
+/// What the artifact holds and what one decode step reads.
+struct ModelStats {
+  int64_t weightBytes = 0, params = 0, decodeBytes = 0, kvBytesPerPos = 0;
+  std::map<std::string, int64_t> bytesByType;
+};
+
+ModelStats modelStats(const Artifact &art) {
+  ModelStats s;
+  std::set<std::string> readWhole, embedOnly;
+  for (const ProgramNode &n : art.program().nodes)
+    for (const auto &kv : n.weights)
+      (n.op == "embed" ? embedOnly : readWhole).insert(kv.second);
+  for (const TensorView &t : art.tensors()) {
+    s.weightBytes += t.nbytes;
+    s.bytesByType[std::string(dtypeName(t.dtype))] += t.nbytes;
+    bool isAux = t.name.size() > 4 && t.name.compare(t.name.size() - 4, 4, kAuxSuffix) == 0;
+    if (!isAux)
+      s.params += t.numElements();
+    // A tensor only the embedding reads costs one row per token; a tied
+    // embedding is also the LM head's matrix and is read whole.
+    bool embedRow = embedOnly.count(t.name) && !readWhole.count(t.name);
+    s.decodeBytes += embedRow ? t.nbytes / std::max<int64_t>(1, t.rows()) : t.nbytes;
+  }
+  for (const ProgramNode &n : art.program().nodes) {
+    if (n.op != "attention")
+      continue;
+    const nlohmann::json &a = n.attrs;
+    int64_t heads = a.value("num_heads", int64_t(0));
+    int64_t kv = a.value("num_kv_heads", heads);
+    int64_t hd = a.value("head_dim", int64_t(0));
+    s.kvBytesPerPos += 2 * kv * hd * int64_t(sizeof(float));
+  }
+  return s;
+}
+
+std::string modelName(const Artifact &art, const std::string &path) {
+  if (!art.config().name.empty())
+    return art.config().name;
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string jsonNumber(double v) {
+  if (!std::isfinite(v))
+    return "null";
+  char buf[64];
+  snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string rateCell(const std::vector<double> &runs) {
+  double m = median(runs);
+  double lo = *std::min_element(runs.begin(), runs.end());
+  double hi = *std::max_element(runs.begin(), runs.end());
+  char buf[96];
+  if (runs.size() > 1)
+    snprintf(buf, sizeof buf, "%.2f (%.2f-%.2f)", m, lo, hi);
+  else
+    snprintf(buf, sizeof buf, "%.2f", m);
+  return buf;
+}
+} // namespace
+
+std::function<int()> addBenchCommand(CLI::App &app) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App *cmd = app.add_subcommand(
+      "bench", "Measure prefill and decode speed, load time and peak memory of an "
+               "artifact (or a source model compiled in memory)");
+  cmd->add_option("model", a->input, ".llmc artifact or source model")->required();
+  cmd->add_option("-p,--prompt", a->prompt, "prompt tokens of the prefill test (0: skip)")
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-n,--tokens", a->gen, "tokens of the decode test (0: skip)")
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-r,--reps", a->reps, "repetitions; each rate is their median")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("-t,--threads", a->threads, "worker threads (0: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-c,--ctx", a->ctx, "KV cache size (0: the larger of -p and -n)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--pipeline", a->pipeline, "pass pipeline for in-memory compiles");
+  cmd->add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin");
+  cmd->add_flag("--json", a->json, "print one JSON object instead of the table");
+  cmd->add_flag("--no-warmup", a->noWarmup, "skip the untimed warm-up step");
+  cmd->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
+
+  return [a]() -> int {
+    // Flag combinations CLI11 cannot check are usage errors too (exit 2).
+    int64_t need = std::max<int64_t>(a->prompt, a->gen);
+    auto usage = [](const std::string &msg) {
+      fprintf(stderr, "llmc: error: %s\n", msg.c_str());
+      return int(kUsage);
+    };
+    if (need == 0)
+      return usage("nothing to measure: -p and -n are both 0");
+    if (a->ctx > 0 && a->ctx < need)
+      return usage("--ctx " + std::to_string(a->ctx) + " is smaller than the " +
+                   std::to_string(need) + " positions the test needs");
+    auto t0 = Clock::now();
+    auto art = loadModelOrArtifact(a->input, a->pipeline, a->tokenizer, a->quiet);
+    int64_t modelCtx = art->config().context_length;
+    if (modelCtx > 0 && need > modelCtx)
+      throw std::runtime_error(a->input + ": the test needs " + std::to_string(need) +
+                               " positions but the model's context is " +
+                               std::to_string(modelCtx) + " (lower -p / -n)");
+    ExecutorOptions eo;
+    eo.threads = a->threads;
+    eo.max_context = a->ctx > 0 ? a->ctx : need;
+    Executor exec(*art, eo);
+    double loadS = secondsSince(t0);
+    int threads = a->threads > 0 ? a->threads
+                                 : int(std::max(1u, std::thread::hardware_concurrency()));
+
+    const int64_t vocab = exec.vocabSize();
+    int32_t bos = art->tokenizer().tokens.empty() ? -1 : art->tokenizer().bos_id;
+    std::vector<int32_t> prompt = benchTokens(std::max<int64_t>(a->prompt, 1), vocab, bos);
+    Sampler greedy({});
+
+    if (!a->noWarmup) { // first touch of every weight page, thread start-up
+      exec.reset();
+      exec.forward(std::vector<int32_t>(prompt.begin(),
+                                        prompt.begin() + std::min<size_t>(prompt.size(), 8)));
+      exec.reset();
+    }
+    std::vector<double> prefill, decode;
+    for (int r = 0; r < a->reps; ++r) {
+      if (a->prompt > 0) {
+        exec.reset();
+        auto tp = Clock::now();
+        std::vector<float> logits = exec.forward(prompt);
+        double s = secondsSince(tp);
+        if (logits.size() != size_t(vocab))
+          throw std::runtime_error(a->input + ": prefill returned no logits");
+        prefill.push_back(a->prompt / std::max(s, 1e-9));
+      }
+      if (a->gen > 0) {
+        exec.reset();
+        int32_t tok = prompt[0];
+        auto td = Clock::now();
+        for (int i = 0; i < a->gen; ++i) {
+          std::vector<float> logits = exec.forward({tok});
+          tok = greedy.sample(logits.data(), vocab);
+        }
+        decode.push_back(a->gen / std::max(secondsSince(td), 1e-9));
+      }
+      if (!a->quiet)
+        fprintf(stderr, "[llmc] rep %d/%d done\n", r + 1, a->reps);
+    }
+    double rss = peakRssMiB();
+    ModelStats st = modelStats(*art);
+    double bpw = st.params > 0 ? 8.0 * double(st.weightBytes) / double(st.params) : 0.0;
+    std::string name = modelName(*art, a->input);
+    double prefillMed = prefill.empty() ? NAN : median(prefill);
+    double decodeMed = decode.empty() ? NAN : median(decode);
+
+    if (a->json) {
+      auto arr = [](const std::vector<double> &v) {
+        std::string s = "[";
+        for (size_t i = 0; i < v.size(); ++i)
+          s += (i ? ", " : "") + jsonNumber(v[i]);
+        return s + "]";
+      };
+      std::string types = "{";
+      for (const auto &kv : st.bytesByType)
+        types += (types.size() > 1 ? ", \"" : "\"") + kv.first + "\": " +
+                 std::to_string(kv.second);
+      types += "}";
+      nlohmann::json j; // only for string escaping of the name and path
+      printf("{\"prefill_tok_s\": %s, \"decode_tok_s\": %s, \"load_s\": %s, "
+             "\"peak_rss_mb\": %s, \"threads\": %d, \"model\": %s, \"path\": %s, "
+             "\"prompt_tokens\": %d, \"gen_tokens\": %d, \"reps\": %d, \"ctx\": %lld, "
+             "\"file_bytes\": %llu, \"size_bytes\": %lld, \"params\": %lld, \"bpw\": %s, "
+             "\"decode_weight_bytes_per_token\": %lld, \"kv_bytes_per_position\": %lld, "
+             "\"bytes_by_type\": %s, \"prefill_runs\": %s, \"decode_runs\": %s}\n",
+             jsonNumber(prefillMed).c_str(), jsonNumber(decodeMed).c_str(),
+             jsonNumber(loadS).c_str(), jsonNumber(rss).c_str(), threads,
+             nlohmann::json(name).dump().c_str(), nlohmann::json(a->input).dump().c_str(),
+             a->prompt, a->gen, a->reps, (long long)exec.maxContext(),
+             (unsigned long long)art->fileSize(), (long long)st.weightBytes,
+             (long long)st.params, jsonNumber(bpw).c_str(), (long long)st.decodeBytes,
+             (long long)st.kvBytesPerPos, types.c_str(), arr(prefill).c_str(),
+             arr(decode).c_str());
+      fflush(stdout);
+      return kOk;
+    }
+    char size[32], bpwS[32];
+    snprintf(size, sizeof size, "%.2f MiB", double(st.weightBytes) / (1 << 20));
+    snprintf(bpwS, sizeof bpwS, "%.2f", bpw);
+    printf("| %-24s | %12s | %6s | %7s | %8s | %-28s |\n", "model", "size", "bpw", "threads",
+           "test", "t/s (median (min-max))");
+    printf("| %s | %s | %s | %s | %s | %s |\n", std::string(24, '-').c_str(),
+           std::string(12, '-').c_str(), std::string(6, '-').c_str(),
+           std::string(7, '-').c_str(), std::string(8, '-').c_str(),
+           std::string(28, '-').c_str());
+    auto row = [&](const std::string &test, const std::vector<double> &runs) {
+      printf("| %-24.24s | %12s | %6s | %7d | %8s | %-28s |\n", name.c_str(), size, bpwS,
+             threads, test.c_str(), rateCell(runs).c_str());
+    };
+    if (!prefill.empty())
+      row("pp" + std::to_string(a->prompt), prefill);
+    if (!decode.empty())
+      row("tg" + std::to_string(a->gen), decode);
+    printf("load %.3f s | peak RSS %.1f MiB | %d rep%s\n", loadS, rss, a->reps,
+           a->reps == 1 ? "" : "s");
+    fflush(stdout);
+    return kOk;
+  };
+}
+
+} // namespace llmc::tool
