@@ -100,19 +100,20 @@ def configs(spec, quick, calib_tokens):
         add("hbq", "4-bit b64", "bits=4 group=64", calibrated=False)
         add("qtea", "ternary g64", "group=64")
         return plan
-    for bits in (4, 3, 2):
+    for bits in (4, 2, 3):
         add("rtn", f"{bits}-bit g64", f"bits={bits} group=64", calibrated=False)
         for m in ("gptq", "awq", "aaac") + (("osaq",) if bits < 4 else ()):
             add(m, f"{bits}-bit g64", f"bits={bits} group=64")
         add("hbq", f"{bits}-bit b64", f"bits={bits} group=64", calibrated=False)
-    for m in ("rtn", "awq", "aaac"):
-        add(m, "3-bit g32", "bits=3 group=32", calibrated=m != "rtn")
+        if bits == 2:  # the sub-2-bit option next to the 2-bit rows
+            for g in spec["qtea_groups"]:
+                add("qtea", f"ternary g{g}", f"group={g}")
     add("rtn", "4-bit g32", "bits=4 group=32", calibrated=False)
     if spec["hbq_wide"]:
         w = spec["hbq_wide"]
         add("hbq", f"4-bit b{w}", f"bits=4 group={w}", calibrated=False)
-    for g in spec["qtea_groups"]:
-        add("qtea", f"ternary g{g}", f"group={g}")
+    for m in ("rtn", "awq", "aaac"):
+        add(m, "3-bit g32", "bits=3 group=32", calibrated=m != "rtn")
     return plan
 
 
@@ -185,9 +186,55 @@ def evaluate(llmc, path, spec, max_tokens):
     return r
 
 
-def measure(llmc, spec, max_tokens, work, method, label, pipeline):
-    path = os.path.join(work, re.sub(r"[^A-Za-z0-9]+", "_", method + label) + ".llmc")
+CACHE_DIR = os.path.join(REPO, ".cache", "bench", "quantization")
+
+
+# What a measured row depends on: the sources of the runtime, the importers,
+# the weight store, the quantization numerics and passes, the compile driver
+# and the evaluator (not, e.g., the mixed-precision planner or other tools).
+RESULT_SOURCES = ("runtime", "compiler/import", "compiler/weights", "compiler/quant",
+                  "compiler/artifact", "passes/quant", "dialects", "compiler/driver/Compile.cpp",
+                  "compiler/driver/Compile.h", "tools/llmc/Evaluation.cpp",
+                  "tools/llmc/EvalCommand.cpp", "data")
+
+
+def source_digest():
+    """Digest of the working tree's files under RESULT_SOURCES: cached rows
+    are reused only while none of them changed."""
+    import hashlib
+    h = hashlib.sha256()
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard",
+                            *RESULT_SOURCES], cwd=REPO, capture_output=True, text=True,
+                           check=True).stdout.split()
+    for rel in sorted(files):
+        path = os.path.join(REPO, rel)
+        if os.path.isfile(path):
+            h.update(rel.encode() + b"\0")
+            with open(path, "rb") as f:
+                h.update(hashlib.sha256(f.read()).digest())
+    return h.hexdigest()[:16]
+
+
+def cache_path(llmc_digest, spec, max_tokens, pipeline):
+    """Results are kept per (sources, model, data, pipeline): a rerun with the
+    same sources skips what was measured (runs can be interrupted)."""
+    import hashlib
+    key = json.dumps([llmc_digest, spec["model"], spec["text"], spec["calib"], max_tokens,
+                      pipeline])
+    return os.path.join(CACHE_DIR, hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
+
+
+def measure(llmc, spec, max_tokens, work, method, label, pipeline, cache=None, cached_only=False):
+    if cache and os.path.isfile(cache):
+        with open(cache) as f:
+            row = json.load(f)
+        log(f"{method} {label}: cached ({os.path.relpath(cache, REPO)})")
+        return row
     row = {"method": method, "label": label, "pipeline": pipeline}
+    if cached_only:
+        row["error"] = "not measured yet (rerun bench/quantization.py)"
+        return row
+    path = os.path.join(work, re.sub(r"[^A-Za-z0-9]+", "_", method + label) + ".llmc")
     try:
         row["compile_s"], row["quant_s"] = compile_artifact(llmc, spec, pipeline, path)
         row.update(tensor_stats(llmc, path, spec["skip"].split(",")))
@@ -200,6 +247,11 @@ def measure(llmc, spec, max_tokens, work, method, label, pipeline):
     finally:
         if os.path.exists(path):
             os.remove(path)
+    if cache and "error" not in row:
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        with open(cache + ".tmp", "w") as f:
+            json.dump(row, f)
+        os.replace(cache + ".tmp", cache)
     return row
 
 
@@ -211,6 +263,13 @@ def llamacpp_rows(args):
         return [], "skipped (--skip-llamacpp)"
     if not os.path.isfile(script):
         return [], "bench/llamacpp_quants.py missing"
+    last = os.path.join(REPO, ".cache", "peer", "llamacpp_quants.json")
+    if args.cached_only:
+        if not os.path.isfile(last):
+            return [], "not measured yet (rerun bench/quantization.py)"
+        with open(last) as f:
+            data = json.load(f)
+        return (data if isinstance(data, list) else data.get("presets", [])), None
     py = os.path.join(REPO, ".venv", "bin", "python3")
     cmd = [py if os.path.isfile(py) else sys.executable, script, "--json"]
     if args.quick:
@@ -285,7 +344,8 @@ def render(sections, args, argv, started, elapsed):
          "calib-seq=256`, layer by layer"]
     if args.quick:
         L.append("- **Quick mode**: reduced configurations and tokens; a smoke run, not a result")
-    for key, (spec, rows, ref_ppl, tokens, llama, why) in sections.items():
+    for key in [k for k in MODELS if k in sections]:
+        spec, rows, ref_ppl, tokens, llama, why = sections[key]
         L += ["", f"## {spec['title']}", "",
               f"- Source and reference: `{os.path.relpath(spec['model'], REPO) if spec['model'].startswith(REPO) else os.path.basename(spec['model'])}`",
               f"- Evaluation: `{os.path.relpath(spec['text'], REPO)}`, {tokens} scored positions",
@@ -344,10 +404,13 @@ def main():
     ap.add_argument("--quick", action="store_true", help="few configurations and tokens (smoke run)")
     ap.add_argument("--out", default=DEFAULT_OUT, help="markdown file to write (default: %(default)s)")
     ap.add_argument("--llmc", help="llmc binary (default: build/bin/llmc, then PATH)")
-    ap.add_argument("--models", default="smollm2,stories260k",
+    ap.add_argument("--models", default="stories260k,smollm2",
                     help="comma-separated: " + ", ".join(MODELS))
     ap.add_argument("--calib-tokens", type=int, help="calibration tokens (default 512; quick 128)")
     ap.add_argument("--skip-llamacpp", action="store_true", help="no llama.cpp rows")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="render only results already measured with these sources "
+                         "(.cache/bench/quantization); the rest are marked not measured")
     args = ap.parse_args()
     if args.calib_tokens is None:
         args.calib_tokens = 128 if args.quick else 512
@@ -359,6 +422,7 @@ def main():
             if not os.path.isfile(MODELS[k][what]):
                 sys.exit(f"bench/quantization.py: {k} {what} file not found: {MODELS[k][what]}")
     llmc = find_llmc(args.llmc)
+    digest = source_digest()
     argv = ["python3", os.path.relpath(os.path.abspath(sys.argv[0]), REPO)] + sys.argv[1:]
     started = datetime.datetime.now().astimezone()
     t0 = time.monotonic()
@@ -371,15 +435,17 @@ def main():
             plan = configs(spec, args.quick, args.calib_tokens)
             log(f"{spec['title']}: {len(plan)} configurations, {max_tokens} eval tokens")
             rows, ref_ppl, tokens = [], None, max_tokens
-            for i, (method, label, pipeline) in enumerate(plan, 1):
-                log(f"[{k} {i}/{len(plan)}] {pipeline}")
-                rows.append(measure(llmc, spec, max_tokens, work, method, label, pipeline))
-                if ref_ppl is None and "ref_ppl" in rows[-1]:
-                    ref_ppl, tokens = rows[-1]["ref_ppl"], rows[-1]["tokens"]
-            failed = failed or any("error" in r for r in rows)
             llama, why = ([], None)
             if spec["llamacpp"]:
                 llama, why = llamacpp_rows(args)
+            for i, (method, label, pipeline) in enumerate(plan, 1):
+                log(f"[{k} {i}/{len(plan)}] {pipeline}")
+                rows.append(measure(llmc, spec, max_tokens, work, method, label, pipeline,
+                                    cache_path(digest, spec, max_tokens, pipeline),
+                                    args.cached_only))
+                if ref_ppl is None and "ref_ppl" in rows[-1]:
+                    ref_ppl, tokens = rows[-1]["ref_ppl"], rows[-1]["tokens"]
+            failed = failed or any("error" in r for r in rows)
             sections[k] = (spec, rows, ref_ppl, tokens, llama, why)
     md = render(sections, args, argv, started, time.monotonic() - t0)
     write_atomically(args.out, md)

@@ -13,6 +13,15 @@
 // widths are chosen by quant::allocateBits with exact byte costs
 // (llmc::rowBytes), bits per weight counted over every matrix weight,
 // scales and minimums included.
+//
+// Calibrated methods change which weights matter (AWQ removes most of the
+// error of weights behind outlier channels, where RTN is worst): the method
+// is run uniformly at the probe width, and each weight's RTN sensitivity at
+// that width and wider is scaled by the method's output error energy over
+// RTN's (llm-quantize's out_rel_err against RTN's on the probe window's
+// inputs). For AWQ, the weights its scales couple (q,k,v,o;
+// gate,up,down) share one width, since llm-quantize scales a site only
+// when all its weights have one grid.
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "compiler/driver/Compile.h"

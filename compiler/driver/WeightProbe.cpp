@@ -2,7 +2,10 @@
 #include "compiler/driver/WeightProbe.h"
 #include "llmc/executor.h"
 #include "llmc/metrics.h"
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace llmc {
@@ -27,9 +30,18 @@ WeightProbe::WeightProbe(const CompiledModel &ref, std::vector<int32_t> tokens, 
   };
   std::vector<float> logits = run(base_, o);
   vocab_ = int64_t(logits.size()) / int64_t(tokens_.size());
-  refLogp_.resize(logits.size());
-  for (size_t r = 0; r < tokens_.size(); ++r)
-    metrics::logSoftmax(&logits[r * size_t(vocab_)], vocab_, &refLogp_[r * size_t(vocab_)]);
+  refP_.resize(logits.size());
+  refNegEntropy_.assign(tokens_.size(), 0.0);
+  std::vector<double> lp(static_cast<size_t>(vocab_));
+  for (size_t r = 0; r < tokens_.size(); ++r) {
+    metrics::logSoftmax(&logits[r * size_t(vocab_)], vocab_, lp.data());
+    for (int64_t i = 0; i < vocab_; ++i) {
+      const double p = std::exp(lp[size_t(i)]);
+      refP_[r * size_t(vocab_) + size_t(i)] = p;
+      if (p > 0)
+        refNegEntropy_[r] += p * lp[size_t(i)];
+    }
+  }
 }
 
 double WeightProbe::kld(const std::string &name, DType dtype, const std::vector<uint8_t> &bytes) {
@@ -53,11 +65,24 @@ double WeightProbe::kld(const std::string &name, DType dtype, const std::vector<
   if (!found)
     throw std::runtime_error("WeightProbe: no weight '" + name + "' in the model");
   std::vector<float> logits = run(tensors, {});
-  std::vector<double> lq(static_cast<size_t>(vocab_));
+  // KL(p || q) = sum p log p - sum p x + logsumexp(x) for q = softmax(x):
+  // one exp per logit (metrics::klDivergence's value, without re-deriving p).
   double sum = 0;
   for (size_t r = 0; r < tokens_.size(); ++r) {
-    metrics::logSoftmax(&logits[r * size_t(vocab_)], vocab_, lq.data());
-    sum += metrics::klDivergence(&refLogp_[r * size_t(vocab_)], lq.data(), vocab_);
+    const float *x = &logits[r * size_t(vocab_)];
+    const double *p = &refP_[r * size_t(vocab_)];
+    double mx = -std::numeric_limits<double>::infinity(), px = 0;
+    for (int64_t i = 0; i < vocab_; ++i)
+      mx = std::max(mx, double(x[i]));
+    if (!std::isfinite(mx))
+      return std::numeric_limits<double>::quiet_NaN();
+    double z = 0;
+    for (int64_t i = 0; i < vocab_; ++i) {
+      z += std::exp(double(x[i]) - mx);
+      if (p[i] > 0)
+        px += p[i] * double(x[i]);
+    }
+    sum += std::max(0.0, refNegEntropy_[r] - px + mx + std::log(z));
   }
   return sum / double(tokens_.size());
 }

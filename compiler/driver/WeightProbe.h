@@ -46,7 +46,8 @@ private:
   nlohmann::json manifest_;
   int threads_;
   int64_t vocab_ = 0;
-  std::vector<double> refLogp_; // [tokens, vocab]
+  std::vector<double> refP_;           // reference probabilities [tokens, vocab]
+  std::vector<double> refNegEntropy_; // sum p log p per position
   std::map<std::string, std::shared_ptr<const std::vector<float>>> inputs_;
   double buildSeconds_ = 0, forwardSeconds_ = 0;
 };

@@ -25,10 +25,19 @@ std::vector<double> rtnErrorEnergies(const float *w, int64_t rows, int64_t cols,
       for (int64_t i = 0; i < group; ++i)
         range.add(x[i]);
       for (size_t k = 0; k < specs.size(); ++k) {
-        const Grid grid = makeGrid(range, specs[k]);
+        // quantCode/dequantCode's arithmetic, with the clamp as comparisons
+        // (the same for finite weights) so the loop vectorizes.
+        const GridSpec &s = specs[k];
+        const Grid grid = makeGrid(range, s);
+        const float id = grid.scale != 0.0f ? 1.0f / grid.scale : 0.0f;
+        const float off = float(s.offset()), qmax = float(s.qmax());
+        const float base = s.sym ? 0.0f : grid.min;
         double sum = 0;
         for (int64_t i = 0; i < group; ++i) {
-          const double d = double(x[i]) - double(dequantCode(quantCode(x[i], grid, specs[k]), grid, specs[k]));
+          float q = std::nearbyint((x[i] - base) * id) + off;
+          q = q < 0.0f ? 0.0f : (q > qmax ? qmax : q);
+          const float back = s.sym ? grid.scale * (q - off) : grid.scale * q + grid.min;
+          const double d = double(x[i]) - double(back);
           sum += d * d;
         }
         e[k] += sum;

@@ -8,7 +8,6 @@ Checks that the quality harness is wired correctly on a real model:
   English prose) is finite and plausible for a 135M-parameter model
   (printed, so regressions are visible in the log);
 - --json prints exactly one JSON object on stdout and nothing on stderr;
-- the self-evaluation of 1024 scored tokens finishes in under 60 s;
 - on a short passage, eval's perplexity equals one computed here with NumPy
   from `llmc run --dump-logits` over ids tokenized independently with the
   `tokenizers` library from the GGUF's own vocabulary and merges (so the
@@ -29,7 +28,6 @@ MAX_TOKENS = 1024
 # prose; anything outside [3, 60] means tokenization, BOS handling, windowing
 # or the executor is broken (a uniform guess over 49152 tokens gives 49152).
 PPL_RANGE = (3.0, 60.0)
-TIME_LIMIT_S = 60.0
 
 
 def eval_json(checks, name, args):
@@ -98,8 +96,8 @@ def main():
                      f"ppl {ppl:.4f} over {j['tokens']} tokens (expected {PPL_RANGE[0]}..{PPL_RANGE[1]})")
         print(f"SmolLM2-135M-Instruct Q4_1 perplexity on data/eval/default.txt "
               f"({j['tokens']} tokens, ctx {j['ctx']}): {ppl:.4f}")
-        checks.check(dt < TIME_LIMIT_S, f"self-eval of {MAX_TOKENS} tokens under {TIME_LIMIT_S:.0f} s",
-                     f"{dt:.1f} s")
+        print(f"self-eval of {MAX_TOKENS} tokens took {dt:.1f} s (information only: speed "
+              "is measured by benchmarks, not asserted)")
 
     # Perplexity alone from the artifact, with the metrics computed without a
     # reference: must equal the number above.

@@ -11,8 +11,8 @@
 // AWQ: llm-quantize: method=awq needs weights and calibration data: run it through llmc compile
 // OSAQ: llm-quantize: method=osaq needs weights and calibration data: run it through llmc compile
 // METHOD: llm-quantize: unknown method 'hqq' (expected rtn, gptq, awq, osaq, aaac, qtea or hbq)
-// BITS: llm-quantize: bits=9 group=16: grouped-integer type: 9 bits (2..8 supported)
-// GROUP: llm-quantize: bits=4 group=12: grouped-integer type: group size 12 (must be a multiple of 8 in [8, 4096])
+// BITS: llm-quantize: method=rtn bits=9 group=16: grouped-integer type: 9 bits (2..8 supported)
+// GROUP: llm-quantize: method=rtn bits=4 group=12: grouped-integer type: group size 12 (must be a multiple of 8 in [8, 4096])
 // TOKENS: llm-quantize: calib-tokens, calib-seq and awq-samples must be positive
 
 // A weight whose rows are not whole groups is named, and nothing is rewritten
