@@ -61,6 +61,7 @@ struct Node {
   int64_t inWidth = 0;   // width of in[0]
   WeightMatrix a, b, c, d; // op-specific matrices (see build)
   const TensorView *gate3 = nullptr, *up3 = nullptr, *down3 = nullptr; // moe
+  const TensorView *gate3Aux = nullptr, *up3Aux = nullptr, *down3Aux = nullptr; // side data
   std::vector<float> vec0, vec1, qBias, kBias, vBias;
   float eps = 1e-5f;
   ops::AttentionShape att{};
@@ -405,6 +406,9 @@ void Executor::Impl::build() {
       n.gate3 = &g;
       n.up3 = &u;
       n.down3 = &dn;
+      n.gate3Aux = art.tensor(g.name + kAuxSuffix);
+      n.up3Aux = art.tensor(u.name + kAuxSuffix);
+      n.down3Aux = art.tensor(dn.name + kAuxSuffix);
       n.ffn = F;
       n.experts = E;
       n.topK = k;
@@ -532,11 +536,11 @@ void Executor::Impl::runMoe(const Node &n) {
     su.resize(size_t(Te * F));
     sy.resize(size_t(Te * Dout));
     observe(n, 1, sx.data(), Te, D, e);
-    matmul(pool, WeightMatrix::slab(*n.gate3, e, art.tensor(n.gate3->name + kAuxSuffix)), sx.data(), Te, D, sg.data(), F);
-    matmul(pool, WeightMatrix::slab(*n.up3, e, art.tensor(n.up3->name + kAuxSuffix)), sx.data(), Te, D, su.data(), F);
+    matmul(pool, WeightMatrix::slab(*n.gate3, e, n.gate3Aux), sx.data(), Te, D, sg.data(), F);
+    matmul(pool, WeightMatrix::slab(*n.up3, e, n.up3Aux), sx.data(), Te, D, su.data(), F);
     ops::gatedActivation(n.act, sg.data(), su.data(), Te * F);
     observe(n, 2, sg.data(), Te, F, e);
-    matmul(pool, WeightMatrix::slab(*n.down3, e, art.tensor(n.down3->name + kAuxSuffix)), sg.data(), Te, F, sy.data(), Dout);
+    matmul(pool, WeightMatrix::slab(*n.down3, e, n.down3Aux), sg.data(), Te, F, sy.data(), Dout);
     for (int64_t i = 0; i < Te; ++i) {
       float w = list[size_t(i)].second;
       float *o = smoe.data() + list[size_t(i)].first * Dout;
