@@ -2,6 +2,7 @@
 #include "compiler/Registration.h"
 #include "dialects/llm/IR/LlmDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "passes/kv/Passes.h"
 #include "passes/quant/Passes.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -16,5 +17,6 @@ void registerLlmcPasses() {
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
   quant::registerQuantPasses();
+  kv::registerKvPasses();
 }
 } // namespace llmc

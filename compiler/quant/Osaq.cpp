@@ -83,23 +83,50 @@ OsaqNullSpace osaqNullSpace(const Eigen::MatrixXd &hA, const Eigen::MatrixXd &hB
   ns.relP1 = rel(0.01);
   ns.relP10 = rel(0.10);
   ns.relP50 = rel(0.50);
-  const double thrA = opts.eps * meanA;
-  while (ns.candidates < n && lam(ns.candidates) <= thrA)
-    ++ns.candidates;
-  if (ns.candidates == 0 || !(meanB > 0))
-    return ns; // nothing null, or no split B to confirm it on
-  const Eigen::MatrixXd ua = es.eigenvectors().leftCols(ns.candidates);
-  // Rotate within the candidate span to the split-B curvature's eigenbasis.
-  Eigen::MatrixXd m = ua.transpose() * hB * ua;
-  m = 0.5 * (m + m.transpose());
-  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> esB(m);
-  if (esB.info() != Eigen::Success)
-    throw std::runtime_error("osaq: eigendecomposition of the projected Hessian failed");
-  const double thrB = opts.eps * meanB;
-  int64_t keep = 0;
-  while (keep < ns.candidates && keep < opts.maxRank && esB.eigenvalues()(keep) <= thrB)
-    ++keep;
-  ns.basis = ua * esB.eigenvectors().leftCols(keep);
+  const Eigen::MatrixXd &vecs = es.eigenvectors();
+  auto below = [&](double thr) {
+    int64_t k = 0;
+    while (k < n && lam(k) <= thr)
+      ++k;
+    return k;
+  };
+  // Eigen-decomposition of split B's curvature within the first k
+  // eigenvectors of H_A (the directions null on both splits come first).
+  auto projectedB = [&](int64_t k, int options) {
+    Eigen::MatrixXd m = vecs.leftCols(k).transpose() * hB * vecs.leftCols(k);
+    m = 0.5 * (m + m.transpose());
+    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> esB(m, options);
+    if (esB.info() != Eigen::Success)
+      throw std::runtime_error("osaq: eigendecomposition of the projected Hessian failed");
+    return esB;
+  };
+  auto stableCount = [&](const Eigen::VectorXd &mu, double thr) {
+    int64_t k = 0;
+    while (k < mu.size() && mu(k) <= thr)
+      ++k;
+    return k;
+  };
+  ns.candidates = below(opts.eps * meanA);
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> esB;
+  if (ns.candidates > 0 && meanB > 0) {
+    // Rotate within the candidate span to the split-B curvature's eigenbasis.
+    esB = projectedB(ns.candidates, Eigen::ComputeEigenvectors);
+    const int64_t keep = std::min(std::max<int64_t>(0, opts.maxRank),
+                                  stableCount(esB.eigenvalues(), opts.eps * meanB));
+    ns.basis = vecs.leftCols(ns.candidates) * esB.eigenvectors().leftCols(keep);
+  }
+  // The same counts at other thresholds (eigenvalues only; a span equal to
+  // the one above reuses its decomposition).
+  for (size_t d = 0; d < ns.kDecadeEps.size(); ++d) {
+    const int64_t k = below(ns.kDecadeEps[d] * meanA);
+    ns.candidatesAt[d] = k;
+    if (k == 0 || !(meanB > 0))
+      continue;
+    const double thr = ns.kDecadeEps[d] * meanB;
+    ns.stableAt[d] = k == ns.candidates
+                         ? stableCount(esB.eigenvalues(), thr)
+                         : stableCount(projectedB(k, Eigen::EigenvaluesOnly).eigenvalues(), thr);
+  }
   return ns;
 }
 

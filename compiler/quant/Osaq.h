@@ -26,6 +26,7 @@
 #pragma once
 #include "compiler/quant/Gptq.h"
 #include <Eigen/Dense>
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -50,6 +51,11 @@ struct OsaqNullSpace {
   /// Spectrum of H_A relative to mean(diag H_A): smallest, 1%, 10%, 50%
   /// quantiles (ascending eigenvalues), for reports.
   double relMin = 0, relP1 = 0, relP10 = 0, relP50 = 0;
+  /// For choosing eps: at eps = kDecadeEps[k], how many eigenvalues of H_A
+  /// are under the threshold and how many of those directions pass the
+  /// split-B filter (not capped by maxRank).
+  static constexpr std::array<double, 4> kDecadeEps = {1e-6, 1e-5, 1e-4, 1e-3};
+  std::array<int64_t, 4> candidatesAt{}, stableAt{};
 };
 
 /// Steps 1-2. hA, hB: [n, n] Hessians of the two calibration splits. Throws

@@ -80,14 +80,22 @@ void osaqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite
       st->hB = st->h; // one split only: nothing can be confirmed, r = 0
       st->ns.basis.resize(s->cols, 0);
     }
-    if (s->expert < 0 && enough)
-      WeightStore::progressStream() << llvm::format(
+    if (s->expert < 0 && enough) {
+      auto &os = WeightStore::progressStream();
+      os << llvm::format(
           "[llmc] osaq block %lld %-16s n=%-5lld tokens A/B %lld/%lld: eig(H_A)/mean diag "
-          "min %.2e p1 %.2e p10 %.2e p50 %.2e; null candidates %lld, stable rank %lld\n",
+          "min %.2e p1 %.2e p10 %.2e p50 %.2e; null candidates %lld, stable rank %lld",
           (long long)block, joined(s->roles).c_str(), (long long)s->cols,
           (long long)(sp ? sp->a.tokens() : 0), (long long)(sp ? sp->b.tokens() : 0),
           st->ns.relMin, st->ns.relP1, st->ns.relP10, st->ns.relP50,
           (long long)st->ns.candidates, (long long)st->ns.rank());
+      // Candidates / stable directions at other thresholds, to choose osaq-eps.
+      os << "; candidates/stable at eps";
+      for (size_t d = 0; d < st->ns.kDecadeEps.size(); ++d)
+        os << llvm::format(" %.0e: %lld/%lld", st->ns.kDecadeEps[d],
+                           (long long)st->ns.candidatesAt[d], (long long)st->ns.stableAt[d]);
+      os << "\n";
+    }
     if (s->expert < 0 && !enough)
       WeightStore::progressStream() << llvm::format("[llmc] osaq block %lld %s: split A has fewer than %.2f x %lld "
                                    "tokens, null space not trusted (r = 0, plain GPTQ)\n",
@@ -109,7 +117,7 @@ void osaqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite
   g.damp = damp;
   for (const std::string &name : order) {
     const auto &byExpert = byWeight[name];
-    double changeB = 0, rangeBefore = 0, rangeAfter = 0;
+    double changeB = 0, rangeBefore = 0, rangeAfter = 0, minStep = 1;
     int64_t maxRank = 0, candidates = 0, solved = 0;
     auto slab = [&](int64_t expert, const float *w, int64_t rows, int64_t cols)
         -> std::optional<std::pair<QuantizedMatrix, const Eigen::MatrixXd *>> {
@@ -121,6 +129,7 @@ void osaqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite
       maxRank = std::max(maxRank, res.rank);
       candidates = std::max(candidates, st.ns.candidates);
       changeB = std::max(changeB, res.absorbed.relChangeB);
+      minStep = std::min(minStep, res.absorbed.step);
       rangeBefore += res.absorbed.rangeBefore;
       rangeAfter += res.absorbed.rangeAfter;
       ++solved;
@@ -140,6 +149,13 @@ void osaqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite
                           extra["osaq_range_after"] = rangeAfter / double(solved);
                         }
                       });
+    // What the absorption did to this weight (nothing to say with r = 0).
+    if (maxRank > 0 && rangeBefore > 0)
+      WeightStore::progressStream() << llvm::format(
+          "[llmc] osaq %-28s r=%-3lld group range %.4g -> %.4g (%+.2f%%), step %.3g, "
+          "output change on split B %.2e\n",
+          name.c_str(), (long long)maxRank, rangeBefore / double(solved),
+          rangeAfter / double(solved), 100.0 * (rangeAfter / rangeBefore - 1.0), minStep, changeB);
   }
 }
 

@@ -5,12 +5,15 @@
 //  - OSAQ + GPTQ has an output error <= GPTQ's at 2 and 3 bits there;
 //  - full-rank inputs give r = 0 and exactly GPTQ's codes and grids;
 //  - a threshold loose enough to take curved directions is held to the
-//    split-B output-change bound.
+//    split-B output-change bound;
+//  - the per-threshold counts (candidates on split A, stable on split B)
+//    that the pass prints to help choose osaq-eps.
 //===----------------------------------------------------------------------===//
 #include "compiler/quant/Osaq.h"
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <random>
 
@@ -158,6 +161,31 @@ TEST(Osaq, LooseThresholdIsHeldToTheSplitBBound) {
   OsaqAbsorbed abs = osaqAbsorb(p.w.data(), p.rows, p.cols, ns, p.hB, GridSpec{3, false, 32}, o);
   EXPECT_LE(abs.relChangeB, o.maxRelChange * (1 + 1e-9));
   EXPECT_LE(abs.rangeAfter, abs.rangeBefore);
+}
+
+TEST(Osaq, DecadeCountsSeparateCandidatesFromStableDirections) {
+  // H_A: two exact zeros and one eigenvalue at ~1.6e-5 x mean(diag); H_B is
+  // curved along e1, so only e0 (and e2 once eps admits it) are stable.
+  Eigen::VectorXd a(8), b(8);
+  a << 0, 0, 1e-5, 1, 1, 1, 1, 1;
+  b << 0, 1, 0, 1, 1, 1, 1, 1;
+  OsaqOptions o; // eps 1e-4
+  OsaqNullSpace ns =
+      osaqNullSpace(a.asDiagonal().toDenseMatrix(), b.asDiagonal().toDenseMatrix(), o);
+  const std::array<int64_t, 4> cand = {2, 2, 3, 3}, stable = {1, 1, 2, 2};
+  EXPECT_EQ(ns.candidatesAt, cand);
+  EXPECT_EQ(ns.stableAt, stable);
+  EXPECT_EQ(ns.candidates, 3);
+  ASSERT_EQ(ns.rank(), 2);
+  EXPECT_NEAR(std::fabs(ns.basis(1, 0)) + std::fabs(ns.basis(1, 1)), 0.0, 1e-12);
+
+  // Inputs of rank 48: every threshold finds the same exact null space.
+  Problem p = makeProblem(/*rank=*/48, 2);
+  ns = osaqNullSpace(p.hA, p.hB, o);
+  for (size_t d = 0; d < ns.kDecadeEps.size(); ++d) {
+    EXPECT_EQ(ns.candidatesAt[d], p.cols - 48) << ns.kDecadeEps[d];
+    EXPECT_EQ(ns.stableAt[d], p.cols - 48) << ns.kDecadeEps[d];
+  }
 }
 
 TEST(Osaq, RejectsMismatchedHessians) {

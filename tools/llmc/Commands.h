@@ -23,6 +23,7 @@ std::function<int()> addRunCommand(CLI::App &app);
 std::function<int()> addImportCommand(CLI::App &app);
 std::function<int()> addEvalCommand(CLI::App &app);
 std::function<int()> addBenchCommand(CLI::App &app);
+std::function<int()> addEvalLongCommand(CLI::App &app);
 
 /// Opens an .llmc artifact, or reads and compiles a GGUF file, HF folder or
 /// llama2.c checkpoint in memory. Throws std::runtime_error.

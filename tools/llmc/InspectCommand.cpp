@@ -1,6 +1,8 @@
 //===- InspectCommand.cpp - llmc inspect OUT.llmc -----------------------===//
 #include "Commands.h"
 #include <cstdio>
+#include <string>
+#include <vector>
 
 namespace llmc::tool {
 namespace {
@@ -14,6 +16,37 @@ std::string shapeStr(const std::vector<int64_t> &s) {
   for (size_t i = 0; i < s.size(); ++i)
     r += (i ? "x" : "") + std::to_string(s[i]);
   return r;
+}
+/// One line per attention node that carries a kv_policy (written by
+/// llm-kv-policy): its method, budget and the values that differ per layer.
+void printKvPolicies(const Program &program) {
+  int64_t attention = 0;
+  std::vector<std::string> lines;
+  for (const ProgramNode &n : program.nodes) {
+    if (n.op != "attention")
+      continue;
+    ++attention;
+    auto it = n.attrs.find("kv_policy");
+    if (it == n.attrs.end() || !it->is_object())
+      continue;
+    const nlohmann::json &p = *it;
+    char budget[64];
+    if (p.value("budget_tokens", (int64_t)0) > 0)
+      snprintf(budget, sizeof budget, "%lld tokens", (long long)p.value("budget_tokens", (int64_t)0));
+    else
+      snprintf(budget, sizeof budget, "%g", p.value("budget", 0.0));
+    char line[256];
+    snprintf(line, sizeof line, "  layer %-4lld %-10s budget %s, layer_scale %g, mode %s, kv_quant %s",
+             (long long)n.attrs.value("layer", (int64_t)-1), p.value("method", "?").c_str(), budget,
+             p.value("layer_scale", 1.0), p.value("mode", "?").c_str(),
+             p.value("kv_quant", "?").c_str());
+    lines.push_back(line);
+  }
+  if (lines.empty())
+    return;
+  printf("kv policies:   %zu of %lld attention layers\n", lines.size(), (long long)attention);
+  for (const std::string &l : lines)
+    printf("%s\n", l.c_str());
 }
 } // namespace
 
@@ -53,6 +86,7 @@ std::function<int()> addInspectCommand(CLI::App &app) {
            tok.kind.empty() ? "none" : tok.kind.c_str(), tok.tokens.size(), tok.bos_id,
            tok.eos_id, tok.chat_template.empty() ? "no" : "yes");
     printf("program:       %zu nodes\n", art->program().nodes.size());
+    printKvPolicies(art->program());
     printf("tensors:       %zu\n", art->tensors().size());
     printf("  %-36s %-6s %-16s %12s %10s\n", "name", "type", "shape", "bytes", "offset");
     int64_t total = 0, params = 0;

@@ -13,6 +13,7 @@ int main(int argc, char **argv) {
   auto import = llmc::tool::addImportCommand(app);
   auto eval = llmc::tool::addEvalCommand(app);
   auto bench = llmc::tool::addBenchCommand(app);
+  auto evalLong = llmc::tool::addEvalLongCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
@@ -32,6 +33,8 @@ int main(int argc, char **argv) {
       return eval();
     if (app.got_subcommand("bench"))
       return bench();
+    if (app.got_subcommand("eval-long"))
+      return evalLong();
   } catch (const std::exception &e) {
     fprintf(stderr, "llmc: error: %s\n", e.what());
     return llmc::tool::kError;

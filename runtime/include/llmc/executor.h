@@ -8,7 +8,10 @@
 #include "llmc/artifact.h"
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -44,7 +47,13 @@ struct ExecutorOptions {
   /// runs, and it returns an empty vector). Calibration of block l needs
   /// nothing after it.
   int64_t stop_after_block = -1;
+  /// KV-policy sweeps: every attention layer records what any policy needs
+  /// from a prompt (window queries, cumulative attention) even under the
+  /// full cache, so that setKvPolicies can compress a saved prefill later.
+  bool kv_record = false;
 };
+
+struct KvSnapshot;
 
 class Executor {
 public:
@@ -71,6 +80,20 @@ public:
   void reset(); // clear the KV cache
   int64_t vocabSize() const;
   int64_t maxContext() const;
+  /// Bytes the KV caches hold (allocated storage of every head's entries).
+  int64_t kvCacheBytes() const;
+  /// Entries (tokens x KV heads) the KV caches hold, over all layers.
+  int64_t kvCacheEntries() const;
+
+  /// KV-policy sweeps: the caches and position, to try several policies on
+  /// one prefill (restoreKv puts them back exactly).
+  std::shared_ptr<const KvSnapshot> saveKv() const;
+  void restoreKv(const KvSnapshot &snapshot);
+  /// Replace the policy of each layer's attention node (kv_policy objects as
+  /// in the program, by the node's `layer`; layers not listed get the full
+  /// cache) and, if compress_now, apply it to the cache as after a prompt.
+  /// Throws std::runtime_error for an invalid policy or unknown layer.
+  void setKvPolicies(const std::map<int64_t, nlohmann::json> &by_layer, bool compress_now);
 
 private:
   struct Impl;

@@ -14,8 +14,10 @@
 #include "OpSpec.h"
 #include "Ops.h"
 #include "ThreadPool.h"
+#include "../kv/KvCache.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <set>
 #include <stdexcept>
@@ -81,10 +83,6 @@ struct Node {
   std::vector<Site> sites;
 };
 
-struct KVCache {
-  std::vector<float> k, v;
-  int64_t dim = 0; // kv_heads * head_dim
-};
 
 } // namespace
 
@@ -98,7 +96,10 @@ struct Executor::Impl {
   std::vector<int64_t> widths; // by value id
   std::vector<std::vector<float>> vals;
   std::vector<int64_t> valRows;
-  std::vector<KVCache> caches;
+  std::vector<kv::LayerCache> caches;
+  std::vector<int64_t> cacheLayers;   // the `layer` of each cache's node
+  std::vector<std::string> cacheDesc; // its node, for errors
+  bool kvRecord = false;
   // Scratch reused across steps.
   std::vector<float> sq, sk, sv, satt, sg, su, sx, sy, slogits, smoe;
   LinearInputHook hook;
@@ -106,7 +107,7 @@ struct Executor::Impl {
 
   Impl(const Artifact &a, const ExecutorOptions &o)
       : art(a), pool(o.threads), hook(o.linear_input_hook), hookBlock(o.hook_block),
-        stopAfterBlock(o.stop_after_block) {
+        stopAfterBlock(o.stop_after_block), kvRecord(o.kv_record) {
     int64_t ctx = a.config().context_length;
     maxCtx = o.max_context > 0 ? o.max_context : (ctx > 0 ? std::min<int64_t>(ctx, 4096) : 4096);
     build();
@@ -346,27 +347,27 @@ void Executor::Impl::build() {
       else
         throw std::runtime_error(ctx + ": unknown rope_style '" + style +
                                  "' (expected interleaved or half)");
+      kv::Policy policy;
       if (const nlohmann::json *kp = jsonf::find(at, "kv_policy")) {
-        std::string kind = jsonf::getString(*kp, "kind", ctx + " kv_policy", "full");
-        if (kind == "sliding_window") {
+        if (kp->is_object() && kp->value("kind", "") == "sliding_window") {
           n.att.window = jsonf::getInt(*kp, "window", ctx + " kv_policy");
           if (n.att.window <= 0)
             throw std::runtime_error(ctx + ": kv_policy window must be positive");
-        } else if (kind != "full") {
-          throw std::runtime_error(ctx + ": unsupported kv_policy kind '" + kind +
-                                   "' (this runtime knows full and sliding_window)");
+        } else {
+          policy = kv::parsePolicy(*kp, ctx, KV);
         }
       }
       int64_t layer = jsonf::getInt(at, "layer", ctx);
       if (layer < 0 || !cacheSlots.insert(layer).second)
         throw std::runtime_error(ctx + ": KV cache slot (layer " + std::to_string(layer) +
                                  ") is negative or used by another attention node");
-      KVCache kc;
-      kc.dim = KV * hd;
-      kc.k.assign(size_t(maxCtx * kc.dim), 0.0f);
-      kc.v.assign(size_t(maxCtx * kc.dim), 0.0f);
+      const WeightMatrix wo = n.d;
       n.cache = int(caches.size());
-      caches.push_back(std::move(kc));
+      caches.emplace_back(policy, layer, H, KV, hd, n.att.window, n.width,
+                          [wo](int64_t r, float *dst) { loadRow(wo, r, dst); });
+      caches.back().setRecording(kvRecord);
+      cacheLayers.push_back(layer);
+      cacheDesc.push_back(ctx);
       break;
     }
     case Op::Mlp: {
@@ -452,18 +453,18 @@ void Executor::Impl::runAttention(const Node &n) {
   observe(n, 0, xv.data(), T, D);
   matmulMany(pool, qkv, 3, xv.data(), T, D); // one parallel loop for all three
 
-  KVCache &kc = caches[size_t(n.cache)];
+  kv::LayerCache &kc = caches[size_t(n.cache)];
   const int64_t p0 = pos;
   pool.parallelFor(0, T, 0, [&](int64_t lo, int64_t hi) {
     std::vector<float> cs(static_cast<size_t>(hd));
     for (int64_t t = lo; t < hi; ++t) {
       ops::applyRope(sq.data() + t * qd, H, hd, p0 + t, n.invFreq, n.rope, cs.data());
       ops::applyRope(sk.data() + t * kvd, KV, hd, p0 + t, n.invFreq, n.rope, cs.data());
-      std::copy(sk.data() + t * kvd, sk.data() + (t + 1) * kvd, kc.k.data() + (p0 + t) * kvd);
-      std::copy(sv.data() + t * kvd, sv.data() + (t + 1) * kvd, kc.v.data() + (p0 + t) * kvd);
     }
   });
-  ops::attend(pool, n.att, sq.data(), T, p0, kc.k.data(), kc.v.data(), satt.data(), maxCtx);
+  kc.append(sk.data(), sv.data(), T, kvd, p0);
+  kc.attend(pool, sq.data(), T, satt.data());
+  kc.afterStep(sq.data(), T, p0);
   observe(n, 1, satt.data(), T, qd);
   std::vector<float> &out = value(n.out, T, n.width);
   matmul(pool, n.d, satt.data(), T, qd, out.data(), n.width);
@@ -739,8 +740,61 @@ std::vector<float> Executor::forwardBlock(int64_t block, const std::vector<float
 }
 
 int64_t Executor::pos() const { return impl->pos; }
-void Executor::reset() { impl->pos = 0; }
+void Executor::reset() {
+  impl->pos = 0;
+  for (kv::LayerCache &c : impl->caches)
+    c.reset();
+}
 int64_t Executor::vocabSize() const { return impl->widths[size_t(impl->output)]; }
 int64_t Executor::maxContext() const { return impl->maxCtx; }
+int64_t Executor::kvCacheEntries() const {
+  int64_t e = 0;
+  for (const kv::LayerCache &c : impl->caches)
+    e += c.entries();
+  return e;
+}
+
+struct KvSnapshot {
+  std::vector<kv::LayerCache> caches;
+  int64_t pos = 0;
+};
+
+std::shared_ptr<const KvSnapshot> Executor::saveKv() const {
+  auto s = std::make_shared<KvSnapshot>();
+  s->caches = impl->caches;
+  s->pos = impl->pos;
+  return s;
+}
+
+void Executor::restoreKv(const KvSnapshot &snapshot) {
+  if (snapshot.caches.size() != impl->caches.size())
+    throw std::runtime_error("Executor::restoreKv: the snapshot is of another program");
+  std::vector<kv::LayerCache> copy(snapshot.caches); // storage sized to the entries
+  impl->caches.swap(copy);
+  impl->pos = snapshot.pos;
+}
+
+void Executor::setKvPolicies(const std::map<int64_t, nlohmann::json> &by_layer, bool compress_now) {
+  Impl &m = *impl;
+  std::vector<kv::Policy> policies(m.caches.size());
+  for (const auto &[layer, json] : by_layer) {
+    auto it = std::find(m.cacheLayers.begin(), m.cacheLayers.end(), layer);
+    if (it == m.cacheLayers.end())
+      throw std::runtime_error("Executor::setKvPolicies: no attention node has layer " +
+                               std::to_string(layer));
+    size_t i = size_t(it - m.cacheLayers.begin());
+    if (!json.is_null())
+      policies[i] = kv::parsePolicy(json, m.cacheDesc[i], m.caches[i].kvHeads());
+  }
+  for (size_t i = 0; i < m.caches.size(); ++i)
+    m.caches[i].setPolicy(policies[i], compress_now);
+}
+
+int64_t Executor::kvCacheBytes() const {
+  int64_t bytes = 0;
+  for (const kv::LayerCache &c : impl->caches)
+    bytes += c.bytes();
+  return bytes;
+}
 
 } // namespace llmc

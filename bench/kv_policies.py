@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+"""Regenerate docs/results/kv-policies.md: llmc's KV-cache policies on
+SmolLM2-135M-Instruct at long context.
+
+Every policy (StreamingLLM, H2O, SnapKV, PyramidKV, ReST-KV, LaProx, CapKV,
+InertiaKV, Random) at budgets of 5, 10, 25 and 50% of the prompt, with and
+without PolyKV cache quantization, against the full cache, on:
+  - passkey retrieval at 1k, 2k and 4k tokens (needle depths 0..1),
+  - multi-needle retrieval at 2k,
+  - perplexity of the last tokens of a long text at 4k (teacher-forced
+    decoding after the compressed prompt),
+  - decode tokens/s and KV bytes at 4k and 8k.
+One `llmc eval-long --policies FILE` run per (task, context) prefills each
+prompt once and applies every policy to a copy of that cache, so the
+policies see identical prompts and the comparison costs one prefill.
+Results are cached per (llmc sources, task, context, policies) in
+.cache/bench/kv so an interrupted run resumes. Nothing is estimated: a run
+that fails is reported as failed.
+
+Usage:
+  python3 bench/kv_policies.py            # everything (~1-2 h on 2 cores)
+  python3 bench/kv_policies.py --quick    # smoke: 512/1024 tokens, few policies
+  python3 bench/kv_policies.py --cached-only
+Only the Python standard library is needed; llmc must be built.
+"""
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_OUT = os.path.join(REPO, "docs", "results", "kv-policies.md")
+MODEL = os.path.join(REPO, ".cache", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+CACHE_DIR = os.path.join(REPO, ".cache", "bench", "kv")
+METHODS = ("streaming", "h2o", "snapkv", "pyramidkv", "restkv", "laprox", "capkv", "inertiakv",
+           "random")
+BUDGETS = (0.05, 0.1, 0.25, 0.5)
+# What a measured row depends on (cached rows are reused only while these
+# sources are unchanged).
+RESULT_SOURCES = ("runtime", "compiler", "passes", "dialects", "tools/llmc", "data/long")
+
+
+def log(msg):
+    print(f"[kv-bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def find_llmc(explicit):
+    for c in ([explicit] if explicit else [os.path.join(REPO, "build", "bin", "llmc"),
+                                           shutil.which("llmc")]):
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return os.path.abspath(c)
+    sys.exit("bench/kv_policies.py: llmc not found; build it or pass --llmc")
+
+
+def source_digest():
+    h = hashlib.sha256()
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard",
+                            *RESULT_SOURCES], cwd=REPO, capture_output=True, text=True,
+                           check=True).stdout.split()
+    for rel in sorted(files):
+        path = os.path.join(REPO, rel)
+        if os.path.isfile(path):
+            h.update(rel.encode() + b"\0")
+            with open(path, "rb") as f:
+                h.update(hashlib.sha256(f.read()).digest())
+    return h.hexdigest()[:16]
+
+
+def policy_lines(methods, budgets, quant):
+    """(key, option string) of every policy of a sweep, the full cache first."""
+    lines = [("full", "method=full")]
+    if quant:
+        lines.append(("full+polykv", "method=streaming budget=1.0 kv-quant=polykv"))
+    for m in methods:
+        for b in budgets:
+            lines.append((f"{m}@{b:g}", f"method={m} budget={b:g}"))
+            if quant:
+                lines.append((f"{m}@{b:g}+polykv", f"method={m} budget={b:g} kv-quant=polykv"))
+    return lines
+
+
+def run_sweep(llmc, digest, task, context, lines, extra, timeout, cached_only):
+    """Rows of one eval-long sweep keyed by policy key, from the cache or a run."""
+    key = json.dumps([digest, task, context, [l for _, l in lines], extra])
+    path = os.path.join(CACHE_DIR, hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
+    if os.path.isfile(path):
+        with open(path) as f:
+            log(f"{task} @ {context}: cached")
+            return json.load(f)
+    if cached_only:
+        return {"error": "not measured yet (rerun bench/kv_policies.py)"}
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        for _, l in lines:
+            f.write(l + "\n")
+        pfile = f.name
+    cmd = [llmc, "eval-long", MODEL, "--task", task, "--context", str(context), "--policies",
+           pfile, "--json", *extra]
+    log(f"{task} @ {context}: {len(lines)} policies: {' '.join(cmd)}")
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.unlink(pfile)
+        return {"error": f"timed out after {timeout} s"}
+    os.unlink(pfile)
+    if p.returncode != 0:
+        msg = (p.stderr.strip().splitlines() or ["?"])[-1]
+        log(f"{task} @ {context}: FAILED: {msg}")
+        return {"error": msg}
+    rows = {}
+    by_line = {l: k for k, l in lines}
+    for line in p.stdout.splitlines():
+        if line.startswith("{"):
+            r = json.loads(line)
+            rows[by_line.get(r.get("policy"), r.get("policy"))] = r
+    result = {"rows": rows, "seconds": round(time.time() - t0, 1)}
+    os.makedirs(CACHE_DIR, exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(result, f)
+    os.replace(path + ".tmp", path)
+    log(f"{task} @ {context}: done in {result['seconds']} s")
+    return result
+
+
+def cell(res, key, field, fmt):
+    if "error" in res:
+        return "—"
+    r = res["rows"].get(key)
+    if r is None or r.get(field) is None:
+        return "—"
+    return fmt(r[field])
+
+
+def git_commit():
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=REPO, capture_output=True, text=True).stdout.strip()
+        return (head or "unknown") + (" (with uncommitted changes)" if dirty else "")
+    except OSError:
+        return "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smoke run: short contexts, few policies")
+    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--llmc")
+    ap.add_argument("--trials", type=int, help="retrieval prompts per context (default 5; quick 2)")
+    ap.add_argument("--threads", type=int, default=0, help="llmc threads (0: all cores)")
+    ap.add_argument("--cached-only", action="store_true", help="render cached results only")
+    args = ap.parse_args()
+    llmc = find_llmc(args.llmc)
+    if not os.path.isfile(MODEL):
+        sys.exit(f"bench/kv_policies.py: {MODEL} missing; run scripts/setup.sh")
+    digest = source_digest()
+    started = time.time()
+    quick = args.quick
+    trials = args.trials or (2 if quick else 5)
+    methods = ("streaming", "snapkv", "restkv") if quick else METHODS
+    budgets = (0.1, 0.5) if quick else BUDGETS
+    lines = policy_lines(methods, budgets, quant=True)
+    speed_lines = policy_lines(methods, (0.1,), quant=True)
+    passkey_ctx = (512, 1024) if quick else (1024, 2048, 4096)
+    needle_ctx = 1024 if quick else 2048
+    ppl_ctx = 1024 if quick else 4096
+    speed_ctx = 2048 if quick else 8192
+    common = ["-t", str(args.threads), "-q"]
+
+    res = {}
+    for ctx in passkey_ctx:
+        res[("passkey", ctx)] = run_sweep(llmc, digest, "passkey", ctx, lines,
+                                          common + ["--trials", str(trials)], 7200,
+                                          args.cached_only)
+    res[("multi-needle", needle_ctx)] = run_sweep(
+        llmc, digest, "multi-needle", needle_ctx, lines, common + ["--trials", str(trials)], 7200,
+        args.cached_only)
+    res[("ppl", ppl_ctx)] = run_sweep(llmc, digest, "ppl", ppl_ctx, lines,
+                                      common + ["--score-tokens", "32" if quick else "64"],
+                                      7200, args.cached_only)
+    res[("speed", speed_ctx)] = run_sweep(llmc, digest, "ppl", speed_ctx, speed_lines,
+                                          common + ["--score-tokens", "16" if quick else "32"],
+                                          7200, args.cached_only)
+
+    out = []
+    w = out.append
+    w("# KV-cache policies: retrieval, perplexity, memory and speed\n")
+    w("Generated by `bench/kv_policies.py`; do not edit by hand, rerun it.\n")
+    w(f"- Command: `python3 bench/kv_policies.py{' --quick' if quick else ''}"
+      f"{' --cached-only' if args.cached_only else ''}`")
+    w(f"- Model: SmolLM2-135M-Instruct (`{os.path.relpath(MODEL, REPO)}`), weights as in the "
+      "source; the full cache stores keys and values in f32")
+    w(f"- Machine: {os.cpu_count()} CPU cores, {platform.machine()}, shared with other jobs "
+      "(speeds are indicative)")
+    w(f"- Date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC; run took "
+      f"{(time.time() - started) / 60:.1f} min")
+    w(f"- Git commit: {git_commit()}")
+    w(f"- Retrieval: {trials} prompts per context, needle depths evenly spread over 0..1; "
+      "budgets are fractions of the prompt's entries per (layer, KV head), observation "
+      "window 32 included")
+    w("")
+    pk = [("passkey", c) for c in passkey_ctx]
+    hdr = (["Policy", "Budget", "KV quant"] + [f"passkey {c // 1024 or c}{'k' if c >= 1024 else ''}"
+                                                 for _, c in pk] +
+           [f"multi-needle {needle_ctx // 1024}k", f"ppl {ppl_ctx // 1024}k",
+            f"KV MiB {ppl_ctx // 1024}k", f"decode tok/s {ppl_ctx // 1024}k",
+            f"compress ms {ppl_ctx // 1024}k"])
+    w("| " + " | ".join(hdr) + " |")
+    w("|" + "|".join(["---"] * 3 + ["---:"] * (len(hdr) - 3)) + "|")
+    pct = lambda v: f"{100 * v:.0f}%"
+    for key, line in lines:
+        method = key.split("@")[0].split("+")[0]
+        budget = key.split("@")[1].split("+")[0] if "@" in key else "100%"
+        if "@" in key:
+            budget = f"{100 * float(budget):g}%"
+        quant = "polykv" if key.endswith("+polykv") else "none"
+        cells = [method, budget, quant]
+        cells += [cell(res[t], key, "accuracy", pct) for t in pk]
+        cells.append(cell(res[("multi-needle", needle_ctx)], key, "accuracy", pct))
+        r = res[("ppl", ppl_ctx)]
+        cells.append(cell(r, key, "ppl", lambda v: f"{v:.3f}"))
+        cells.append(cell(r, key, "kv_bytes", lambda v: f"{v / 2**20:.1f}"))
+        cells.append(cell(r, key, "decode_tok_s", lambda v: f"{v:.1f}"))
+        cells.append(cell(r, key, "compress_s", lambda v: f"{1000 * v:.0f}"))
+        w("| " + " | ".join(cells) + " |")
+    w("")
+    sr = res[("speed", speed_ctx)]
+    w(f"## Decode at {speed_ctx // 1024}k tokens (budget 10%)\n")
+    w("| Policy | KV quant | KV MiB | KV entries | decode tok/s | vs full | compress ms |")
+    w("|---|---|---:|---:|---:|---:|---:|")
+    full_speed = sr.get("rows", {}).get("full", {}).get("decode_tok_s") if "rows" in sr else None
+    for key, _ in speed_lines:
+        method = key.split("@")[0].split("+")[0]
+        quant = "polykv" if key.endswith("+polykv") else "none"
+        r = sr.get("rows", {}).get(key) if "rows" in sr else None
+        if not r:
+            w(f"| {method} | {quant} | — | — | — | — | — |")
+            continue
+        ratio = f"{r['decode_tok_s'] / full_speed:.2f}x" if full_speed else "—"
+        w(f"| {method} | {quant} | {r['kv_bytes'] / 2**20:.1f} | {r.get('kv_entries', 0)} | "
+          f"{r['decode_tok_s']:.1f} | {ratio} | {1000 * r.get('compress_s', 0):.0f} |")
+    w("")
+    errors = [(t, c, r["error"]) for (t, c), r in res.items() if "error" in r]
+    if errors:
+        w("## Not measured\n")
+        for t, c, e in errors:
+            w(f"- {t} @ {c}: {e}")
+        w("")
+    w("## Reading the tables\n")
+    w("- **Budget**: entries kept per (layer, KV head) after the prompt, as a fraction of the "
+      "prompt (the 32-token observation window included, so 5% of 1k keeps the window plus "
+      "~19). PyramidKV spreads the same total over layers (more in early layers). Decode-time "
+      "policies (InertiaKV, Random) evict while generating, every 16 tokens past the budget.")
+    w("- **KV quant polykv**: keys int8 (q8_0 blocks), values rotated by a seeded "
+      "Walsh-Hadamard transform and stored as 3-bit Lloyd-Max codes plus an fp16 norm "
+      "(94 bytes per head and token instead of 512 in f32); `full+polykv` quantizes without "
+      "evicting.")
+    w("- **KV MiB**: bytes the cache holds after the run (allocated storage of every head; "
+      "evicted entries are freed). **decode tok/s**: teacher-forced single-token steps after "
+      "the compressed prompt. **compress ms**: applying the policy to the prefilled cache "
+      "(scoring + compaction, all layers).")
+    w("- ppl: perplexity of the last scored tokens of data/long/ (GNU licence texts) given "
+      "the compressed prompt before them.")
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write("\n".join(out) + "\n")
+    log(f"wrote {os.path.relpath(args.out, REPO)}")
+
+
+if __name__ == "__main__":
+    main()

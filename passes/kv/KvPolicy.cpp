@@ -1,0 +1,226 @@
+//===- KvPolicy.cpp - llm-kv-policy: validate options, attach kv_policy ---===//
+// The compiler side of the KV-cache policies: it checks the options (all of
+// them, and the module's attention layers, before any op changes) and writes
+// the complete `kv_policy` dictionary of the contract (every key, so the
+// runtime needs no defaults) onto each selected llm.attention op. Nothing is
+// computed from weights here; selection and eviction run in the runtime.
+// The per-layer budget multiplier `layer_scale` is the only derived value
+// (layers=pyramid: linear in depth, mean 1).
+//===----------------------------------------------------------------------===//
+#include "passes/kv/Passes.h"
+#include "dialects/llm/IR/LlmOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include <optional>
+#include <set>
+
+using namespace mlir;
+
+namespace llmc::kv {
+#define GEN_PASS_DEF_KVPOLICYPASS
+#include "passes/kv/Passes.h.inc"
+
+namespace {
+
+constexpr const char *kMethods[] = {"full",  "streaming", "h2o",  "snapkv",
+                                    "pyramidkv", "restkv", "laprox", "capkv",
+                                    "rdkv",  "inertiakv", "random", "depthkv"};
+constexpr const char *kMethodList = "full, streaming, h2o, snapkv, pyramidkv, restkv, laprox, "
+                                    "capkv, rdkv, inertiakv, random or depthkv";
+constexpr double kPyramidBeta = 20.0;
+
+/// A parsed `budget`: exactly one of ratio / tokens is nonzero.
+struct Budget {
+  double ratio = 0;
+  int64_t tokens = 0;
+};
+
+/// "0.1", "10%", ".5" and anything below 1 are ratios; a whole number >= 1
+/// is a token count. Range checks are the caller's; this only fails on text
+/// that is neither.
+std::optional<Budget> parseBudget(llvm::StringRef text) {
+  text = text.trim();
+  Budget b;
+  double v;
+  if (text.consume_back("%")) {
+    if (text.trim().getAsDouble(v))
+      return std::nullopt;
+    b.ratio = v / 100.0;
+    return b;
+  }
+  if (text.getAsDouble(v))
+    return std::nullopt;
+  if (text.contains('.') || v < 1) {
+    b.ratio = v;
+    return b;
+  }
+  if (text.getAsInteger(10, b.tokens))
+    return std::nullopt;
+  return b;
+}
+
+/// layer_scale of layer `l` of `L` under layers=pyramid: from
+/// 2 - 1/beta (l = 0) down to 1/beta (l = L-1), linear, mean 1. Written as
+/// an interpolation between the ends so the ends are exact in f64.
+double pyramidScale(int64_t l, int64_t L) {
+  if (L <= 1)
+    return 1.0;
+  const double lo = 1.0 / kPyramidBeta, hi = 2.0 - lo;
+  return (hi * double(L - 1 - l) + lo * double(l)) / double(L - 1);
+}
+
+struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fail = [&](const Twine &msg) {
+      module.emitError() << "llm-kv-policy: " << msg;
+      signalPassFailure();
+    };
+
+    // --- Options (nothing is modified until all of them pass). ---
+    const std::string m = method;
+    if (m.empty())
+      return fail(Twine("option 'method' is required (one of ") + kMethodList + ")");
+    if (!llvm::is_contained(kMethods, llvm::StringRef(m)))
+      return fail("unknown method '" + m + "' (option 'method': one of " + kMethodList + ")");
+
+    if (window < 1)
+      return fail("option 'window' must be >= 1, not " + Twine(int64_t(window)));
+    if (sink < 0)
+      return fail("option 'sink' must be >= 0, not " + Twine(int64_t(sink)));
+    if (refresh < 1)
+      return fail("option 'refresh' must be >= 1, not " + Twine(int64_t(refresh)));
+    if (pool < 1 || pool % 2 == 0)
+      return fail("option 'pool' must be odd and >= 1 (1 = no smoothing), not " +
+                  Twine(int64_t(pool)));
+
+    Budget b;
+    const std::string budgetText = budget;
+    if (m == "full") {
+      if (!budgetText.empty())
+        return fail("option 'budget' does not apply to method=full (it keeps every entry)");
+      b.ratio = 1.0;
+    } else {
+      if (budgetText.empty())
+        return fail("option 'budget' is required for method=" + m +
+                    " (a ratio in (0, 1] such as 0.1 or 10%, or tokens per layer and KV "
+                    "head such as 512)");
+      auto parsed = parseBudget(budgetText);
+      if (!parsed)
+        return fail("option 'budget': '" + budgetText +
+                    "' is neither a ratio (0.1, 10%) nor a whole token count (512)");
+      b = *parsed;
+      const int64_t minTokens = window + sink + 1;
+      if (b.tokens == 0 && !(b.ratio > 0 && b.ratio <= 1))
+        return fail("option 'budget': ratio " + budgetText + " is not in (0, 1]");
+      if (b.tokens != 0 && b.tokens < minTokens)
+        return fail("option 'budget': " + Twine(b.tokens) +
+                    " tokens is fewer than window + sink + 1 = " + Twine(minTokens));
+    }
+
+    std::string md = mode;
+    if (md != "prefill" && md != "decode" && md != "both")
+      return fail("option 'mode' must be prefill, decode or both, not '" + md + "'");
+    if (m == "random" || m == "inertiakv") {
+      if (!mode.hasValue())
+        md = "decode";
+      else if (md == "prefill")
+        return fail("method=" + m +
+                    " evicts while decoding: option 'mode' must be decode or both, not prefill");
+    }
+
+    std::string ly = layers;
+    if (ly != "uniform" && ly != "pyramid" && ly != "depthkv")
+      return fail("option 'layers' must be uniform or pyramid (depthkv: not implemented yet), "
+                  "not '" + ly + "'");
+    if (m == "depthkv")
+      return fail("method=depthkv uses layers=depthkv, and layers=depthkv needs a calibration "
+                  "pass that is not implemented yet");
+    if (ly == "depthkv")
+      return fail("layers=depthkv needs a calibration pass that is not implemented yet");
+    if (m == "pyramidkv") {
+      if (layers.hasValue() && ly != "pyramid")
+        return fail("method=pyramidkv implies layers=pyramid, not layers=" + ly +
+                    " (use method=snapkv for uniform budgets)");
+      ly = "pyramid";
+    }
+    if (m == "full" && ly != "uniform")
+      return fail("method=full keeps every entry: option 'layers' must be uniform, not " + ly);
+
+    const std::string hd = heads;
+    if (hd == "calibrated")
+      return fail("heads=calibrated needs a calibration pass that is not implemented yet");
+    if (hd != "uniform")
+      return fail("option 'heads' must be uniform (calibrated: not implemented yet), not '" +
+                  hd + "'");
+
+    const std::string kq = kvQuant;
+    if (kq != "none" && kq != "polykv")
+      return fail("option 'kv-quant' must be none or polykv, not '" + kq + "'");
+    if (m == "rdkv" && kq != "none")
+      return fail("method=rdkv chooses its own bit widths: option 'kv-quant' must be none, "
+                  "not " + kq);
+
+    // --- The module's attention layers. ---
+    SmallVector<llm::AttentionOp> ops;
+    module.walk([&](llm::AttentionOp op) { ops.push_back(op); });
+    const int64_t L = int64_t(ops.size());
+    if (L == 0)
+      return fail("the module has no llm.attention op to attach a KV policy to");
+    std::set<int64_t> present;
+    for (llm::AttentionOp op : ops)
+      present.insert(int64_t(op.getLayer()));
+    auto describe = [&] {
+      std::string s = std::to_string(L) + " attention layers: ";
+      if (*present.begin() == 0 && *present.rbegin() == L - 1 && int64_t(present.size()) == L)
+        return s + "0.." + std::to_string(L - 1);
+      llvm::SmallVector<std::string> names;
+      for (int64_t l : present)
+        names.push_back(std::to_string(l));
+      return s + llvm::join(names, ", ");
+    };
+    for (int64_t l : onlyLayers)
+      if (!present.count(l))
+        return fail("option 'only-layers': layer " + Twine(l) +
+                    " is not an attention layer of this module (it has " + describe() + ")");
+    if (ly == "pyramid")
+      for (llm::AttentionOp op : ops)
+        if (int64_t(op.getLayer()) < 0 || int64_t(op.getLayer()) >= L) {
+          op.emitError() << "llm-kv-policy: layers=pyramid needs the attention layers "
+                            "numbered 0.."
+                         << L - 1 << ", found layer " << int64_t(op.getLayer());
+          return signalPassFailure();
+        }
+
+    // --- Attach (replacing any earlier policy of the selected ops). ---
+    const std::set<int64_t> only(onlyLayers.begin(), onlyLayers.end());
+    Builder bld(&getContext());
+    for (llm::AttentionOp op : ops) {
+      const int64_t l = int64_t(op.getLayer());
+      if (!only.empty() && !only.count(l))
+        continue;
+      const double scale = ly == "pyramid" ? pyramidScale(l, L) : 1.0;
+      NamedAttribute entries[] = {
+          bld.getNamedAttr("method", bld.getStringAttr(m)),
+          bld.getNamedAttr("budget", bld.getF64FloatAttr(b.ratio)),
+          bld.getNamedAttr("budget_tokens", bld.getI64IntegerAttr(b.tokens)),
+          bld.getNamedAttr("window", bld.getI64IntegerAttr(window)),
+          bld.getNamedAttr("sink", bld.getI64IntegerAttr(sink)),
+          bld.getNamedAttr("layer_scale", bld.getF64FloatAttr(scale)),
+          bld.getNamedAttr("mode", bld.getStringAttr(md)),
+          bld.getNamedAttr("refresh", bld.getI64IntegerAttr(refresh)),
+          bld.getNamedAttr("pool", bld.getI64IntegerAttr(pool)),
+          bld.getNamedAttr("kv_quant", bld.getStringAttr(kq)),
+          bld.getNamedAttr("seed", bld.getI64IntegerAttr(seed)),
+      };
+      op.setKvPolicyAttr(bld.getDictionaryAttr(entries));
+    }
+  }
+};
+
+} // namespace
+} // namespace llmc::kv

@@ -1,0 +1,75 @@
+//===- Passes.td - KV-cache policy passes -----------------*- tablegen -*-===//
+#ifndef LLMC_PASSES_KV_TD
+#define LLMC_PASSES_KV_TD
+
+include "mlir/Pass/PassBase.td"
+
+def KvPolicyPass : Pass<"llm-kv-policy", "mlir::ModuleOp"> {
+  let summary = "Attach a KV-cache compression policy (kv_policy) to llm.attention ops";
+  let description = [{
+    Writes the `kv_policy` dictionary that the runtime's KV-cache code
+    executes onto every `llm.attention` op (or those of `only-layers`). The
+    pass only records the choice; selection, eviction and cache quantization
+    run at inference time. Every key of the contract is written, so the
+    runtime needs no defaults: `method`, `budget`, `budget_tokens`, `window`,
+    `sink`, `layer_scale`, `mode`, `refresh`, `pool`, `kv_quant`, `seed`.
+
+    - `method`: full, streaming, h2o, snapkv, pyramidkv, restkv, laprox,
+      capkv, rdkv, inertiakv, random, depthkv (required). `full` records
+      the explicit choice of the whole cache and takes no budget.
+    - `budget`: a ratio of the prompt's KV entries (`0.1`, `10%`: any value
+      with a '.' or '%', or below 1; in (0, 1]) or a token count per
+      (layer, KV head) including the window (an integer >= 1; at least
+      window + sink + 1). Required unless method=full.
+    - `layers`: per-layer budget multiplier `layer_scale`. `uniform`: 1;
+      `pyramid`: linear in depth with mean 1, for layer l of L (beta = 20)
+      (2 - 1/beta) - l * (2 - 2/beta) / (L - 1) (L = 1: 1). `pyramidkv`
+      implies `pyramid`; other methods may also take it. `depthkv` and
+      `heads=calibrated` need an offline calibration that is not
+      implemented yet and are rejected.
+    - `mode`: prefill (compress once after each prompt), decode (evict
+      during generation every `refresh` tokens when over budget) or both.
+      `random` and `inertiakv` are decode-time methods: they default to
+      decode and reject an explicit mode=prefill.
+    - `pool`: odd score-smoothing kernel (1 = none) used by snapkv,
+      pyramidkv, depthkv and restkv; `kv-quant=polykv` quantizes the kept
+      cache (not with rdkv, which chooses its own widths); `seed` seeds
+      random selection and the FWHT signs.
+
+    L is the number of llm.attention ops in the module and a layer's index
+    is the op's `layer` attribute. All options are checked before any op is
+    changed. Running the pass again replaces the policy of the ops it
+    selects and leaves the others as they are.
+
+    ```mlir
+    %a = llm.attention %x, %wq, %wk, %wv, %wo {layer = 0 : i64, ...} : ...
+    // llm-kv-policy{method=snapkv budget=0.1}:
+    %a = llm.attention %x, %wq, %wk, %wv, %wo {kv_policy = {budget = 1.000000e-01 : f64,
+           budget_tokens = 0 : i64, kv_quant = "none", layer_scale = 1.000000e+00 : f64,
+           method = "snapkv", mode = "prefill", pool = 7 : i64, refresh = 16 : i64,
+           seed = 0 : i64, sink = 4 : i64, window = 32 : i64}, layer = 0 : i64, ...} : ...
+    ```
+  }];
+  let options = [
+    Option<"method", "method", "std::string", "\"\"",
+           "full, streaming, h2o, snapkv, pyramidkv, restkv, laprox, capkv, rdkv, inertiakv, random or depthkv (required)">,
+    Option<"budget", "budget", "std::string", "\"\"",
+           "kept KV entries: a ratio in (0,1] (0.1, 10%) or tokens per (layer, KV head) (512); required unless method=full">,
+    Option<"window", "window", "int64_t", "32", "observation window and always-kept recent tokens (>= 1)">,
+    Option<"sink", "sink", "int64_t", "4", "always-kept first tokens (>= 0)">,
+    Option<"layers", "layers", "std::string", "\"uniform\"",
+           "per-layer budgets: uniform or pyramid (depthkv: not implemented yet)">,
+    Option<"heads", "heads", "std::string", "\"uniform\"",
+           "per-head budgets: uniform (calibrated: not implemented yet)">,
+    Option<"mode", "mode", "std::string", "\"prefill\"",
+           "prefill, decode or both (random and inertiakv default to decode)">,
+    Option<"refresh", "refresh", "int64_t", "16", "decode: re-select every this many generated tokens (>= 1)">,
+    Option<"pool", "pool", "int64_t", "7", "score smoothing kernel, odd (1 = none)">,
+    Option<"kvQuant", "kv-quant", "std::string", "\"none\"", "cache quantization: none or polykv">,
+    Option<"seed", "seed", "int64_t", "0", "RNG seed (random selection, FWHT signs)">,
+    ListOption<"onlyLayers", "only-layers", "int64_t",
+               "attention layers that get the policy (default: all)">,
+  ];
+}
+
+#endif // LLMC_PASSES_KV_TD

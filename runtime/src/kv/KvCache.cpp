@@ -1,0 +1,444 @@
+//===- KvCache.cpp - One attention layer's KV cache under a policy --------===//
+#include "KvCache.h"
+
+#include "../exec/Matmul.h"
+#include "../exec/ThreadPool.h"
+#include "KvSelect.h"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+
+namespace llmc::kv {
+
+namespace {
+constexpr double kInertiaBeta = 0.9;
+constexpr int64_t kLaproxFloor = 8; // entries a head keeps beyond its window under LaProx
+} // namespace
+
+LayerCache::LayerCache(const Policy &policy, int64_t layer, int64_t heads, int64_t kv_heads,
+                       int64_t head_dim, int64_t window_limit, int64_t D, const RowLoader &wo_row)
+    : policy_(policy), woRow_(wo_row), D_(D), layer_(layer), H_(heads), KV_(kv_heads),
+      hd_(head_dim), group_(heads / kv_heads), windowLimit_(window_limit),
+      heads_(size_t(kv_heads)) {
+  if (quantized())
+    poly_ = PolyKV(hd_, policy_.seed + uint64_t(layer_) * 7919u);
+  buildGram();
+}
+
+void LayerCache::buildGram() {
+  if (!gram_.empty() || (policy_.method != Method::RestKV && policy_.method != Method::LaProx))
+    return;
+  const int64_t cols = H_ * hd_;
+  std::vector<float> wo(size_t(D_ * cols));
+  for (int64_t r = 0; r < D_; ++r)
+    woRow_(r, wo.data() + r * cols);
+  gram_.resize(size_t(H_ * hd_ * hd_));
+  for (int64_t h = 0; h < H_; ++h)
+    gramOfColumns(wo, D_, cols, h * hd_, hd_, gram_.data() + h * hd_ * hd_);
+}
+
+void LayerCache::setPolicy(const Policy &policy, bool compress_now) {
+  const bool wasQuantized = quantized();
+  const Method before = policy_.method;
+  policy_ = policy;
+  if (quantized() && !wasQuantized) {
+    // Store the f32 entries in the policy's form.
+    poly_ = PolyKV(hd_, policy_.seed + uint64_t(layer_) * 7919u);
+    for (HeadCache &c : heads_) {
+      c.kq.assign(size_t(c.n * poly_.keyBytes()), 0);
+      c.vq.assign(size_t(c.n * poly_.valueBytes()), 0);
+      for (int64_t j = 0; j < c.n; ++j) {
+        poly_.encodeKey(c.k.data() + j * hd_, c.kq.data() + j * poly_.keyBytes());
+        poly_.encodeValue(c.v.data() + j * hd_, c.vq.data() + j * poly_.valueBytes());
+      }
+      std::vector<float>().swap(c.k);
+      std::vector<float>().swap(c.v);
+    }
+  } else if (!quantized() && wasQuantized) {
+    throw std::runtime_error("kv cache: cannot switch a quantized cache back to f32");
+  }
+  buildGram();
+  for (HeadCache &c : heads_) {
+    if (!accumulating())
+      std::vector<float>().swap(c.acc);
+    else if (c.acc.size() != size_t(c.n))
+      throw std::runtime_error("kv cache: policy " + policy_.name +
+                               " needs attention statistics this cache did not record");
+    else if (policy_.method == Method::InertiaKV && before != Method::InertiaKV && promptLen_ > 0)
+      for (float &a : c.acc) // cumulative sums -> the prompt's mean attention
+        a /= float(promptLen_);
+  }
+  if (compress_now && policy_.prefill())
+    compress(false);
+}
+
+void LayerCache::reset() {
+  for (HeadCache &c : heads_)
+    c = HeadCache();
+  winQ_.clear();
+  winPos_.clear();
+  promptLen_ = steps_ = 0;
+}
+
+namespace {
+/// Grow a vector's capacity by 1/16 of its size (at least `minChunk`
+/// elements) rather than by doubling, so that a cache holds about what it
+/// uses (kv_bytes is its capacity) while appends stay amortized O(1).
+template <typename V> void growFor(V &vec, size_t more, size_t minChunk) {
+  if (vec.size() + more > vec.capacity())
+    vec.reserve(vec.size() + std::max({more, minChunk, vec.size() / 16}));
+}
+constexpr size_t kGrowEntries = 16;
+} // namespace
+
+void LayerCache::append(const float *k, const float *v, int64_t T, int64_t stride, int64_t p0) {
+  for (int64_t g = 0; g < KV_; ++g) {
+    HeadCache &c = heads_[size_t(g)];
+    const size_t t = size_t(T);
+    if (quantized()) {
+      growFor(c.kq, t * size_t(poly_.keyBytes()), kGrowEntries * size_t(poly_.keyBytes()));
+      growFor(c.vq, t * size_t(poly_.valueBytes()), kGrowEntries * size_t(poly_.valueBytes()));
+    } else {
+      growFor(c.k, t * size_t(hd_), kGrowEntries * size_t(hd_));
+      growFor(c.v, t * size_t(hd_), kGrowEntries * size_t(hd_));
+    }
+    growFor(c.pos, t, kGrowEntries);
+    if (accumulating())
+      growFor(c.acc, t, kGrowEntries);
+    for (int64_t t = 0; t < T; ++t) {
+      const float *kr = k + t * stride + g * hd_, *vr = v + t * stride + g * hd_;
+      if (quantized()) {
+        size_t ko = c.kq.size(), vo = c.vq.size();
+        c.kq.resize(ko + size_t(poly_.keyBytes()));
+        c.vq.resize(vo + size_t(poly_.valueBytes()));
+        poly_.encodeKey(kr, c.kq.data() + ko);
+        poly_.encodeValue(vr, c.vq.data() + vo);
+      } else {
+        c.k.insert(c.k.end(), kr, kr + hd_);
+        c.v.insert(c.v.end(), vr, vr + hd_);
+      }
+      c.pos.push_back(int32_t(p0 + t));
+      if (accumulating())
+        c.acc.push_back(0.0f);
+      ++c.n;
+    }
+  }
+}
+
+void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out) {
+  const int64_t qd = H_ * hd_;
+  const float scale = float(1.0 / std::sqrt(double(hd_)));
+  const bool acc = accumulating();
+  // With running statistics each task owns a KV head (no shared writes).
+  const int64_t items = acc ? KV_ : H_ * T;
+  std::vector<std::vector<float>> stepSum(acc ? size_t(KV_) : 0);
+  pool.parallelFor(0, items, acc ? 1 : 0, [&](int64_t lo, int64_t hi) {
+    std::vector<float> w, o(static_cast<size_t>(hd_));
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t hFirst = acc ? item * group_ : item / T, hLast = acc ? hFirst + group_ : hFirst + 1;
+      const int64_t tFirst = acc ? 0 : item % T, tLast = acc ? T : tFirst + 1;
+      const int64_t g = hFirst / group_;
+      const HeadCache &c = heads_[size_t(g)];
+      if (acc)
+        stepSum[size_t(g)].assign(static_cast<size_t>(c.n), 0.0f);
+      for (int64_t h = hFirst; h < hLast; ++h)
+        for (int64_t t = tFirst; t < tLast; ++t) {
+          const int64_t last = c.n - T + t; // this query's own entry
+          int64_t first = 0;
+          if (windowLimit_ > 0) {
+            const int32_t lo = c.pos[size_t(last)] - int32_t(windowLimit_) + 1;
+            first = std::lower_bound(c.pos.begin(), c.pos.begin() + last, lo) - c.pos.begin();
+          }
+          const float *qh = q + t * qd + h * hd_;
+          w.resize(static_cast<size_t>(last + 1));
+          float mx = -INFINITY;
+          for (int64_t j = first; j <= last; ++j) {
+            float s = quantized() ? poly_.dotKey(qh, c.kq.data() + j * poly_.keyBytes())
+                                  : dot(qh, c.k.data() + j * hd_, hd_);
+            w[size_t(j)] = s * scale;
+            mx = std::max(mx, w[size_t(j)]);
+          }
+          double sum = 0;
+          for (int64_t j = first; j <= last; ++j)
+            sum += w[size_t(j)] = std::exp(w[size_t(j)] - mx);
+          const float inv = float(1.0 / sum);
+          std::fill(o.begin(), o.end(), 0.0f);
+          for (int64_t j = first; j <= last; ++j) {
+            const float wj = w[size_t(j)] * inv;
+            if (acc)
+              stepSum[size_t(g)][size_t(j)] += wj / float(group_);
+            if (quantized()) {
+              poly_.accumulateValue(c.vq.data() + j * poly_.valueBytes(), wj, o.data());
+            } else {
+              const float *vr = c.v.data() + j * hd_;
+              for (int64_t d = 0; d < hd_; ++d)
+                o[size_t(d)] += wj * vr[d];
+            }
+          }
+          if (quantized())
+            poly_.rotateBack(o.data());
+          std::copy(o.begin(), o.end(), out + t * qd + h * hd_);
+        }
+    }
+  });
+  if (!acc)
+    return;
+  for (int64_t g = 0; g < KV_; ++g) {
+    HeadCache &c = heads_[size_t(g)];
+    const std::vector<float> &s = stepSum[size_t(g)];
+    if (policy_.method != Method::InertiaKV || T > 1) {
+      // H2O: column sums of every query so far. InertiaKV starts from the
+      // prompt's mean attention.
+      for (int64_t j = 0; j < c.n; ++j)
+        c.acc[size_t(j)] += policy_.method == Method::InertiaKV ? s[size_t(j)] / float(T) : s[size_t(j)];
+    } else {
+      for (int64_t j = 0; j < c.n - 1; ++j)
+        c.acc[size_t(j)] = float(kInertiaBeta * c.acc[size_t(j)] + (1 - kInertiaBeta) * s[size_t(j)]);
+      c.acc[size_t(c.n - 1)] = s[size_t(c.n - 1)];
+    }
+  }
+}
+
+void LayerCache::recordWindow(const float *q, int64_t T, int64_t p0) {
+  const int64_t qd = H_ * hd_, W = policy_.window;
+  const int64_t from = std::max<int64_t>(0, T - W);
+  winQ_.insert(winQ_.end(), q + from * qd, q + T * qd);
+  for (int64_t t = from; t < T; ++t)
+    winPos_.push_back(int32_t(p0 + t));
+  const int64_t extra = int64_t(winPos_.size()) - W;
+  if (extra > 0) {
+    winQ_.erase(winQ_.begin(), winQ_.begin() + extra * qd);
+    winPos_.erase(winPos_.begin(), winPos_.begin() + extra);
+  }
+}
+
+void LayerCache::afterStep(const float *q, int64_t T, int64_t p0) {
+  if (policy_.full() && !record_)
+    return;
+  recordWindow(q, T, p0);
+  if (T > 1) {
+    promptLen_ = heads_[0].n;
+    if (policy_.prefill())
+      compress(false);
+    return;
+  }
+  ++steps_;
+  if (!policy_.decode())
+    return;
+  if (promptLen_ == 0)
+    promptLen_ = heads_[0].n;
+  for (int64_t g = 0; g < KV_; ++g) {
+    const HeadCache &c = heads_[size_t(g)];
+    if (c.n >= headBudget(policy_, promptLen_, INT64_MAX, g) + policy_.refresh) {
+      compress(true);
+      return;
+    }
+  }
+}
+
+void LayerCache::keyRows(int64_t g, std::vector<float> &dst) const {
+  const HeadCache &c = heads_[size_t(g)];
+  if (!quantized()) {
+    dst = c.k;
+    return;
+  }
+  dst.resize(static_cast<size_t>(c.n * hd_));
+  for (int64_t j = 0; j < c.n; ++j)
+    poly_.decodeKey(c.kq.data() + j * poly_.keyBytes(), dst.data() + j * hd_);
+}
+
+void LayerCache::valueRows(int64_t g, std::vector<float> &dst) const {
+  const HeadCache &c = heads_[size_t(g)];
+  if (!quantized()) {
+    dst = c.v;
+    return;
+  }
+  dst.resize(static_cast<size_t>(c.n * hd_));
+  for (int64_t j = 0; j < c.n; ++j)
+    poly_.decodeValue(c.vq.data() + j * poly_.valueBytes(), dst.data() + j * hd_);
+}
+
+std::vector<float> LayerCache::headScores(int64_t g, bool decoding, std::vector<float> *relevance) {
+  const HeadCache &c = heads_[size_t(g)];
+  const int64_t n = c.n, Wq = int64_t(winPos_.size()), qd = H_ * hd_;
+  std::vector<float> score(static_cast<size_t>(n), 0.0f);
+  switch (policy_.method) {
+  case Method::H2O:
+  case Method::InertiaKV:
+    return c.acc;
+  case Method::Random: {
+    std::mt19937_64 rng(policy_.seed * 1000003u + uint64_t(layer_) * 131u + uint64_t(g) * 17u +
+                        uint64_t(steps_));
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    for (int64_t j = 0; j < n; ++j)
+      score[size_t(j)] = c.pos[size_t(j)] < promptLen_ ? 2.0f : u(rng);
+    return score;
+  }
+  case Method::Streaming:
+  case Method::Full:
+    return score;
+  default:
+    break;
+  }
+  (void)decoding;
+  std::vector<float> keys, vals, A(static_cast<size_t>(Wq * n)), s(static_cast<size_t>(n));
+  keyRows(g, keys);
+  if (policy_.method == Method::RestKV || policy_.method == Method::LaProx)
+    valueRows(g, vals);
+  for (int64_t h = g * group_; h < (g + 1) * group_; ++h) {
+    windowAttention(winQ_.data() + h * hd_, Wq, qd, winPos_.data(), keys.data(), c.pos.data(), n,
+                    hd_, A.data());
+    const float *G = gram_.empty() ? nullptr : gram_.data() + h * hd_ * hd_;
+    switch (policy_.method) {
+    case Method::RestKV:
+      restScore(A.data(), Wq, n, std::max<int64_t>(0, n - policy_.window), vals.data(), hd_, G,
+                s.data());
+      break;
+    case Method::LaProx:
+      laproxScore(A.data(), Wq, n, vals.data(), hd_, G, s.data());
+      break;
+    default: // SnapKV family and CapKV's relevance
+      snapScore(A.data(), Wq, n, s.data());
+      break;
+    }
+    for (int64_t j = 0; j < n; ++j)
+      score[size_t(j)] += s[size_t(j)] / float(group_);
+  }
+  if (policy_.method != Method::LaProx)
+    avgPool(score.data(), n, policy_.pool);
+  if (policy_.method == Method::CapKV) {
+    std::vector<float> Q(static_cast<size_t>(Wq * group_ * hd_));
+    for (int64_t i = 0; i < Wq; ++i)
+      for (int64_t h = 0; h < group_; ++h)
+        std::copy_n(winQ_.data() + i * qd + (g * group_ + h) * hd_, hd_,
+                    Q.data() + (i * group_ + h) * hd_);
+    leverageScore(Q.data(), Wq * group_, hd_, keys.data(), n, hd_, s.data());
+    if (relevance)
+      *relevance = score;
+    for (int64_t j = 0; j < n; ++j)
+      score[size_t(j)] *= s[size_t(j)];
+  }
+  return score;
+}
+
+void LayerCache::keep(int64_t g, const std::vector<int64_t> &idx, int64_t headroom) {
+  HeadCache &c = heads_[size_t(g)];
+  const int64_t m = int64_t(idx.size());
+  const int64_t kb = poly_.keyBytes(), vb = poly_.valueBytes();
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t j = idx[size_t(i)]; // ascending, so j >= i
+    if (quantized()) {
+      std::copy_n(c.kq.data() + j * kb, kb, c.kq.data() + i * kb);
+      std::copy_n(c.vq.data() + j * vb, vb, c.vq.data() + i * vb);
+    } else {
+      std::copy_n(c.k.data() + j * hd_, hd_, c.k.data() + i * hd_);
+      std::copy_n(c.v.data() + j * hd_, hd_, c.v.data() + i * hd_);
+    }
+    c.pos[size_t(i)] = c.pos[size_t(j)];
+    if (!c.acc.empty())
+      c.acc[size_t(i)] = c.acc[size_t(j)];
+  }
+  c.n = m;
+  // Give the memory back: reallocate at the kept size plus room for the
+  // entries appended before the next eviction.
+  auto shrink = [&](auto &vec, int64_t per) {
+    using V = std::decay_t<decltype(vec)>;
+    V fresh;
+    fresh.reserve(static_cast<size_t>((m + headroom) * per));
+    fresh.assign(vec.begin(), vec.begin() + m * per);
+    vec.swap(fresh);
+  };
+  if (quantized()) {
+    shrink(c.kq, kb);
+    shrink(c.vq, vb);
+  } else {
+    shrink(c.k, hd_);
+    shrink(c.v, hd_);
+  }
+  shrink(c.pos, 1);
+  if (!c.acc.empty())
+    shrink(c.acc, 1);
+}
+
+void LayerCache::compress(bool decoding) {
+  const int64_t headroom = policy_.decode() ? policy_.refresh + 1 : 1;
+  std::vector<int64_t> budget(static_cast<size_t>(KV_));
+  for (int64_t g = 0; g < KV_; ++g)
+    budget[size_t(g)] = headBudget(policy_, promptLen_, heads_[size_t(g)].n, g);
+
+  if (policy_.method == Method::LaProx) {
+    // One selection across the layer's heads: the global top of the
+    // non-window entries, each head keeping at least kLaproxFloor of them.
+    std::vector<std::vector<float>> score(static_cast<size_t>(KV_));
+    std::vector<std::pair<float, std::pair<int64_t, int64_t>>> pool;
+    int64_t total = 0;
+    std::vector<int64_t> quota(static_cast<size_t>(KV_), 0);
+    for (int64_t g = 0; g < KV_; ++g) {
+      score[size_t(g)] = headScores(g, decoding, nullptr);
+      const int64_t n = heads_[size_t(g)].n, cand = std::max<int64_t>(0, n - policy_.window);
+      total += std::max<int64_t>(0, budget[size_t(g)] - std::min(n, policy_.window));
+      std::vector<int64_t> order(static_cast<size_t>(cand));
+      for (int64_t j = 0; j < cand; ++j)
+        order[size_t(j)] = j;
+      const int64_t floor = std::min(cand, kLaproxFloor);
+      std::partial_sort(order.begin(), order.begin() + floor, order.end(), [&](int64_t a, int64_t b) {
+        return score[size_t(g)][size_t(a)] > score[size_t(g)][size_t(b)];
+      });
+      for (int64_t i = 0; i < cand; ++i)
+        pool.push_back({i < floor ? INFINITY : score[size_t(g)][size_t(order[size_t(i)])],
+                        {g, order[size_t(i)]}});
+    }
+    total = std::min<int64_t>(total, int64_t(pool.size()));
+    std::partial_sort(pool.begin(), pool.begin() + total, pool.end(),
+                      [](const auto &a, const auto &b) { return a.first > b.first; });
+    std::vector<std::vector<char>> chosen(static_cast<size_t>(KV_));
+    for (int64_t g = 0; g < KV_; ++g)
+      chosen[size_t(g)].assign(static_cast<size_t>(heads_[size_t(g)].n), 0);
+    for (int64_t i = 0; i < total; ++i)
+      chosen[size_t(pool[size_t(i)].second.first)][size_t(pool[size_t(i)].second.second)] = 1;
+    for (int64_t g = 0; g < KV_; ++g) {
+      const int64_t n = heads_[size_t(g)].n;
+      std::vector<int64_t> idx;
+      for (int64_t j = 0; j < n; ++j)
+        if (chosen[size_t(g)][size_t(j)] || j >= n - policy_.window)
+          idx.push_back(j);
+      keep(g, idx, headroom);
+    }
+    return;
+  }
+
+  for (int64_t g = 0; g < KV_; ++g) {
+    const int64_t n = heads_[size_t(g)].n, C = budget[size_t(g)];
+    if (n <= C)
+      continue;
+    std::vector<int64_t> idx;
+    if (policy_.method == Method::Streaming) {
+      idx = selectTop(nullptr, n, C, policy_.sink, C - std::min(policy_.sink, C));
+    } else {
+      std::vector<float> s = headScores(g, decoding, nullptr);
+      const bool sinks = policy_.method == Method::InertiaKV;
+      idx = selectTop(s.data(), n, C, sinks ? policy_.sink : 0, policy_.window);
+    }
+    keep(g, idx, headroom);
+  }
+}
+
+int64_t LayerCache::bytes() const {
+  int64_t b = 0;
+  for (const HeadCache &c : heads_)
+    b += int64_t(c.k.capacity() + c.v.capacity() + c.acc.capacity()) * 4 +
+         int64_t(c.kq.capacity() + c.vq.capacity()) + int64_t(c.pos.capacity()) * 4;
+  return b;
+}
+
+int64_t LayerCache::entries() const {
+  int64_t e = 0;
+  for (const HeadCache &c : heads_)
+    e += c.n;
+  return e;
+}
+
+} // namespace llmc::kv

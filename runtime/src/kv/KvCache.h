@@ -1,0 +1,91 @@
+//===- KvCache.h - One attention layer's KV cache under a policy -*- C++ -*-===//
+// Each KV head of a layer has its own cache: entries (key, value, original
+// position) in position order, f32 or PolyKV-quantized. A policy shrinks a
+// head's cache by compaction, so evicted entries really free memory, and
+// heads may keep different numbers of entries (per-head budgets are
+// physically different sizes, not masks). Attention reads the entries in
+// their stored form. Keys are stored after RoPE, so a kept entry keeps its
+// original position without re-rotation.
+//
+// Hooks: after a step of several tokens (a prompt), prefill policies keep
+// their budget; while decoding, decode policies evict back to the budget
+// whenever a head has grown `refresh` entries past it.
+//===----------------------------------------------------------------------===//
+#pragma once
+#include "KvPolicy.h"
+#include "KvQuant.h"
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace llmc {
+class ThreadPool;
+}
+
+namespace llmc::kv {
+
+struct HeadCache {
+  int64_t n = 0;
+  std::vector<float> k, v;     // [n, hd] when not quantized
+  std::vector<uint8_t> kq, vq; // [n, keyBytes], [n, valueBytes] (PolyKV)
+  std::vector<int32_t> pos;    // original positions
+  std::vector<float> acc;      // running attention statistics (H2O, InertiaKV)
+};
+
+class LayerCache {
+public:
+  using RowLoader = std::function<void(int64_t row, float *dst)>;
+  /// wo_row loads row r (H*head_dim floats) of the output projection [D,
+  /// H*head_dim]; only ReST-KV and LaProx use it (W_O^h Gram matrices).
+  LayerCache(const Policy &policy, int64_t layer, int64_t heads, int64_t kv_heads,
+             int64_t head_dim, int64_t window_limit, int64_t D, const RowLoader &wo_row);
+
+  /// Append T rows (k, v: [T, stride] with the KV heads side by side) at
+  /// positions p0.. .
+  void append(const float *k, const float *v, int64_t T, int64_t stride, int64_t p0);
+  /// Causal attention of T query rows [T, heads*head_dim] (the rows just
+  /// appended) over the cache; out is [T, heads*head_dim].
+  void attend(ThreadPool &pool, const float *q, int64_t T, float *out);
+  /// Apply the policy after a step of T tokens whose queries were q.
+  void afterStep(const float *q, int64_t T, int64_t p0);
+
+  void reset();
+  /// Record window queries and cumulative attention whatever the policy
+  /// (sweeps: a later setPolicy can then compress this cache).
+  void setRecording(bool on) { record_ = on; }
+  /// Switch to another policy; compress_now applies it as after a prompt.
+  void setPolicy(const Policy &policy, bool compress_now);
+  /// Bytes the cache holds (allocated capacity of every head's storage).
+  int64_t bytes() const;
+  int64_t entries() const;
+  int64_t headEntries(int64_t kv_head) const { return heads_[size_t(kv_head)].n; }
+  const Policy &policy() const { return policy_; }
+  int64_t kvHeads() const { return KV_; }
+
+private:
+  bool quantized() const { return policy_.quant == KvQuant::PolyKV; }
+  void recordWindow(const float *q, int64_t T, int64_t p0);
+  void compress(bool decoding);
+  std::vector<float> headScores(int64_t g, bool decoding, std::vector<float> *relevance);
+  void keep(int64_t g, const std::vector<int64_t> &idx, int64_t headroom);
+  void keyRows(int64_t g, std::vector<float> &dst) const;
+  void valueRows(int64_t g, std::vector<float> &dst) const;
+
+  void buildGram();
+  bool accumulating() const { return policy_.accumulates() || record_; }
+
+  Policy policy_;
+  RowLoader woRow_;
+  int64_t D_ = 0;
+  bool record_ = false;
+  int64_t layer_, H_, KV_, hd_, group_, windowLimit_;
+  PolyKV poly_;
+  std::vector<HeadCache> heads_;
+  std::vector<float> gram_;     // per query head hd x hd (ReST-KV, LaProx)
+  std::vector<float> winQ_;     // last W query rows [<=W, H*hd], oldest first
+  std::vector<int32_t> winPos_; // their positions
+  int64_t promptLen_ = 0, steps_ = 0;
+};
+
+} // namespace llmc::kv

@@ -1,0 +1,126 @@
+//===- KvPolicy.cpp - Parse and check a node's kv_policy ------------------===//
+#include "KvPolicy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace llmc::kv {
+
+namespace {
+
+struct MethodName {
+  const char *name;
+  Method method;
+};
+constexpr MethodName kMethods[] = {
+    {"full", Method::Full},           {"streaming", Method::Streaming},
+    {"h2o", Method::H2O},             {"snapkv", Method::SnapKV},
+    {"pyramidkv", Method::PyramidKV}, {"depthkv", Method::DepthKV},
+    {"restkv", Method::RestKV},       {"laprox", Method::LaProx},
+    {"capkv", Method::CapKV},         {"inertiakv", Method::InertiaKV},
+    {"random", Method::Random},
+};
+
+const nlohmann::json &field(const nlohmann::json &j, const char *key, const std::string &ctx) {
+  auto it = j.find(key);
+  if (it == j.end())
+    throw std::runtime_error(ctx + ": kv_policy has no '" + key + "'");
+  return *it;
+}
+
+int64_t intField(const nlohmann::json &j, const char *key, const std::string &ctx) {
+  const nlohmann::json &v = field(j, key, ctx);
+  if (!v.is_number_integer())
+    throw std::runtime_error(ctx + ": kv_policy '" + key + "' must be an integer");
+  return v.get<int64_t>();
+}
+
+double numField(const nlohmann::json &j, const char *key, const std::string &ctx) {
+  const nlohmann::json &v = field(j, key, ctx);
+  if (!v.is_number())
+    throw std::runtime_error(ctx + ": kv_policy '" + key + "' must be a number");
+  return v.get<double>();
+}
+
+std::string strField(const nlohmann::json &j, const char *key, const std::string &ctx) {
+  const nlohmann::json &v = field(j, key, ctx);
+  if (!v.is_string())
+    throw std::runtime_error(ctx + ": kv_policy '" + key + "' must be a string");
+  return v.get<std::string>();
+}
+
+} // namespace
+
+Policy parsePolicy(const nlohmann::json &j, const std::string &ctx, int64_t kv_heads) {
+  if (!j.is_object())
+    throw std::runtime_error(ctx + ": kv_policy must be an object");
+  Policy p;
+  p.name = strField(j, "method", ctx);
+  bool known = false;
+  for (const MethodName &m : kMethods)
+    if (p.name == m.name) {
+      p.method = m.method;
+      known = true;
+    }
+  if (!known)
+    throw std::runtime_error(ctx + ": unknown kv_policy method '" + p.name + "'");
+  if (p.full())
+    return p;
+  p.budget = numField(j, "budget", ctx);
+  p.budget_tokens = intField(j, "budget_tokens", ctx);
+  if ((p.budget > 0) == (p.budget_tokens > 0) || p.budget < 0 || p.budget > 1 ||
+      p.budget_tokens < 0)
+    throw std::runtime_error(ctx + ": kv_policy needs exactly one of budget in (0, 1] or "
+                                   "budget_tokens >= 1");
+  p.window = intField(j, "window", ctx);
+  p.sink = intField(j, "sink", ctx);
+  p.refresh = intField(j, "refresh", ctx);
+  p.pool = intField(j, "pool", ctx);
+  p.layer_scale = numField(j, "layer_scale", ctx);
+  p.seed = uint64_t(intField(j, "seed", ctx));
+  if (p.window < 1 || p.sink < 0 || p.refresh < 1 || p.pool < 1 || p.pool % 2 == 0 ||
+      !(p.layer_scale > 0) || !std::isfinite(p.layer_scale))
+    throw std::runtime_error(ctx + ": kv_policy window/refresh must be >= 1, sink >= 0, pool "
+                                   "odd, layer_scale > 0");
+  std::string mode = strField(j, "mode", ctx);
+  if (mode == "prefill")
+    p.mode = Hook::Prefill;
+  else if (mode == "decode")
+    p.mode = Hook::Decode;
+  else if (mode == "both")
+    p.mode = Hook::Both;
+  else
+    throw std::runtime_error(ctx + ": kv_policy mode '" + mode + "' (expected prefill, decode or both)");
+  if ((p.method == Method::Random || p.method == Method::InertiaKV) && p.mode == Hook::Prefill)
+    throw std::runtime_error(ctx + ": kv_policy " + p.name + " evicts while decoding; mode must be "
+                                   "decode or both");
+  std::string quant = strField(j, "kv_quant", ctx);
+  if (quant == "none")
+    p.quant = KvQuant::None;
+  else if (quant == "polykv")
+    p.quant = KvQuant::PolyKV;
+  else
+    throw std::runtime_error(ctx + ": kv_policy kv_quant '" + quant + "' (expected none or polykv)");
+  if (auto it = j.find("head_scale"); it != j.end()) {
+    if (!it->is_array() || int64_t(it->size()) != kv_heads)
+      throw std::runtime_error(ctx + ": kv_policy head_scale needs one number per KV head (" +
+                               std::to_string(kv_heads) + ")");
+    for (const nlohmann::json &v : *it) {
+      if (!v.is_number() || !(v.get<double>() > 0))
+        throw std::runtime_error(ctx + ": kv_policy head_scale entries must be > 0");
+      p.head_scale.push_back(v.get<double>());
+    }
+  }
+  return p;
+}
+
+int64_t headBudget(const Policy &p, int64_t prompt_len, int64_t len, int64_t kv_head) {
+  double c = p.budget_tokens > 0 ? double(p.budget_tokens) : std::ceil(p.budget * double(prompt_len));
+  double scale = p.layer_scale * (p.head_scale.empty() ? 1.0 : p.head_scale[size_t(kv_head)]);
+  double keep = double(p.window) + std::max(0.0, c - double(p.window)) * scale;
+  int64_t k = int64_t(std::llround(keep));
+  return std::min(len, std::max(k, p.window + 1));
+}
+
+} // namespace llmc::kv

@@ -1,0 +1,65 @@
+//===- KvPolicy.h - A layer's KV-cache policy, as the artifact records it -*- C++ -*-===//
+// The `kv_policy` object the llm-kv-policy pass attaches to an attention
+// node (docs/design.md, "KV-cache policies"), parsed and checked once when
+// the executor is built. The runtime owns what the policy means: which
+// entries a layer keeps after the prompt (prefill), which it evicts while
+// generating (decode), and how kept entries are stored (kv_quant).
+//===----------------------------------------------------------------------===//
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace llmc::kv {
+
+enum class Method {
+  Full,      // keep everything
+  Streaming, // sinks + most recent
+  H2O,       // cumulative attention (heavy hitters) + recent
+  SnapKV,    // window-query attention, pooled
+  PyramidKV, // SnapKV scoring, per-layer budgets decreasing with depth
+  DepthKV,   // SnapKV scoring, calibrated per-layer budgets
+  RestKV,    // exact output change of removing a token, EMA over the window
+  LaProx,    // output-aware column-row importance, selection across the layer's heads
+  CapKV,     // ridge leverage of whitened keys x window relevance
+  InertiaKV, // EMA of per-step attention during decoding, lazy refresh
+  Random,    // random subset of generated tokens, prompt protected
+};
+
+enum class Hook { Prefill, Decode, Both };
+enum class KvQuant { None, PolyKV };
+
+struct Policy {
+  Method method = Method::Full;
+  std::string name = "full";
+  double budget = 0;         // ratio of the prompt (0: use budget_tokens)
+  int64_t budget_tokens = 0; // entries per (layer, KV head), window included
+  int64_t window = 32, sink = 4;
+  double layer_scale = 1.0;
+  std::vector<double> head_scale; // per KV head (empty: uniform)
+  Hook mode = Hook::Prefill;
+  int64_t refresh = 16;
+  int64_t pool = 7;
+  KvQuant quant = KvQuant::None;
+  uint64_t seed = 0;
+
+  bool full() const { return method == Method::Full; }
+  bool prefill() const { return !full() && mode != Hook::Decode; }
+  bool decode() const { return !full() && mode != Hook::Prefill; }
+  /// Methods that keep running attention statistics of every query (H2O's
+  /// column sums, InertiaKV's EMA).
+  bool accumulates() const { return method == Method::H2O || method == Method::InertiaKV; }
+};
+
+/// Parse and check a node's kv_policy object; `ctx` names the node in
+/// errors (std::runtime_error). kv_heads checks head_scale's length.
+Policy parsePolicy(const nlohmann::json &j, const std::string &ctx, int64_t kv_heads);
+
+/// Entries one KV head keeps out of `len` when the prompt had `prompt_len`
+/// entries: window + (C - window) * layer_scale * head_scale, at least the
+/// window plus one and at most len.
+int64_t headBudget(const Policy &p, int64_t prompt_len, int64_t len, int64_t kv_head);
+
+} // namespace llmc::kv

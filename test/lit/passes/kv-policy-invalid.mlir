@@ -1,0 +1,88 @@
+// Every option error names the option and what is allowed, and fails the
+// pass before any op is changed. The module is kv-policy.mlir's (3 layers).
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy)' 2>&1 | FileCheck %s --check-prefix=NOMETHOD
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=quest budget=0.1})' 2>&1 | FileCheck %s --check-prefix=METHOD
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv})' 2>&1 | FileCheck %s --check-prefix=NOBUDGET
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0})' 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=1.5})' 2>&1 | FileCheck %s --check-prefix=RATIO
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=150%})' 2>&1 | FileCheck %s --check-prefix=PERCENT
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=10})' 2>&1 | FileCheck %s --check-prefix=TOKENS
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=lots})' 2>&1 | FileCheck %s --check-prefix=TEXT
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=full budget=0.5})' 2>&1 | FileCheck %s --check-prefix=FULL
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 window=0})' 2>&1 | FileCheck %s --check-prefix=WINDOW
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 sink=-1})' 2>&1 | FileCheck %s --check-prefix=SINK
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=h2o budget=0.1 refresh=0})' 2>&1 | FileCheck %s --check-prefix=REFRESH
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 pool=4})' 2>&1 | FileCheck %s --check-prefix=POOL
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 mode=lazy})' 2>&1 | FileCheck %s --check-prefix=MODE
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=random budget=0.1 mode=prefill})' 2>&1 | FileCheck %s --check-prefix=RANDOM
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=inertiakv budget=0.1 mode=prefill})' 2>&1 | FileCheck %s --check-prefix=INERTIA
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=rdkv budget=0.1 kv-quant=polykv})' 2>&1 | FileCheck %s --check-prefix=RDKV
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 kv-quant=int4})' 2>&1 | FileCheck %s --check-prefix=KVQUANT
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 layers=depthkv})' 2>&1 | FileCheck %s --check-prefix=DEPTH
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=depthkv budget=0.1})' 2>&1 | FileCheck %s --check-prefix=DEPTHM
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 layers=steps})' 2>&1 | FileCheck %s --check-prefix=LAYERS
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=pyramidkv budget=0.1 layers=uniform})' 2>&1 | FileCheck %s --check-prefix=PYRUNI
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=full layers=pyramid})' 2>&1 | FileCheck %s --check-prefix=FULLPYR
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 heads=calibrated})' 2>&1 | FileCheck %s --check-prefix=HEADS
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 only-layers=1,3})' 2>&1 | FileCheck %s --check-prefix=ONLY --implicit-check-not=kv_policy
+// Module-shape errors: no attention at all; pyramid needs layers 0..L-1.
+// RUN: llmc-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(llm-kv-policy{method=pyramidkv budget=0.1})'
+
+// NOMETHOD: error: llm-kv-policy: option 'method' is required (one of full, streaming, h2o, snapkv, pyramidkv, restkv, laprox, capkv, rdkv, inertiakv, random or depthkv)
+// METHOD: error: llm-kv-policy: unknown method 'quest' (option 'method': one of full, streaming, h2o, snapkv, pyramidkv, restkv, laprox, capkv, rdkv, inertiakv, random or depthkv)
+// NOBUDGET: error: llm-kv-policy: option 'budget' is required for method=snapkv (a ratio in (0, 1] such as 0.1 or 10%, or tokens per layer and KV head such as 512)
+// ZERO: error: llm-kv-policy: option 'budget': ratio 0 is not in (0, 1]
+// RATIO: error: llm-kv-policy: option 'budget': ratio 1.5 is not in (0, 1]
+// PERCENT: error: llm-kv-policy: option 'budget': ratio 150% is not in (0, 1]
+// TOKENS: error: llm-kv-policy: option 'budget': 10 tokens is fewer than window + sink + 1 = 37
+// TEXT: error: llm-kv-policy: option 'budget': 'lots' is neither a ratio (0.1, 10%) nor a whole token count (512)
+// FULL: error: llm-kv-policy: option 'budget' does not apply to method=full (it keeps every entry)
+// WINDOW: error: llm-kv-policy: option 'window' must be >= 1, not 0
+// SINK: error: llm-kv-policy: option 'sink' must be >= 0, not -1
+// REFRESH: error: llm-kv-policy: option 'refresh' must be >= 1, not 0
+// POOL: error: llm-kv-policy: option 'pool' must be odd and >= 1 (1 = no smoothing), not 4
+// MODE: error: llm-kv-policy: option 'mode' must be prefill, decode or both, not 'lazy'
+// RANDOM: error: llm-kv-policy: method=random evicts while decoding: option 'mode' must be decode or both, not prefill
+// INERTIA: error: llm-kv-policy: method=inertiakv evicts while decoding: option 'mode' must be decode or both, not prefill
+// RDKV: error: llm-kv-policy: method=rdkv chooses its own bit widths: option 'kv-quant' must be none, not polykv
+// KVQUANT: error: llm-kv-policy: option 'kv-quant' must be none or polykv, not 'int4'
+// DEPTH: error: llm-kv-policy: layers=depthkv needs a calibration pass that is not implemented yet
+// DEPTHM: error: llm-kv-policy: method=depthkv uses layers=depthkv, and layers=depthkv needs a calibration pass that is not implemented yet
+// LAYERS: error: llm-kv-policy: option 'layers' must be uniform or pyramid (depthkv: not implemented yet), not 'steps'
+// PYRUNI: error: llm-kv-policy: method=pyramidkv implies layers=pyramid, not layers=uniform (use method=snapkv for uniform budgets)
+// FULLPYR: error: llm-kv-policy: method=full keeps every entry: option 'layers' must be uniform, not pyramid
+// HEADS: error: llm-kv-policy: heads=calibrated needs a calibration pass that is not implemented yet
+// only-layers is checked after walking the module, still before any change:
+// the module printed with the error has no kv_policy.
+// ONLY: error: llm-kv-policy: option 'only-layers': layer 3 is not an attention layer of this module (it has 3 attention layers: 0..2)
+
+// expected-error @+1 {{llm-kv-policy: the module has no llm.attention op to attach a KV policy to}}
+module {
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "token_embd.weight" : tensor<64x64xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<64x64xf32> -> tensor<?x64xf32>
+  llm.return %x : tensor<?x64xf32>
+}
+}
+
+// -----
+
+module {
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "token_embd.weight" : tensor<64x64xf32>
+  %h0 = llm.embed %t, %e : tensor<?xi32>, tensor<64x64xf32> -> tensor<?x64xf32>
+  %h1 = llm.layer 0 (%h0 : tensor<?x64xf32>) {
+  ^bb0(%x: tensor<?x64xf32>):
+    %wq = llm.weight "blk.0.attn_q.weight" : tensor<64x64xf32>
+    %wk = llm.weight "blk.0.attn_k.weight" : tensor<32x64xf32>
+    %wv = llm.weight "blk.0.attn_v.weight" : tensor<32x64xf32>
+    %wo = llm.weight "blk.0.attn_output.weight" : tensor<64x64xf32>
+    // expected-error @+1 {{llm-kv-policy: layers=pyramid needs the attention layers numbered 0..0, found layer 4}}
+    %a = llm.attention %x, %wq, %wk, %wv, %wo {layer = 4 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64, rope_theta = 10000.0 : f64, rope_style = "half"} : (tensor<?x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
+    llm.yield %a : tensor<?x64xf32>
+  }
+  llm.return %h1 : tensor<?x64xf32>
+}
+}
