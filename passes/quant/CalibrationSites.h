@@ -66,6 +66,37 @@ private:
   std::vector<std::unique_ptr<CalibrationSite>> sites_;
 };
 
+/// The Hessians of the weights the sites read, for the weights `pending`
+/// accepts: weight -> expert (-1 for a 2-D weight) -> H, and the weights in
+/// first-seen (program) order. Sites without data are skipped.
+struct WeightHessians {
+  std::map<std::string, std::map<int64_t, Eigen::MatrixXd>> byWeight;
+  std::vector<std::string> order;
+};
+template <typename Pending>
+WeightHessians hessiansByWeight(const std::vector<std::unique_ptr<CalibrationSite>> &sites,
+                                Pending pending) {
+  WeightHessians out;
+  for (const auto &s : sites) {
+    if (!s->hessian || s->hessian->tokens() == 0)
+      continue;
+    bool wanted = false;
+    for (const std::string &w : s->weights)
+      wanted = wanted || pending(w);
+    if (!wanted)
+      continue;
+    const Eigen::MatrixXd h = s->hessian->hessian();
+    for (const std::string &w : s->weights) {
+      if (!pending(w))
+        continue;
+      if (!out.byWeight.count(w))
+        out.order.push_back(w);
+      out.byWeight[w][s->expert] = h;
+    }
+  }
+  return out;
+}
+
 class QuantizeContext;
 /// Quantize every pending weight the sites of one block read, with GPTQ.
 void gptqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite>> &sites,

@@ -92,27 +92,9 @@ void quantizeAaac(QuantizeContext &ctx, const std::string &name, const Hessians 
 
 void aaacBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite>> &sites,
                const AaacPassOptions &o, int64_t) {
-  std::map<std::string, Hessians> hs;
-  std::vector<std::string> order;
-  for (auto &s : sites) {
-    if (!s->hessian || s->hessian->tokens() == 0)
-      continue;
-    bool wanted = false;
-    for (const std::string &w : s->weights)
-      wanted = wanted || ctx.pending(w);
-    if (!wanted)
-      continue;
-    Eigen::MatrixXd h = s->hessian->hessian();
-    for (const std::string &w : s->weights) {
-      if (!ctx.pending(w))
-        continue;
-      if (!hs.count(w))
-        order.push_back(w);
-      hs[w][s->expert] = h;
-    }
-  }
-  for (const std::string &name : order)
-    quantizeAaac(ctx, name, hs[name], o);
+  WeightHessians hw = hessiansByWeight(sites, [&](const std::string &w) { return ctx.pending(w); });
+  for (const std::string &name : hw.order)
+    quantizeAaac(ctx, name, hw.byWeight[name], o);
 }
 
 void aaacRemaining(QuantizeContext &ctx, const AaacPassOptions &o) {

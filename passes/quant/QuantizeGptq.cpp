@@ -12,21 +12,9 @@ namespace llmc::quant {
 
 void gptqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite>> &sites,
                bool actOrder, double damp) {
-  // weight name -> expert (-1 for 2-D) -> Hessian
-  std::map<std::string, std::map<int64_t, Eigen::MatrixXd>> hs;
-  std::vector<std::string> order;
-  for (auto &s : sites) {
-    if (!s->hessian || s->hessian->tokens() == 0)
-      continue;
-    Eigen::MatrixXd h = s->hessian->hessian();
-    for (const std::string &w : s->weights) {
-      if (!ctx.pending(w))
-        continue;
-      if (!hs.count(w))
-        order.push_back(w);
-      hs[w][s->expert] = h;
-    }
-  }
+  WeightHessians hw = hessiansByWeight(sites, [&](const std::string &w) { return ctx.pending(w); });
+  auto &hs = hw.byWeight;
+  const std::vector<std::string> &order = hw.order;
   GptqOptions o;
   o.grid = ctx.spec();
   o.actOrder = actOrder;

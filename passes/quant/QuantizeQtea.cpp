@@ -107,22 +107,9 @@ void quantizeQtea(QuantizeContext &ctx, const std::string &name, const Hessians 
 
 void qteaBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite>> &sites,
                const QteaPassOptions &o, int64_t /*block*/) {
-  std::map<std::string, Hessians> hs;
-  std::vector<std::string> order;
-  for (auto &s : sites) {
-    if (!s->hessian || s->hessian->tokens() == 0)
-      continue;
-    Eigen::MatrixXd h = s->hessian->hessian();
-    for (const std::string &w : s->weights) {
-      if (!ctx.pending(w))
-        continue;
-      if (!hs.count(w))
-        order.push_back(w);
-      hs[w][s->expert] = h;
-    }
-  }
-  for (const std::string &name : order)
-    quantizeQtea(ctx, name, hs[name], o);
+  WeightHessians hw = hessiansByWeight(sites, [&](const std::string &w) { return ctx.pending(w); });
+  for (const std::string &name : hw.order)
+    quantizeQtea(ctx, name, hw.byWeight[name], o);
 }
 
 void qteaRemaining(QuantizeContext &ctx, const QteaPassOptions &o) {

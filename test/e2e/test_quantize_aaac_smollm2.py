@@ -18,27 +18,13 @@ import json
 import math
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref"))
 import harness  # noqa: E402
 
 GGUF = os.path.join(harness.SOURCE_DIR, ".cache", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-TOKENS = "512"
 COMMON = "bits=4 group=64 calib-tokens=256 calib-seq=128 skip=token_embd.weight"
 KLD_MAX = 0.16
-
-
-def compile_and_eval(work, name, pipeline):
-    out = os.path.join(work, name + ".llmc")
-    t0 = time.time()
-    harness.run_llmc(["compile", GGUF, "-o", out, "-q", "--pipeline", pipeline], timeout=1100)
-    secs = time.time() - t0
-    p = harness.run_llmc(["eval", out, "--ref", GGUF, "--json", "--max-tokens", TOKENS],
-                         timeout=600)
-    r = json.loads(p.stdout)
-    r["compile_s"] = secs
-    return out, r
 
 
 def main():
@@ -47,8 +33,8 @@ def main():
     work = harness.work_dir("quantize_aaac_smollm2")
     checks = harness.Checks("llm-quantize method=aaac on SmolLM2-135M-Instruct")
 
-    aaac_out, aaac = compile_and_eval(work, "aaac-4", f"llm-quantize{{method=aaac {COMMON}}}")
-    _, gptq = compile_and_eval(work, "gptq-4", f"llm-quantize{{method=gptq sym=false {COMMON}}}")
+    aaac_out, aaac = harness.compile_and_eval(work, "aaac-4", f"llm-quantize{{method=aaac {COMMON}}}")
+    _, gptq = harness.compile_and_eval(work, "gptq-4", f"llm-quantize{{method=gptq sym=false {COMMON}}}")
 
     print(f"{'method':<6} {'kld_mean':>9} {'kld_p99':>8} {'top1%':>6} {'ppl':>8} {'ref_ppl':>8} "
           f"{'compile_s':>9}")

@@ -17,26 +17,12 @@ import json
 import math
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref"))
 import harness  # noqa: E402
 
 GGUF = os.path.join(harness.SOURCE_DIR, ".cache", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-TOKENS = "512"
 CALIB = "calib-tokens=256 calib-seq=128"
-
-
-def compile_and_eval(work, name, pipeline):
-    out = os.path.join(work, name + ".llmc")
-    t0 = time.time()
-    harness.run_llmc(["compile", GGUF, "-o", out, "-q", "--pipeline", pipeline], timeout=900)
-    secs = time.time() - t0
-    p = harness.run_llmc(["eval", out, "--ref", GGUF, "--json", "--max-tokens", TOKENS],
-                         timeout=600)
-    r = json.loads(p.stdout)
-    r["compile_s"] = secs
-    return out, r
 
 
 def main():
@@ -56,7 +42,7 @@ def main():
         for method in ("rtn", "gptq", "awq"):
             name = f"{method}-{label.replace(' ', '-')}"
             pipe = f"llm-quantize{{method={method} {opts} {CALIB} skip=token_embd.weight}}"
-            artifacts[(label, method)], results[(label, method)] = compile_and_eval(work, name, pipe)
+            artifacts[(label, method)], results[(label, method)] = harness.compile_and_eval(work, name, pipe)
 
     print(f"{'setting':<10} {'method':<5} {'kld_mean':>9} {'kld_p99':>8} {'top1%':>6} "
           f"{'ppl':>8} {'ref_ppl':>8} {'compile_s':>9}")

@@ -20,27 +20,13 @@ import json
 import math
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref"))
 import harness  # noqa: E402
 
 GGUF = os.path.join(harness.SOURCE_DIR, ".cache", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-TOKENS = "512"
 CALIB = "calib-tokens=256 calib-seq=128 skip=token_embd.weight"
 KLD_MAX = 5.0
-
-
-def compile_and_eval(work, name, pipeline):
-    out = os.path.join(work, name + ".llmc")
-    t0 = time.time()
-    harness.run_llmc(["compile", GGUF, "-o", out, "-q", "--pipeline", pipeline], timeout=1200)
-    secs = time.time() - t0
-    p = harness.run_llmc(["eval", out, "--ref", GGUF, "--json", "--max-tokens", TOKENS],
-                         timeout=600)
-    r = json.loads(p.stdout)
-    r["compile_s"] = secs
-    return out, r
 
 
 def matrix_bytes(manifest):
@@ -56,9 +42,9 @@ def main():
     work = harness.work_dir("quantize_qtea_smollm2")
     checks = harness.Checks("llm-quantize method=qtea on SmolLM2-135M-Instruct")
 
-    art_q, qtea = compile_and_eval(work, "qtea-g64",
+    art_q, qtea = harness.compile_and_eval(work, "qtea-g64",
                                    f"llm-quantize{{method=qtea group=64 {CALIB}}}")
-    art_g, gptq = compile_and_eval(work, "gptq2-g64",
+    art_g, gptq = harness.compile_and_eval(work, "gptq2-g64",
                                    f"llm-quantize{{method=gptq bits=2 group=64 sym=false {CALIB}}}")
     print(f"{'method':<12} {'kld_mean':>9} {'kld_p99':>8} {'top1%':>6} {'ppl':>10} {'compile_s':>9}")
     for label, r in (("qtea g64", qtea), ("gptq2 g64", gptq)):

@@ -18,15 +18,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref
 import harness  # noqa: E402
 
 GGUF = os.path.join(harness.SOURCE_DIR, ".cache", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-TOKENS = "512"
-
-
-def compile_and_eval(work, name, pipeline):
-    out = os.path.join(work, name + ".llmc")
-    harness.run_llmc(["compile", GGUF, "-o", out, "-q", "--pipeline", pipeline], timeout=600)
-    p = harness.run_llmc(["eval", out, "--ref", GGUF, "--json", "--max-tokens", TOKENS],
-                         timeout=600)
-    return out, json.loads(p.stdout)
 
 
 def main():
@@ -35,15 +26,15 @@ def main():
     work = harness.work_dir("quantize_rtn_smollm2")
     checks = harness.Checks("llm-quantize-rtn on SmolLM2-135M-Instruct")
 
-    _, same = compile_and_eval(work, "q41", "llm-quantize-rtn{bits=4 sym=false skip=token_embd.weight}")
+    _, same = harness.compile_and_eval(work, "q41", "llm-quantize-rtn{bits=4 sym=false skip=token_embd.weight}")
     checks.check(same["kld_mean"] == 0.0 and same["top1"] == 100.0,
                  "q4_1 RTN of a q4_1 model is exact", f"kld {same['kld_mean']}, top1 {same['top1']}")
 
-    a8, q8 = compile_and_eval(work, "q8", "llm-quantize-rtn{bits=8}")
+    a8, q8 = harness.compile_and_eval(work, "q8", "llm-quantize-rtn{bits=8}")
     checks.check(q8["kld_mean"] < 0.01 and q8["top1"] >= 95.0, "q8_0 RTN stays close",
                  f"kld_mean {q8['kld_mean']:.5f}, p99 {q8['kld_p99']:.5f}, top1 {q8['top1']:.1f}, ppl {q8['ppl']:.3f}")
 
-    a4, q4 = compile_and_eval(work, "q4", "llm-quantize-rtn{bits=4}")
+    a4, q4 = harness.compile_and_eval(work, "q4", "llm-quantize-rtn{bits=4}")
     checks.check(q4["kld_mean"] > q8["kld_mean"], "q4_0 is worse than q8_0",
                  f"kld_mean {q4['kld_mean']:.4f} vs {q8['kld_mean']:.5f}, ppl {q4['ppl']:.3f}")
     checks.check(os.path.getsize(a4) < os.path.getsize(a8), "q4_0 artifact is smaller than q8_0",

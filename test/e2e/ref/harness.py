@@ -62,6 +62,27 @@ def run_llmc(args, timeout=300, check=True):
     return p
 
 
+
+SMOLLM2_GGUF = os.path.join(SOURCE_DIR, ".cache", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def compile_and_eval(work, name, pipeline, model=None, eval_tokens=512, compile_timeout=1200):
+    """Compile `model` (default SmolLM2) with `pipeline` into work/name.llmc and
+    score it with `llmc eval --ref model --json`; returns (artifact path, the
+    eval JSON with compile_s added)."""
+    import json
+    import time
+    model = model or SMOLLM2_GGUF
+    out = os.path.join(work, name + ".llmc")
+    t0 = time.time()
+    run_llmc(["compile", model, "-o", out, "-q", "--pipeline", pipeline], timeout=compile_timeout)
+    secs = time.time() - t0
+    p = run_llmc(["eval", out, "--ref", model, "--json", "--max-tokens", str(eval_tokens)],
+                 timeout=600)
+    r = json.loads(p.stdout)
+    r["compile_s"] = secs
+    return out, r
+
 def llmc_logits(model, prompt, out_npy, extra=()):
     run_llmc(["run", model, "--prompt-tokens", ",".join(map(str, prompt)), "-n", "0",
               "--dump-logits", out_npy, "-q", *extra])
