@@ -378,3 +378,23 @@ TEST(LayerCache, PolyKVAttentionIsCloseToF32) {
   EXPECT_LT(err / norm, 0.06);
   EXPECT_LT(b.bytes(), a.bytes() / 4);
 }
+
+TEST(PolyKV, FastPathsMatchThePortableOnes) {
+  for (int64_t hd : {32, 64, 128}) {
+    PolyKV p(hd, uint64_t(hd));
+    for (int trial = 0; trial < 10; ++trial) {
+      std::vector<float> k = randomVec(size_t(hd), 200 + trial, 1.5f);
+      std::vector<float> q = randomVec(size_t(hd), 300 + trial), v = randomVec(size_t(hd), 400 + trial);
+      std::vector<uint8_t> kb(size_t(p.keyBytes())), vb(size_t(p.valueBytes()));
+      p.encodeKey(k.data(), kb.data());
+      p.encodeValue(v.data(), vb.data());
+      float a = p.dotKey(q.data(), kb.data()), b = p.dotKeyScalar(q.data(), kb.data());
+      EXPECT_NEAR(a, b, 1e-4f * (1.0f + std::fabs(b))) << hd;
+      std::vector<float> fa(size_t(hd), 0.5f), fb(size_t(hd), 0.5f);
+      p.accumulateValue(vb.data(), 0.37f, fa.data());
+      p.accumulateValueScalar(vb.data(), 0.37f, fb.data());
+      for (int64_t i = 0; i < hd; ++i)
+        EXPECT_NEAR(fa[size_t(i)], fb[size_t(i)], 1e-6f) << hd << " " << i;
+    }
+  }
+}

@@ -9,6 +9,11 @@
 #include <random>
 #include <stdexcept>
 
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define LLMC_KV_AVX2 1
+#endif
+
 namespace llmc::kv {
 
 namespace {
@@ -72,7 +77,7 @@ void PolyKV::encodeKey(const float *k, uint8_t *dst) const {
   }
 }
 
-float PolyKV::dotKey(const float *q, const uint8_t *key) const {
+float PolyKV::dotKeyScalar(const float *q, const uint8_t *key) const {
   float total = 0;
   for (int64_t b = 0; b < hd / 32; ++b) {
     const int8_t *c = reinterpret_cast<const int8_t *>(key + b * 32);
@@ -83,6 +88,30 @@ float PolyKV::dotKey(const float *q, const uint8_t *key) const {
     total += s * loadHalf(key + hd + 2 * b);
   }
   return total;
+}
+
+float PolyKV::dotKey(const float *q, const uint8_t *key) const {
+#ifdef LLMC_KV_AVX2
+  __m256 total = _mm256_setzero_ps();
+  for (int64_t b = 0; b < hd / 32; ++b) {
+    const uint8_t *c = key + b * 32;
+    const float *qb = q + b * 32;
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < 32; i += 8) {
+      __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(c + i));
+      __m256 codes = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
+      acc = _mm256_fmadd_ps(codes, _mm256_loadu_ps(qb + i), acc);
+    }
+    total = _mm256_fmadd_ps(acc, _mm256_set1_ps(loadHalf(key + hd + 2 * b)), total);
+  }
+  __m128 lo = _mm256_castps256_ps128(total), hi = _mm256_extractf128_ps(total, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_hadd_ps(lo, lo);
+  lo = _mm_hadd_ps(lo, lo);
+  return _mm_cvtss_f32(lo);
+#else
+  return dotKeyScalar(q, key);
+#endif
 }
 
 void PolyKV::decodeKey(const uint8_t *key, float *dst) const {
@@ -116,7 +145,7 @@ void PolyKV::encodeValue(const float *v, uint8_t *dst) const {
   }
 }
 
-void PolyKV::accumulateValue(const uint8_t *val, float w, float *acc) const {
+void PolyKV::accumulateValueScalar(const uint8_t *val, float w, float *acc) const {
   const float f = w * loadHalf(val) / float(hd);
   const uint8_t *codes = val + 2;
   for (int64_t i = 0; i < hd; ++i) {
@@ -126,6 +155,27 @@ void PolyKV::accumulateValue(const uint8_t *val, float w, float *acc) const {
       bits |= unsigned(codes[bit / 8 + 1]) << (8 - bit % 8);
     acc[i] += f * kLevels[bits & 7u];
   }
+}
+
+void PolyKV::accumulateValue(const uint8_t *val, float w, float *acc) const {
+#ifdef LLMC_KV_AVX2
+  // Eight 3-bit codes are 3 bytes: shift each lane to its code, look the
+  // level up with a permute, scale and accumulate.
+  const __m256 f = _mm256_set1_ps(w * loadHalf(val) / float(hd));
+  const __m256 levels = _mm256_loadu_ps(kLevels);
+  const __m256i shifts = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
+  const __m256i seven = _mm256_set1_epi32(7);
+  const uint8_t *codes = val + 2;
+  for (int64_t i = 0; i < hd; i += 8) {
+    const uint8_t *c = codes + (i / 8) * 3;
+    const uint32_t word = uint32_t(c[0]) | uint32_t(c[1]) << 8 | uint32_t(c[2]) << 16;
+    __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(word)), shifts), seven);
+    __m256 lv = _mm256_permutevar8x32_ps(levels, idx);
+    _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(f, lv, _mm256_loadu_ps(acc + i)));
+  }
+#else
+  accumulateValueScalar(val, w, acc);
+#endif
 }
 
 void PolyKV::rotateBack(float *acc) const {

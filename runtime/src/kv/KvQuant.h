@@ -28,6 +28,10 @@ struct PolyKV {
   /// q . k for a stored key.
   float dotKey(const float *q, const uint8_t *key) const;
   void decodeKey(const uint8_t *key, float *dst) const;
+  /// Portable forms of dotKey / accumulateValue (the AVX2 ones are checked
+  /// against them).
+  float dotKeyScalar(const float *q, const uint8_t *key) const;
+  void accumulateValueScalar(const uint8_t *val, float w, float *acc) const;
 
   void encodeValue(const float *v, uint8_t *dst) const;
   /// acc += w * (n * c / d), the value in the rotated domain, pre-scaled.
