@@ -177,20 +177,21 @@ def main():
     speed_ctx = 2048 if quick else 8192
     common = ["-t", str(args.threads), "-q"]
 
+    # Most informative first (an interrupted run still renders what it has):
+    # the shortest context, then the 4k retrieval and perplexity,
+    # the 8k speed run, then the rest.
     res = {}
-    for ctx in passkey_ctx:
-        res[("passkey", ctx)] = run_sweep(llmc, digest, "passkey", ctx, lines,
-                                          common + ["--trials", str(trials)], 7200,
-                                          args.cached_only)
-    res[("multi-needle", needle_ctx)] = run_sweep(
-        llmc, digest, "multi-needle", needle_ctx, lines, common + ["--trials", str(trials)], 7200,
-        args.cached_only)
-    res[("ppl", ppl_ctx)] = run_sweep(llmc, digest, "ppl", ppl_ctx, lines,
-                                      common + ["--score-tokens", "32" if quick else "64"],
-                                      7200, args.cached_only)
-    res[("speed", speed_ctx)] = run_sweep(llmc, digest, "ppl", speed_ctx, speed_lines,
-                                          common + ["--score-tokens", "16" if quick else "32"],
-                                          7200, args.cached_only)
+    retrieval = ["--trials", str(trials)]
+    order = [("passkey", passkey_ctx[0], lines, retrieval),
+             ("passkey", passkey_ctx[-1], lines, retrieval),
+             ("ppl", ppl_ctx, lines, ["--score-tokens", "32" if quick else "64"]),
+             ("speed", speed_ctx, speed_lines, ["--score-tokens", "16" if quick else "32"]),
+             *[("passkey", c, lines, retrieval) for c in passkey_ctx[1:-1]],
+             ("multi-needle", needle_ctx, lines, retrieval)]
+    for kind, ctx, pl, extra in order:
+        task = "ppl" if kind == "speed" else kind
+        res[(kind, ctx)] = run_sweep(llmc, digest, task, ctx, pl, common + extra, 7200,
+                                     args.cached_only)
 
     out = []
     w = out.append

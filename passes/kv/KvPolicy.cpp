@@ -2,17 +2,22 @@
 // The compiler side of the KV-cache policies: it checks the options (all of
 // them, and the module's attention layers, before any op changes) and writes
 // the complete `kv_policy` dictionary of the contract (every key, so the
-// runtime needs no defaults) onto each selected llm.attention op. Nothing is
-// computed from weights here; selection and eviction run in the runtime.
-// The per-layer budget multiplier `layer_scale` is the only derived value
-// (layers=pyramid: linear in depth, mean 1).
+// runtime needs no defaults) onto each selected llm.attention op. Selection
+// and eviction run in the runtime. The per-layer budget multiplier
+// `layer_scale` is the only derived value: layers=pyramid is linear in depth
+// (mean 1); layers=depthkv (and method=depthkv) runs the model on calibration
+// text to measure each layer's sensitivity (KvDepthCalibration.h), which
+// needs the weights of llmc compile.
 //===----------------------------------------------------------------------===//
 #include "passes/kv/Passes.h"
+#include "passes/kv/KvDepthCalibration.h"
+#include "compiler/weights/WeightStore.h"
 #include "dialects/llm/IR/LlmOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include <map>
 #include <optional>
 #include <set>
 
@@ -135,21 +140,46 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
 
     std::string ly = layers;
     if (ly != "uniform" && ly != "pyramid" && ly != "depthkv")
-      return fail("option 'layers' must be uniform or pyramid (depthkv: not implemented yet), "
-                  "not '" + ly + "'");
-    if (m == "depthkv")
-      return fail("method=depthkv uses layers=depthkv, and layers=depthkv needs a calibration "
-                  "pass that is not implemented yet");
-    if (ly == "depthkv")
-      return fail("layers=depthkv needs a calibration pass that is not implemented yet");
+      return fail("option 'layers' must be uniform, pyramid or depthkv, not '" + ly + "'");
+    if (m == "depthkv") {
+      if (layers.hasValue() && ly != "depthkv")
+        return fail("method=depthkv implies layers=depthkv, not layers=" + ly +
+                    " (use method=snapkv for uniform budgets)");
+      ly = "depthkv";
+    }
     if (m == "pyramidkv") {
       if (layers.hasValue() && ly != "pyramid")
         return fail("method=pyramidkv implies layers=pyramid, not layers=" + ly +
-                    " (use method=snapkv for uniform budgets)");
+                    (ly == "depthkv" ? " (use method=depthkv for calibrated budgets)"
+                                     : " (use method=snapkv for uniform budgets)"));
       ly = "pyramid";
     }
     if (m == "full" && ly != "uniform")
       return fail("method=full keeps every entry: option 'layers' must be uniform, not " + ly);
+
+    const bool depth = ly == "depthkv";
+    const std::string depthWho = m == "depthkv" ? "method=depthkv" : "layers=depthkv";
+    int64_t calibPrompt = 0;
+    if (!depth) {
+      if (calibText.hasValue() || calibContext.hasValue() || calibScore.hasValue())
+        return fail("options 'calib-text', 'calib-context' and 'calib-score' apply only to "
+                    "layers=depthkv (or method=depthkv)");
+    } else {
+      if (calibScore < 1)
+        return fail("option 'calib-score' must be >= 1, not " + Twine(int64_t(calibScore)));
+      calibPrompt = calibContext - calibScore - 1;
+      const int64_t minPrompt = window + sink + 1;
+      if (calibPrompt < minPrompt)
+        return fail("option 'calib-context': " + Twine(int64_t(calibContext)) +
+                    " tokens leave a calibration prompt of " + Twine(calibPrompt) +
+                    " tokens before the " + Twine(int64_t(calibScore)) +
+                    " scored ones (calib-score + 1), fewer than window + sink + 1 = " +
+                    Twine(minPrompt));
+      if (b.tokens != 0 && b.tokens >= calibPrompt)
+        return fail("option 'budget': " + Twine(b.tokens) +
+                    " tokens keep the whole calibration prompt of " + Twine(calibPrompt) +
+                    " tokens, so no layer could be measured (raise calib-context)");
+    }
 
     const std::string hd = heads;
     if (hd == "calibrated")
@@ -196,6 +226,34 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
           return signalPassFailure();
         }
 
+    // --- DepthKV: measure every attention layer (the scales have mean 1
+    // over all L layers, like the pyramid's, whichever are selected). ---
+    std::map<int64_t, std::pair<double, double>> calibrated; // layer -> (scale, delta)
+    if (depth) {
+      WeightStore *store = WeightStore::active();
+      if (!store)
+        return fail(depthWho + " needs llmc compile (calibration): it runs the model on "
+                    "calibration text to measure each layer's sensitivity, and llmc-opt has "
+                    "no weights");
+      DepthCalibrationOptions co;
+      co.textPath = calibText;
+      co.context = calibContext;
+      co.score = calibScore;
+      co.budgetRatio = b.ratio;
+      co.budgetTokens = b.tokens;
+      co.window = window;
+      co.sink = sink;
+      co.pool = pool;
+      try {
+        DepthCalibrationResult r = calibrateDepth(
+            module, *store, std::vector<int64_t>(present.begin(), present.end()), co);
+        for (size_t i = 0; i < r.layers.size(); ++i)
+          calibrated[r.layers[i]] = {r.scale[i], r.delta[i]};
+      } catch (const std::exception &e) {
+        return fail(depthWho + " calibration: " + e.what());
+      }
+    }
+
     // --- Attach (replacing any earlier policy of the selected ops). ---
     const std::set<int64_t> only(onlyLayers.begin(), onlyLayers.end());
     Builder bld(&getContext());
@@ -203,8 +261,12 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
       const int64_t l = int64_t(op.getLayer());
       if (!only.empty() && !only.count(l))
         continue;
-      const double scale = ly == "pyramid" ? pyramidScale(l, L) : 1.0;
-      NamedAttribute entries[] = {
+      double scale = 1.0;
+      if (ly == "pyramid")
+        scale = pyramidScale(l, L);
+      else if (depth)
+        scale = calibrated.at(l).first;
+      SmallVector<NamedAttribute, 12> entries = {
           bld.getNamedAttr("method", bld.getStringAttr(m)),
           bld.getNamedAttr("budget", bld.getF64FloatAttr(b.ratio)),
           bld.getNamedAttr("budget_tokens", bld.getI64IntegerAttr(b.tokens)),
@@ -217,6 +279,9 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
           bld.getNamedAttr("kv_quant", bld.getStringAttr(kq)),
           bld.getNamedAttr("seed", bld.getI64IntegerAttr(seed)),
       };
+      if (depth) // the measured NLL rise behind layer_scale
+        entries.push_back(
+            bld.getNamedAttr("depthkv_delta", bld.getF64FloatAttr(calibrated.at(l).second)));
       op.setKvPolicyAttr(bld.getDictionaryAttr(entries));
     }
   }

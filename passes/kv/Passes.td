@@ -24,9 +24,26 @@ def KvPolicyPass : Pass<"llm-kv-policy", "mlir::ModuleOp"> {
     - `layers`: per-layer budget multiplier `layer_scale`. `uniform`: 1;
       `pyramid`: linear in depth with mean 1, for layer l of L (beta = 20)
       (2 - 1/beta) - l * (2 - 2/beta) / (L - 1) (L = 1: 1). `pyramidkv`
-      implies `pyramid`; other methods may also take it. `depthkv` and
-      `heads=calibrated` need an offline calibration that is not
-      implemented yet and are rejected.
+      implies `pyramid`; other methods may also take it. `depthkv`:
+      calibrated per layer (below); `method=depthkv` implies it and is
+      SnapKV selection with those scales. `heads=calibrated` needs a
+      calibration that is not implemented yet and is rejected.
+    - DepthKV calibration (our interpretation of DepthKV; it needs the
+      weights, so it runs under `llmc compile` and fails under llmc-opt).
+      The first `calib-context` tokens of `calib-text` (default
+      data/calib/default.txt (not the long-context evaluation text, so eval-long ppl stays out of sample); `$LLMC_DATA_DIR` overrides the data folder; a
+      `.ids` file holds token ids for models without a tokenizer) are a
+      prompt of calib-context - calib-score - 1 tokens, prefilled once,
+      followed by `calib-score` tokens that are teacher-forced one forward
+      each and scored (mean NLL). The scoring is done with the full cache
+      (NLL_full) and once per attention layer l with only layer l
+      compressed by SnapKV at the deployment budget (a token budget becomes
+      the ratio tokens / prompt length); delta_l = max(0, NLL_l - NLL_full).
+      With s_l = delta_l + eps (eps = 1e-3 * mean delta + 1e-9),
+      layer_scale_l = clamp(c * s_l, 0.05, 4) where c makes the mean over
+      the L layers 1 (proportional allocation, clamped and renormalized).
+      Each policy also records `depthkv_delta` = delta_l. One line per
+      layer goes to stderr unless the compile is quiet.
     - `mode`: prefill (compress once after each prompt), decode (evict
       during generation every `refresh` tokens when over budget) or both.
       `random` and `inertiakv` are decode-time methods: they default to
@@ -58,7 +75,7 @@ def KvPolicyPass : Pass<"llm-kv-policy", "mlir::ModuleOp"> {
     Option<"window", "window", "int64_t", "32", "observation window and always-kept recent tokens (>= 1)">,
     Option<"sink", "sink", "int64_t", "4", "always-kept first tokens (>= 0)">,
     Option<"layers", "layers", "std::string", "\"uniform\"",
-           "per-layer budgets: uniform or pyramid (depthkv: not implemented yet)">,
+           "per-layer budgets: uniform, pyramid or depthkv (calibrated; llmc compile only)">,
     Option<"heads", "heads", "std::string", "\"uniform\"",
            "per-head budgets: uniform (calibrated: not implemented yet)">,
     Option<"mode", "mode", "std::string", "\"prefill\"",
@@ -67,6 +84,12 @@ def KvPolicyPass : Pass<"llm-kv-policy", "mlir::ModuleOp"> {
     Option<"pool", "pool", "int64_t", "7", "score smoothing kernel, odd (1 = none)">,
     Option<"kvQuant", "kv-quant", "std::string", "\"none\"", "cache quantization: none or polykv">,
     Option<"seed", "seed", "int64_t", "0", "RNG seed (random selection, FWHT signs)">,
+    Option<"calibText", "calib-text", "std::string", "\"\"",
+           "layers=depthkv: calibration text, or token ids in a .ids file (default: data/calib/default.txt)">,
+    Option<"calibContext", "calib-context", "int64_t", "1024",
+           "layers=depthkv: calibration tokens in all (prompt + 1 + calib-score)">,
+    Option<"calibScore", "calib-score", "int64_t", "32",
+           "layers=depthkv: teacher-forced tokens scored at the end of the calibration text">,
     ListOption<"onlyLayers", "only-layers", "int64_t",
                "attention layers that get the policy (default: all)">,
   ];

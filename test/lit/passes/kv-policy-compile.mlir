@@ -10,6 +10,16 @@
 // RUN: llmc inspect %t/pyr.llmc | FileCheck %s --check-prefix=PYR
 // RUN: not llmc compile %shared/models/stories260K.bin -o %t/bad.llmc -q --pipeline 'llm-kv-policy{method=snapkv budget=0}' 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not test -e %t/bad.llmc
+// DepthKV calibration runs the model being compiled: stories260K has no
+// tokenizer, so it calibrates on token ids (.ids) and rejects text.
+// RUN: %python -c "import random; r = random.Random(1); print(' '.join(str(r.randrange(1, 512)) for _ in range(160)))" > %t/calib.ids
+// RUN: llmc compile %shared/models/stories260K.bin -o %t/depth.llmc --pipeline 'llm-kv-policy{method=snapkv budget=0.2 window=4 sink=1 layers=depthkv calib-text=%t/calib.ids calib-context=128 calib-score=8}' 2>&1 | FileCheck %s --check-prefix=PROGRESS
+// RUN: llmc inspect %t/depth.llmc | FileCheck %s --check-prefix=DEPTH
+// RUN: llmc inspect %t/depth.llmc --json | %python -c "import json, sys; n = json.load(sys.stdin)['program']['nodes']; p = [x['attrs']['kv_policy'] for x in n if 'kv_policy' in x['attrs']]; s = [q['layer_scale'] for q in p]; print('layers', len(p), 'mean', round(sum(s) / len(s), 9), 'deltas', sum('depthkv_delta' in q for q in p), 'in-range', all(0.05 - 1e-9 <= v <= 4 + 1e-9 for v in s), 'distinct', len(set(s)) > 1)" | FileCheck %s --check-prefix=DEPTHJ
+// RUN: llmc compile %shared/models/stories260K.bin -o %t/depthm.llmc -q --pipeline 'llm-kv-policy{method=depthkv budget=0.2 window=4 sink=1 calib-text=%t/calib.ids calib-context=128 calib-score=8}' 2>&1 | FileCheck %s --allow-empty --check-prefix=QUIET
+// RUN: llmc inspect %t/depthm.llmc | FileCheck %s --check-prefix=DEPTHM
+// RUN: not llmc compile %shared/models/stories260K.bin -o %t/text.llmc -q --pipeline 'llm-kv-policy{method=depthkv budget=0.1}' 2>&1 | FileCheck %s --check-prefix=NOTOK
+// RUN: not llmc compile %shared/models/stories260K.bin -o %t/short.llmc -q --pipeline 'llm-kv-policy{method=depthkv budget=0.1 calib-text=%t/calib.ids}' 2>&1 | FileCheck %s --check-prefix=SHORT
 
 // SNAP: pipeline: builtin.module(llm-kv-policy{method=snapkv budget=0.1})
 // SNAP: kv policies: 5 of 5 attention layers
@@ -43,3 +53,16 @@
 
 // BAD: error: llm-kv-policy: option 'budget': ratio 0 is not in (0, 1]
 // BAD: llmc: error: pipeline 'llm-kv-policy{method=snapkv budget=0}' failed
+
+// PROGRESS: [llmc] llm-kv-policy depthkv: 119 prompt + 8 scored tokens of {{.*}}calib.ids, probe snapkv budget 0.2; prefill
+// PROGRESS: [llmc] depthkv layer 0 (1/5): delta
+// PROGRESS: [llmc] depthkv layer 4 (5/5): delta
+// PROGRESS: [llmc] llm-kv-policy depthkv: layer_scale
+// DEPTH: kv policies: 5 of 5 attention layers
+// DEPTH-NEXT: layer 0 snapkv budget 0.2, layer_scale
+// DEPTH-COUNT-4: snapkv budget 0.2, layer_scale
+// DEPTHJ: layers 5 mean 1.0 deltas 5 in-range True distinct True
+// QUIET-NOT: depthkv
+// DEPTHM: layer 0 depthkv budget 0.2, layer_scale
+// NOTOK: error: llm-kv-policy: method=depthkv calibration: {{.*}}stories260K.bin: the model has no tokenizer to encode the calibration text {{.*}}default.txt (give token ids in a .ids file with calib-text=FILE.ids)
+// SHORT: error: llm-kv-policy: method=depthkv calibration: {{.*}}calib.ids: only 160 calibration tokens, calib-context needs 1024

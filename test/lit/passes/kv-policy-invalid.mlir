@@ -21,6 +21,12 @@
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 layers=depthkv})' 2>&1 | FileCheck %s --check-prefix=DEPTH
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=depthkv budget=0.1})' 2>&1 | FileCheck %s --check-prefix=DEPTHM
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 layers=steps})' 2>&1 | FileCheck %s --check-prefix=LAYERS
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=depthkv budget=0.1 layers=pyramid})' 2>&1 | FileCheck %s --check-prefix=DEPTHPYR
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=pyramidkv budget=0.1 layers=depthkv})' 2>&1 | FileCheck %s --check-prefix=PYRDEPTH
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 calib-context=512})' 2>&1 | FileCheck %s --check-prefix=CALIBOPT
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=depthkv budget=0.1 calib-score=0})' 2>&1 | FileCheck %s --check-prefix=CALIBSCORE
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=depthkv budget=0.1 calib-context=64})' 2>&1 | FileCheck %s --check-prefix=CALIBCTX
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=depthkv budget=1000})' 2>&1 | FileCheck %s --check-prefix=CALIBBUDGET
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=pyramidkv budget=0.1 layers=uniform})' 2>&1 | FileCheck %s --check-prefix=PYRUNI
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=full layers=pyramid})' 2>&1 | FileCheck %s --check-prefix=FULLPYR
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 heads=calibrated})' 2>&1 | FileCheck %s --check-prefix=HEADS
@@ -46,9 +52,17 @@
 // INERTIA: error: llm-kv-policy: method=inertiakv evicts while decoding: option 'mode' must be decode or both, not prefill
 // RDKV: error: llm-kv-policy: method=rdkv chooses its own bit widths: option 'kv-quant' must be none, not polykv
 // KVQUANT: error: llm-kv-policy: option 'kv-quant' must be none or polykv, not 'int4'
-// DEPTH: error: llm-kv-policy: layers=depthkv needs a calibration pass that is not implemented yet
-// DEPTHM: error: llm-kv-policy: method=depthkv uses layers=depthkv, and layers=depthkv needs a calibration pass that is not implemented yet
-// LAYERS: error: llm-kv-policy: option 'layers' must be uniform or pyramid (depthkv: not implemented yet), not 'steps'
+// DepthKV measures the model, so under llmc-opt (no weights) it stops after
+// the option checks; kv-policy-compile.mlir runs it through llmc compile.
+// DEPTH: error: llm-kv-policy: layers=depthkv needs llmc compile (calibration): it runs the model on calibration text to measure each layer's sensitivity, and llmc-opt has no weights
+// DEPTHM: error: llm-kv-policy: method=depthkv needs llmc compile (calibration): it runs the model on calibration text to measure each layer's sensitivity, and llmc-opt has no weights
+// LAYERS: error: llm-kv-policy: option 'layers' must be uniform, pyramid or depthkv, not 'steps'
+// DEPTHPYR: error: llm-kv-policy: method=depthkv implies layers=depthkv, not layers=pyramid (use method=snapkv for uniform budgets)
+// PYRDEPTH: error: llm-kv-policy: method=pyramidkv implies layers=pyramid, not layers=depthkv (use method=depthkv for calibrated budgets)
+// CALIBOPT: error: llm-kv-policy: options 'calib-text', 'calib-context' and 'calib-score' apply only to layers=depthkv (or method=depthkv)
+// CALIBSCORE: error: llm-kv-policy: option 'calib-score' must be >= 1, not 0
+// CALIBCTX: error: llm-kv-policy: option 'calib-context': 64 tokens leave a calibration prompt of 31 tokens before the 32 scored ones (calib-score + 1), fewer than window + sink + 1 = 37
+// CALIBBUDGET: error: llm-kv-policy: option 'budget': 1000 tokens keep the whole calibration prompt of 991 tokens, so no layer could be measured (raise calib-context)
 // PYRUNI: error: llm-kv-policy: method=pyramidkv implies layers=pyramid, not layers=uniform (use method=snapkv for uniform budgets)
 // FULLPYR: error: llm-kv-policy: method=full keeps every entry: option 'layers' must be uniform, not pyramid
 // HEADS: error: llm-kv-policy: heads=calibrated needs a calibration pass that is not implemented yet
