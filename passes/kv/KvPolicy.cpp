@@ -3,21 +3,27 @@
 // them, and the module's attention layers, before any op changes) and writes
 // the complete `kv_policy` dictionary of the contract (every key, so the
 // runtime needs no defaults) onto each selected llm.attention op. Selection
-// and eviction run in the runtime. The per-layer budget multiplier
-// `layer_scale` is the only derived value: layers=pyramid is linear in depth
-// (mean 1); layers=depthkv (and method=depthkv) runs the model on calibration
-// text to measure each layer's sensitivity (KvDepthCalibration.h), which
-// needs the weights of llmc compile.
+// and eviction run in the runtime. The budget multipliers are the only
+// derived values: per layer, `layer_scale` (layers=pyramid: linear in depth,
+// mean 1; layers=depthkv and method=depthkv: measured per layer,
+// KvDepthCalibration.h) and per KV head, `head_scale` (heads=calibrated:
+// measured per head, KvHeadCalibration.h). The measurements run the model on
+// calibration text (one shared prefill, KvCalibrationRun.h), which needs the
+// weights of llmc compile.
 //===----------------------------------------------------------------------===//
 #include "passes/kv/Passes.h"
 #include "passes/kv/KvDepthCalibration.h"
+#include "passes/kv/KvHeadCalibration.h"
 #include "compiler/weights/WeightStore.h"
 #include "dialects/llm/IR/LlmOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include <algorithm>
+#include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 
@@ -74,6 +80,29 @@ double pyramidScale(int64_t l, int64_t L) {
     return 1.0;
   const double lo = 1.0 / kPyramidBeta, hi = 2.0 - lo;
   return (hi * double(L - 1 - l) + lo * double(l)) / double(L - 1);
+}
+
+/// The kv_policy attribute of a policy object: strings, integers (i64),
+/// floats (f64) and arrays of them, keys as they are.
+Attribute policyAttr(Builder &bld, const nlohmann::json &j) {
+  if (j.is_string())
+    return bld.getStringAttr(j.get<std::string>());
+  if (j.is_boolean())
+    return bld.getBoolAttr(j.get<bool>());
+  if (j.is_number_integer())
+    return bld.getI64IntegerAttr(j.get<int64_t>());
+  if (j.is_number())
+    return bld.getF64FloatAttr(j.get<double>());
+  if (j.is_array()) {
+    SmallVector<Attribute> items;
+    for (const nlohmann::json &e : j)
+      items.push_back(policyAttr(bld, e));
+    return bld.getArrayAttr(items);
+  }
+  SmallVector<NamedAttribute> entries;
+  for (auto it = j.begin(); it != j.end(); ++it)
+    entries.push_back(bld.getNamedAttr(it.key(), policyAttr(bld, it.value())));
+  return bld.getDictionaryAttr(entries);
 }
 
 struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
@@ -137,6 +166,9 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
         return fail("method=" + m +
                     " evicts while decoding: option 'mode' must be decode or both, not prefill");
     }
+    if (m == "rdkv" && md != "prefill")
+      return fail("method=rdkv assigns bit widths once after the prompt: option 'mode' must be "
+                  "prefill, not " + md);
 
     std::string ly = layers;
     if (ly != "uniform" && ly != "pyramid" && ly != "depthkv")
@@ -157,13 +189,32 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
     if (m == "full" && ly != "uniform")
       return fail("method=full keeps every entry: option 'layers' must be uniform, not " + ly);
 
+    const std::string hd = heads;
+    if (hd != "uniform" && hd != "calibrated")
+      return fail("option 'heads' must be uniform or calibrated, not '" + hd + "'");
+    const bool headCal = hd == "calibrated";
+    if (headCal && m == "full")
+      return fail("method=full keeps every entry: option 'heads' must be uniform, not calibrated");
+    if (headCal && m == "laprox")
+      return fail("method=laprox selects across a layer's KV heads jointly (per-head budgets "
+                  "only set the layer's total): option 'heads' must be uniform, not calibrated");
+    if (headCal && m == "rdkv")
+      return fail("method=rdkv allocates bits across a layer's KV heads itself: option 'heads' "
+                  "must be uniform, not calibrated");
+
+    const std::string hm = headMetric;
+    if (hm != "nll" && hm != "kl")
+      return fail("option 'head-metric' must be nll or kl, not '" + hm + "'");
+    if (!headCal && headMetric.hasValue())
+      return fail("option 'head-metric' applies only to heads=calibrated");
+
     const bool depth = ly == "depthkv";
     const std::string depthWho = m == "depthkv" ? "method=depthkv" : "layers=depthkv";
     int64_t calibPrompt = 0;
-    if (!depth) {
+    if (!depth && !headCal) {
       if (calibText.hasValue() || calibContext.hasValue() || calibScore.hasValue())
         return fail("options 'calib-text', 'calib-context' and 'calib-score' apply only to "
-                    "layers=depthkv (or method=depthkv)");
+                    "layers=depthkv (or method=depthkv) and heads=calibrated");
     } else {
       if (calibScore < 1)
         return fail("option 'calib-score' must be >= 1, not " + Twine(int64_t(calibScore)));
@@ -178,15 +229,19 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
       if (b.tokens != 0 && b.tokens >= calibPrompt)
         return fail("option 'budget': " + Twine(b.tokens) +
                     " tokens keep the whole calibration prompt of " + Twine(calibPrompt) +
-                    " tokens, so no layer could be measured (raise calib-context)");
+                    " tokens, so no " + (depth ? "layer" : "KV head") +
+                    " could be measured (raise calib-context)");
+      // A head's budget is window + (C - window) * layer_scale * head_scale:
+      // with C <= window on the calibration prompt no head_scale changes
+      // anything, and a probe could not keep the other heads whole.
+      const double cCalib = b.tokens ? double(b.tokens) : std::ceil(b.ratio * double(calibPrompt));
+      if (headCal && cCalib <= double(window))
+        return fail("option 'budget': ratio " + budgetText + " keeps " + Twine(int64_t(cCalib)) +
+                    " of the " + Twine(calibPrompt) +
+                    " calibration prompt tokens, no more than the window of " +
+                    Twine(int64_t(window)) +
+                    ", so heads=calibrated could not measure a head (raise calib-context)");
     }
-
-    const std::string hd = heads;
-    if (hd == "calibrated")
-      return fail("heads=calibrated needs a calibration pass that is not implemented yet");
-    if (hd != "uniform")
-      return fail("option 'heads' must be uniform (calibrated: not implemented yet), not '" +
-                  hd + "'");
 
     const std::string kq = kvQuant;
     if (kq != "none" && kq != "polykv")
@@ -226,63 +281,109 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
           return signalPassFailure();
         }
 
-    // --- DepthKV: measure every attention layer (the scales have mean 1
-    // over all L layers, like the pyramid's, whichever are selected). ---
-    std::map<int64_t, std::pair<double, double>> calibrated; // layer -> (scale, delta)
-    if (depth) {
+    const std::set<int64_t> only(onlyLayers.begin(), onlyLayers.end());
+    auto selected = [&](int64_t l) { return only.empty() || only.count(l) != 0; };
+
+    // --- Calibration (one prefill of the calibration text for both). ---
+    std::unique_ptr<CalibrationRun> run;
+    if (depth || headCal) {
+      const std::string who = depth ? depthWho : "heads=calibrated";
       WeightStore *store = WeightStore::active();
       if (!store)
-        return fail(depthWho + " needs llmc compile (calibration): it runs the model on "
-                    "calibration text to measure each layer's sensitivity, and llmc-opt has "
-                    "no weights");
+        return fail(who + " needs llmc compile (calibration): it runs the model on "
+                    "calibration text to measure each " + (depth ? "layer" : "KV head") +
+                    "'s sensitivity, and llmc-opt has no weights");
+      CalibrationRunOptions ro;
+      ro.textPath = calibText;
+      ro.context = calibContext;
+      ro.score = calibScore;
+      try {
+        run = std::make_unique<CalibrationRun>(module, *store, ro);
+      } catch (const std::exception &e) {
+        return fail(who + " calibration: " + e.what());
+      }
+    }
+
+    // DepthKV measures every attention layer (the scales have mean 1 over
+    // all L layers, like the pyramid's, whichever are selected).
+    std::map<int64_t, std::pair<double, double>> depthCal; // layer -> (scale, delta)
+    if (depth) {
       DepthCalibrationOptions co;
-      co.textPath = calibText;
-      co.context = calibContext;
-      co.score = calibScore;
       co.budgetRatio = b.ratio;
       co.budgetTokens = b.tokens;
       co.window = window;
       co.sink = sink;
       co.pool = pool;
       try {
-        DepthCalibrationResult r = calibrateDepth(
-            module, *store, std::vector<int64_t>(present.begin(), present.end()), co);
+        DepthCalibrationResult r =
+            calibrateDepth(*run, std::vector<int64_t>(present.begin(), present.end()), co);
         for (size_t i = 0; i < r.layers.size(); ++i)
-          calibrated[r.layers[i]] = {r.scale[i], r.delta[i]};
+          depthCal[r.layers[i]] = {r.scale[i], r.delta[i]};
       } catch (const std::exception &e) {
         return fail(depthWho + " calibration: " + e.what());
       }
     }
 
-    // --- Attach (replacing any earlier policy of the selected ops). ---
-    const std::set<int64_t> only(onlyLayers.begin(), onlyLayers.end());
-    Builder bld(&getContext());
+    // The policy of each selected layer, without per-head budgets.
+    std::map<int64_t, nlohmann::json> policy;
     for (llm::AttentionOp op : ops) {
       const int64_t l = int64_t(op.getLayer());
-      if (!only.empty() && !only.count(l))
+      if (!selected(l))
         continue;
       double scale = 1.0;
       if (ly == "pyramid")
         scale = pyramidScale(l, L);
       else if (depth)
-        scale = calibrated.at(l).first;
-      SmallVector<NamedAttribute, 12> entries = {
-          bld.getNamedAttr("method", bld.getStringAttr(m)),
-          bld.getNamedAttr("budget", bld.getF64FloatAttr(b.ratio)),
-          bld.getNamedAttr("budget_tokens", bld.getI64IntegerAttr(b.tokens)),
-          bld.getNamedAttr("window", bld.getI64IntegerAttr(window)),
-          bld.getNamedAttr("sink", bld.getI64IntegerAttr(sink)),
-          bld.getNamedAttr("layer_scale", bld.getF64FloatAttr(scale)),
-          bld.getNamedAttr("mode", bld.getStringAttr(md)),
-          bld.getNamedAttr("refresh", bld.getI64IntegerAttr(refresh)),
-          bld.getNamedAttr("pool", bld.getI64IntegerAttr(pool)),
-          bld.getNamedAttr("kv_quant", bld.getStringAttr(kq)),
-          bld.getNamedAttr("seed", bld.getI64IntegerAttr(seed)),
-      };
+        scale = depthCal.at(l).first;
+      nlohmann::json &p = policy[l];
+      p["method"] = m;
+      p["budget"] = b.ratio;
+      p["budget_tokens"] = b.tokens;
+      p["window"] = int64_t(window);
+      p["sink"] = int64_t(sink);
+      p["layer_scale"] = scale;
+      p["mode"] = md;
+      p["refresh"] = int64_t(refresh);
+      p["pool"] = int64_t(pool);
+      p["kv_quant"] = kq;
+      p["seed"] = int64_t(seed);
+    }
+
+    // Per-head budgets within each selected layer, probed under that
+    // layer's own policy (its layer_scale included).
+    std::map<int64_t, std::pair<std::vector<double>, std::vector<double>>> headCalRes;
+    if (headCal) {
+      std::vector<HeadProbeLayer> probe;
+      for (llm::AttentionOp op : ops)
+        if (selected(int64_t(op.getLayer())))
+          probe.push_back(HeadProbeLayer{int64_t(op.getLayer()), int64_t(op.getNumKvHeads()),
+                                         policy.at(int64_t(op.getLayer()))});
+      std::sort(probe.begin(), probe.end(),
+                [](const HeadProbeLayer &a, const HeadProbeLayer &b) { return a.layer < b.layer; });
+      try {
+        HeadCalibrationResult r =
+            calibrateHeads(*run, probe, hm == "kl" ? HeadMetric::Kl : HeadMetric::Nll);
+        for (size_t i = 0; i < r.layers.size(); ++i)
+          headCalRes[r.layers[i]] = {r.scale[i], r.delta[i]};
+      } catch (const std::exception &e) {
+        return fail(std::string("heads=calibrated calibration: ") + e.what());
+      }
+    }
+
+    // --- Attach (replacing any earlier policy of the selected ops). ---
+    Builder bld(&getContext());
+    for (llm::AttentionOp op : ops) {
+      const int64_t l = int64_t(op.getLayer());
+      if (!selected(l))
+        continue;
+      nlohmann::json p = policy.at(l);
       if (depth) // the measured NLL rise behind layer_scale
-        entries.push_back(
-            bld.getNamedAttr("depthkv_delta", bld.getF64FloatAttr(calibrated.at(l).second)));
-      op.setKvPolicyAttr(bld.getDictionaryAttr(entries));
+        p["depthkv_delta"] = depthCal.at(l).second;
+      if (headCal) { // the per-head budgets and the NLL rises behind them
+        p["head_scale"] = headCalRes.at(l).first;
+        p["head_delta"] = headCalRes.at(l).second;
+      }
+      op.setKvPolicyAttr(cast<DictionaryAttr>(policyAttr(bld, p)));
     }
   }
 };

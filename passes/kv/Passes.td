@@ -12,7 +12,8 @@ def KvPolicyPass : Pass<"llm-kv-policy", "mlir::ModuleOp"> {
     pass only records the choice; selection, eviction and cache quantization
     run at inference time. Every key of the contract is written, so the
     runtime needs no defaults: `method`, `budget`, `budget_tokens`, `window`,
-    `sink`, `layer_scale`, `mode`, `refresh`, `pool`, `kv_quant`, `seed`.
+    `sink`, `layer_scale`, `mode`, `refresh`, `pool`, `kv_quant`, `seed`
+    (and, with heads=calibrated, `head_scale`).
 
     - `method`: full, streaming, h2o, snapkv, pyramidkv, restkv, laprox,
       capkv, rdkv, inertiakv, random, depthkv (required). `full` records
@@ -26,13 +27,21 @@ def KvPolicyPass : Pass<"llm-kv-policy", "mlir::ModuleOp"> {
       (2 - 1/beta) - l * (2 - 2/beta) / (L - 1) (L = 1: 1). `pyramidkv`
       implies `pyramid`; other methods may also take it. `depthkv`:
       calibrated per layer (below); `method=depthkv` implies it and is
-      SnapKV selection with those scales. `heads=calibrated` needs a
-      calibration that is not implemented yet and is rejected.
+      SnapKV selection with those scales.
+    - `heads`: per-KV-head budget multipliers `head_scale` within a layer.
+      `uniform`: none written (every head keeps the layer's budget);
+      `calibrated`: measured per head (below), mean 1 over the layer's KV
+      heads, so a layer keeps the total `layers` gives it. Combines with
+      any method that selects per head (not full; not laprox or rdkv,
+      which allocate across a layer's heads themselves) and with
+      layers=uniform, pyramid or depthkv.
     - DepthKV calibration (our interpretation of DepthKV; it needs the
       weights, so it runs under `llmc compile` and fails under llmc-opt).
       The first `calib-context` tokens of `calib-text` (default
-      data/calib/default.txt (not the long-context evaluation text, so eval-long ppl stays out of sample); `$LLMC_DATA_DIR` overrides the data folder; a
-      `.ids` file holds token ids for models without a tokenizer) are a
+      data/calib/default.txt, not the long-context evaluation text, so
+      eval-long ppl stays out of sample; `$LLMC_DATA_DIR` overrides the data
+      folder; a `.ids` file holds token ids for models without a tokenizer)
+      are a
       prompt of calib-context - calib-score - 1 tokens, prefilled once,
       followed by `calib-score` tokens that are teacher-forced one forward
       each and scored (mean NLL). The scoring is done with the full cache
@@ -44,6 +53,28 @@ def KvPolicyPass : Pass<"llm-kv-policy", "mlir::ModuleOp"> {
       the L layers 1 (proportional allocation, clamped and renormalized).
       Each policy also records `depthkv_delta` = delta_l. One line per
       layer goes to stderr unless the compile is quiet.
+    - Per-head calibration, heads=calibrated (our interpretation of
+      HeadKV / HeadWiseKV: a measured distortion per head, HeadKV-style
+      shares with a floor; needs llmc compile). Same calibration run and
+      options as DepthKV (one prefill shared when both are asked for). For
+      each selected layer l and KV head g, the prefill is restored and
+      layer l alone gets its deployment policy (this method, budget, window,
+      sink, pool, mode and the layer_scale of `layers`) with head_scale 1
+      for g and 1e6 for the other heads (the runtime clamps a head's budget
+      to its length, so they keep everything), kv_quant none; the tail is
+      scored: delta_{l,g} = max(0, NLL_{l,g} - NLL_full) (head-metric=nll)
+      or the mean KL divergence of the tail's next-token distributions from
+      the full-cache ones (head-metric=kl, HeadWiseKV's distortion: >= 0
+      and uses the whole distribution). Per layer,
+      s_g = delta_g + eps (eps = 1e-3 * the layer's mean delta + 1e-9),
+      share_g = KV * s_g / sum s, head_scale_g = clamp(c * (0.8 * share_g +
+      0.2), 0.05, 4) with c making the mean 1 (c = 1 unless KV > 4 lets a
+      clamp bind). `head_delta` records delta_{l,g}. Cost: one probe per
+      (layer, KV head), each calib-score forwards: 90 probes on
+      SmolLM2-135M (30 layers x 3 KV heads), a few minutes at the defaults
+      on 2 cores. The budget must leave more than `window` of the
+      calibration prompt (else head_scale has no effect there). One line
+      per layer goes to stderr unless the compile is quiet.
     - `mode`: prefill (compress once after each prompt), decode (evict
       during generation every `refresh` tokens when over budget) or both.
       `random` and `inertiakv` are decode-time methods: they default to
@@ -77,7 +108,9 @@ def KvPolicyPass : Pass<"llm-kv-policy", "mlir::ModuleOp"> {
     Option<"layers", "layers", "std::string", "\"uniform\"",
            "per-layer budgets: uniform, pyramid or depthkv (calibrated; llmc compile only)">,
     Option<"heads", "heads", "std::string", "\"uniform\"",
-           "per-head budgets: uniform (calibrated: not implemented yet)">,
+           "per-head budgets: uniform or calibrated (measured per KV head; llmc compile only)">,
+    Option<"headMetric", "head-metric", "std::string", "\"nll\"",
+           "heads=calibrated: a head's sensitivity, nll (NLL rise) or kl (KL from the full cache)">,
     Option<"mode", "mode", "std::string", "\"prefill\"",
            "prefill, decode or both (random and inertiakv default to decode)">,
     Option<"refresh", "refresh", "int64_t", "16", "decode: re-select every this many generated tokens (>= 1)">,
@@ -85,11 +118,11 @@ def KvPolicyPass : Pass<"llm-kv-policy", "mlir::ModuleOp"> {
     Option<"kvQuant", "kv-quant", "std::string", "\"none\"", "cache quantization: none or polykv">,
     Option<"seed", "seed", "int64_t", "0", "RNG seed (random selection, FWHT signs)">,
     Option<"calibText", "calib-text", "std::string", "\"\"",
-           "layers=depthkv: calibration text, or token ids in a .ids file (default: data/calib/default.txt)">,
+           "layers=depthkv, heads=calibrated: calibration text, or token ids in a .ids file (default: data/calib/default.txt)">,
     Option<"calibContext", "calib-context", "int64_t", "1024",
-           "layers=depthkv: calibration tokens in all (prompt + 1 + calib-score)">,
+           "layers=depthkv, heads=calibrated: calibration tokens in all (prompt + 1 + calib-score)">,
     Option<"calibScore", "calib-score", "int64_t", "32",
-           "layers=depthkv: teacher-forced tokens scored at the end of the calibration text">,
+           "layers=depthkv, heads=calibrated: teacher-forced tokens scored at the end of the calibration text">,
     ListOption<"onlyLayers", "only-layers", "int64_t",
                "attention layers that get the policy (default: all)">,
   ];

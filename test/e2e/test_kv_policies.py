@@ -10,7 +10,10 @@
     full cache's, at 10% at most 20%; PolyKV storage (int8 keys, 3-bit
     rotated values) of the uncompressed cache is at most 25% of f32;
   * every policy of the issue runs and keeps what its budget says
-    (kv_entries at 10% well below 50%, which is below the full cache).
+    (kv_entries at 10% well below 50%, which is below the full cache);
+  * RDKV (per-entry bit widths, budget = bits relative to fp16) at 10% and
+    25% holds at most budget/2 of the f32 cache's bytes plus 2%
+    (measured at 1k, 3 trials: 3/3 retrieved at both).
 - A compiled artifact carries its policy: `llmc compile --pipeline
   llm-kv-policy{...}` then `eval-long ARTIFACT` uses it (KV bytes shrink
   without --pipeline or --policies at run time).
@@ -55,7 +58,8 @@ def smollm2_checks(checks, work):
         return
     lines = ["method=full", "method=restkv budget=0.5", "method=snapkv budget=0.5",
              "method=restkv budget=0.1", "method=streaming budget=1.0 kv-quant=polykv",
-             "method=snapkv budget=0.1 kv-quant=polykv"]
+             "method=snapkv budget=0.1 kv-quant=polykv", "method=rdkv budget=0.1",
+             "method=rdkv budget=0.25"]
     rows = sweep(checks, "smollm2 passkey 2k", model, "passkey", 2048, lines, work,
                  ["--trials", "2"])
     if len(rows) != len(lines):
@@ -79,6 +83,16 @@ def smollm2_checks(checks, work):
                  "PolyKV keeps every entry in <= 25% of the f32 bytes",
                  f"{q['kv_bytes']} vs {full['kv_bytes']}, entries {q['kv_entries']} vs {full['kv_entries']}")
     checks.check(q["accuracy"] == 1.0, "PolyKV full cache still retrieves", str(q["accuracy"]))
+    for budget in (0.1, 0.25):
+        r = rows[f"method=rdkv budget={budget}"]
+        # budget = bits relative to fp16, i.e. budget/2 of the f32 cache, plus
+        # positions, widths, row headroom and the sweep's attention statistics.
+        limit = full["kv_bytes"] * (budget * 16 / 32 + 0.02)
+        checks.check(r["kv_bytes"] <= limit and 0 < r["kv_entries"] < full["kv_entries"] and
+                     math.isfinite(r["accuracy"]),
+                     f"RDKV at {budget:.0%} of the fp16 bits: KV bytes <= f32 x (budget/2 + 2%)",
+                     f"{r['kv_bytes']} vs limit {limit:.0f} (full {full['kv_bytes']}), entries "
+                     f"{r['kv_entries']}, accuracy {r['accuracy']}")
 
     # A compiled artifact carries its policy.
     art = os.path.join(work, "snapkv.llmc")

@@ -3,6 +3,7 @@
 
 #include "../exec/Matmul.h"
 #include "../exec/ThreadPool.h"
+#include "KvRdkv.h"
 #include "KvSelect.h"
 
 #include <algorithm>
@@ -43,6 +44,9 @@ void LayerCache::buildGram() {
 void LayerCache::setPolicy(const Policy &policy, bool compress_now) {
   const bool wasQuantized = quantized();
   const Method before = policy_.method;
+  if (rdStored_ && policy.method != Method::RdKV)
+    throw std::runtime_error("kv cache: cannot switch an rdkv cache (mixed bit widths) to policy " +
+                             policy.name);
   policy_ = policy;
   if (quantized() && !wasQuantized) {
     // Store the f32 entries in the policy's form.
@@ -81,6 +85,7 @@ void LayerCache::reset() {
   winQ_.clear();
   winPos_.clear();
   promptLen_ = steps_ = 0;
+  rdStored_ = false; // an empty cache starts in f32 again
 }
 
 namespace {
@@ -98,7 +103,12 @@ void LayerCache::append(const float *k, const float *v, int64_t T, int64_t strid
   for (int64_t g = 0; g < KV_; ++g) {
     HeadCache &c = heads_[size_t(g)];
     const size_t t = size_t(T);
-    if (quantized()) {
+    const uint8_t fp16 = rdkv::packWidths(16, 16); // RDKV: new tokens stay at 16 bits
+    if (rdStored_) {
+      const size_t eb = size_t(rdkv::entryBytes(fp16, hd_));
+      growFor(c.rd, t * eb, kGrowEntries * eb);
+      growFor(c.widths, t, kGrowEntries);
+    } else if (quantized()) {
       growFor(c.kq, t * size_t(poly_.keyBytes()), kGrowEntries * size_t(poly_.keyBytes()));
       growFor(c.vq, t * size_t(poly_.valueBytes()), kGrowEntries * size_t(poly_.valueBytes()));
     } else {
@@ -110,7 +120,10 @@ void LayerCache::append(const float *k, const float *v, int64_t T, int64_t strid
       growFor(c.acc, t, kGrowEntries);
     for (int64_t t = 0; t < T; ++t) {
       const float *kr = k + t * stride + g * hd_, *vr = v + t * stride + g * hd_;
-      if (quantized()) {
+      if (rdStored_) {
+        rdkv::appendEntry(c.rd, kr, vr, hd_, fp16);
+        c.widths.push_back(fp16);
+      } else if (quantized()) {
         size_t ko = c.kq.size(), vo = c.vq.size();
         c.kq.resize(ko + size_t(poly_.keyBytes()));
         c.vq.resize(vo + size_t(poly_.valueBytes()));
@@ -135,6 +148,10 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out)
   // With running statistics each task owns a KV head (no shared writes).
   const int64_t items = acc ? KV_ : H_ * T;
   std::vector<std::vector<float>> stepSum(acc ? size_t(KV_) : 0);
+  // RDKV: where each entry's rows start (widths differ per entry).
+  std::vector<std::vector<int64_t>> rdOff(rdStored_ ? size_t(KV_) : 0);
+  for (size_t g = 0; g < rdOff.size(); ++g)
+    rdOff[g] = rdkv::entryOffsets(heads_[g].widths, hd_);
   pool.parallelFor(0, items, acc ? 1 : 0, [&](int64_t lo, int64_t hi) {
     std::vector<float> w, o(static_cast<size_t>(hd_));
     for (int64_t item = lo; item < hi; ++item) {
@@ -154,10 +171,15 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out)
           }
           const float *qh = q + t * qd + h * hd_;
           w.resize(static_cast<size_t>(last + 1));
-          float mx = -INFINITY;
+          float mx = -INFINITY, qsum = 0;
+          if (rdStored_)
+            for (int64_t d = 0; d < hd_; ++d)
+              qsum += qh[d];
           for (int64_t j = first; j <= last; ++j) {
-            float s = quantized() ? poly_.dotKey(qh, c.kq.data() + j * poly_.keyBytes())
-                                  : dot(qh, c.k.data() + j * hd_, hd_);
+            float s = rdStored_ ? rdkv::dotKey(qh, qsum, c.rd.data() + rdOff[size_t(g)][size_t(j)],
+                                               c.widths[size_t(j)], hd_)
+                      : quantized() ? poly_.dotKey(qh, c.kq.data() + j * poly_.keyBytes())
+                                    : dot(qh, c.k.data() + j * hd_, hd_);
             w[size_t(j)] = s * scale;
             mx = std::max(mx, w[size_t(j)]);
           }
@@ -170,7 +192,10 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out)
             const float wj = w[size_t(j)] * inv;
             if (acc)
               stepSum[size_t(g)][size_t(j)] += wj / float(group_);
-            if (quantized()) {
+            if (rdStored_) {
+              rdkv::accumulateValue(c.rd.data() + rdOff[size_t(g)][size_t(j)], c.widths[size_t(j)],
+                                    hd_, wj, o.data());
+            } else if (quantized()) {
               poly_.accumulateValue(c.vq.data() + j * poly_.valueBytes(), wj, o.data());
             } else {
               const float *vr = c.v.data() + j * hd_;
@@ -241,6 +266,14 @@ void LayerCache::afterStep(const float *q, int64_t T, int64_t p0) {
 
 void LayerCache::keyRows(int64_t g, std::vector<float> &dst) const {
   const HeadCache &c = heads_[size_t(g)];
+  if (rdStored_) {
+    dst.resize(static_cast<size_t>(c.n * hd_));
+    const std::vector<int64_t> off = rdkv::entryOffsets(c.widths, hd_);
+    for (int64_t j = 0; j < c.n; ++j)
+      rdkv::decodeRow(c.rd.data() + off[size_t(j)], hd_, rdkv::keyWidth(c.widths[size_t(j)]),
+                      dst.data() + j * hd_);
+    return;
+  }
   if (!quantized()) {
     dst = c.k;
     return;
@@ -252,6 +285,16 @@ void LayerCache::keyRows(int64_t g, std::vector<float> &dst) const {
 
 void LayerCache::valueRows(int64_t g, std::vector<float> &dst) const {
   const HeadCache &c = heads_[size_t(g)];
+  if (rdStored_) {
+    dst.resize(static_cast<size_t>(c.n * hd_));
+    const std::vector<int64_t> off = rdkv::entryOffsets(c.widths, hd_);
+    for (int64_t j = 0; j < c.n; ++j) {
+      const uint8_t p = c.widths[size_t(j)];
+      rdkv::decodeRow(c.rd.data() + off[size_t(j)] + rdkv::rowBytes(rdkv::keyWidth(p), hd_), hd_,
+                      rdkv::valueWidth(p), dst.data() + j * hd_);
+    }
+    return;
+  }
   if (!quantized()) {
     dst = c.v;
     return;
@@ -364,6 +407,10 @@ void LayerCache::keep(int64_t g, const std::vector<int64_t> &idx, int64_t headro
 }
 
 void LayerCache::compress(bool decoding) {
+  if (policy_.method == Method::RdKV) {
+    compressRdkv();
+    return;
+  }
   const int64_t headroom = policy_.decode() ? policy_.refresh + 1 : 1;
   std::vector<int64_t> budget(static_cast<size_t>(KV_));
   for (int64_t g = 0; g < KV_; ++g)
@@ -430,7 +477,8 @@ int64_t LayerCache::bytes() const {
   int64_t b = 0;
   for (const HeadCache &c : heads_)
     b += int64_t(c.k.capacity() + c.v.capacity() + c.acc.capacity()) * 4 +
-         int64_t(c.kq.capacity() + c.vq.capacity()) + int64_t(c.pos.capacity()) * 4;
+         int64_t(c.kq.capacity() + c.vq.capacity() + c.rd.capacity() + c.widths.capacity()) +
+         int64_t(c.pos.capacity()) * 4;
   return b;
 }
 

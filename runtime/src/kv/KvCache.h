@@ -1,11 +1,12 @@
 //===- KvCache.h - One attention layer's KV cache under a policy -*- C++ -*-===//
 // Each KV head of a layer has its own cache: entries (key, value, original
-// position) in position order, f32 or PolyKV-quantized. A policy shrinks a
-// head's cache by compaction, so evicted entries really free memory, and
-// heads may keep different numbers of entries (per-head budgets are
-// physically different sizes, not masks). Attention reads the entries in
-// their stored form. Keys are stored after RoPE, so a kept entry keeps its
-// original position without re-rotation.
+// position) in position order, f32, PolyKV-quantized, or (RDKV, after its
+// compression) a byte arena of rows at per-entry bit widths (KvRdkv.h). A
+// policy shrinks a head's cache by compaction, so evicted entries really
+// free memory, and heads may keep different numbers of entries (per-head
+// budgets are physically different sizes, not masks). Attention reads the
+// entries in their stored form. Keys are stored after RoPE, so a kept entry
+// keeps its original position without re-rotation.
 //
 // Hooks: after a step of several tokens (a prompt), prefill policies keep
 // their budget; while decoding, decode policies evict back to the budget
@@ -29,6 +30,8 @@ struct HeadCache {
   int64_t n = 0;
   std::vector<float> k, v;     // [n, hd] when not quantized
   std::vector<uint8_t> kq, vq; // [n, keyBytes], [n, valueBytes] (PolyKV)
+  std::vector<uint8_t> rd;     // RDKV: each entry's key row then value row at its widths
+  std::vector<uint8_t> widths; // RDKV: per entry, rdkv::packWidths(key, value)
   std::vector<int32_t> pos;    // original positions
   std::vector<float> acc;      // running attention statistics (H2O, InertiaKV)
 };
@@ -60,6 +63,7 @@ public:
   int64_t bytes() const;
   int64_t entries() const;
   int64_t headEntries(int64_t kv_head) const { return heads_[size_t(kv_head)].n; }
+  const HeadCache &head(int64_t kv_head) const { return heads_[size_t(kv_head)]; }
   const Policy &policy() const { return policy_; }
   int64_t kvHeads() const { return KV_; }
 
@@ -67,6 +71,8 @@ private:
   bool quantized() const { return policy_.quant == KvQuant::PolyKV; }
   void recordWindow(const float *q, int64_t T, int64_t p0);
   void compress(bool decoding);
+  /// RDKV's compression: per-entry widths over the layer (defined in KvRdkv.cpp).
+  void compressRdkv();
   std::vector<float> headScores(int64_t g, bool decoding, std::vector<float> *relevance);
   void keep(int64_t g, const std::vector<int64_t> &idx, int64_t headroom);
   void keyRows(int64_t g, std::vector<float> &dst) const;
@@ -79,6 +85,7 @@ private:
   RowLoader woRow_;
   int64_t D_ = 0;
   bool record_ = false;
+  bool rdStored_ = false; // entries live in HeadCache::rd (RDKV after its compression)
   int64_t layer_, H_, KV_, hd_, group_, windowLimit_;
   PolyKV poly_;
   std::vector<HeadCache> heads_;

@@ -18,7 +18,8 @@ constexpr MethodName kMethods[] = {
     {"h2o", Method::H2O},             {"snapkv", Method::SnapKV},
     {"pyramidkv", Method::PyramidKV}, {"depthkv", Method::DepthKV},
     {"restkv", Method::RestKV},       {"laprox", Method::LaProx},
-    {"capkv", Method::CapKV},         {"inertiakv", Method::InertiaKV},
+    {"capkv", Method::CapKV},         {"rdkv", Method::RdKV},
+    {"inertiakv", Method::InertiaKV},
     {"random", Method::Random},
 };
 
@@ -102,6 +103,19 @@ Policy parsePolicy(const nlohmann::json &j, const std::string &ctx, int64_t kv_h
     p.quant = KvQuant::PolyKV;
   else
     throw std::runtime_error(ctx + ": kv_policy kv_quant '" + quant + "' (expected none or polykv)");
+  if (p.method == Method::RdKV) {
+    // RDKV assigns widths once, after a prompt, over all of a layer's heads;
+    // generated tokens stay at fp16. Its widths are its own quantization.
+    if (p.mode != Hook::Prefill)
+      throw std::runtime_error(ctx + ": kv_policy rdkv assigns bit widths once after the prompt; "
+                                     "mode must be prefill, not " + mode);
+    if (p.quant != KvQuant::None)
+      throw std::runtime_error(ctx + ": kv_policy rdkv chooses its own bit widths; kv_quant must "
+                                     "be none, not " + quant);
+    if (j.contains("head_scale"))
+      throw std::runtime_error(ctx + ": kv_policy rdkv allocates bits across the layer's heads; "
+                                     "head_scale does not apply");
+  }
   if (auto it = j.find("head_scale"); it != j.end()) {
     if (!it->is_array() || int64_t(it->size()) != kv_heads)
       throw std::runtime_error(ctx + ": kv_policy head_scale needs one number per KV head (" +

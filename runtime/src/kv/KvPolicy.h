@@ -24,6 +24,7 @@ enum class Method {
   RestKV,    // exact output change of removing a token, EMA over the window
   LaProx,    // output-aware column-row importance, selection across the layer's heads
   CapKV,     // ridge leverage of whitened keys x window relevance
+  RdKV,      // per-entry bit widths 16..0 (0 = evicted) by reverse water-filling (KvRdkv.h)
   InertiaKV, // EMA of per-step attention during decoding, lazy refresh
   Random,    // random subset of generated tokens, prompt protected
 };
@@ -34,7 +35,7 @@ enum class KvQuant { None, PolyKV };
 struct Policy {
   Method method = Method::Full;
   std::string name = "full";
-  double budget = 0;         // ratio of the prompt (0: use budget_tokens)
+  double budget = 0;         // ratio of the prompt (0: use budget_tokens); rdkv: of its fp16 bits
   int64_t budget_tokens = 0; // entries per (layer, KV head), window included
   int64_t window = 32, sink = 4;
   double layer_scale = 1.0;

@@ -18,6 +18,15 @@
 // RUN: llmc inspect %t/depth.llmc --json | %python -c "import json, sys; n = json.load(sys.stdin)['program']['nodes']; p = [x['attrs']['kv_policy'] for x in n if 'kv_policy' in x['attrs']]; s = [q['layer_scale'] for q in p]; print('layers', len(p), 'mean', round(sum(s) / len(s), 9), 'deltas', sum('depthkv_delta' in q for q in p), 'in-range', all(0.05 - 1e-9 <= v <= 4 + 1e-9 for v in s), 'distinct', len(set(s)) > 1)" | FileCheck %s --check-prefix=DEPTHJ
 // RUN: llmc compile %shared/models/stories260K.bin -o %t/depthm.llmc -q --pipeline 'llm-kv-policy{method=depthkv budget=0.2 window=4 sink=1 calib-text=%t/calib.ids calib-context=128 calib-score=8}' 2>&1 | FileCheck %s --allow-empty --check-prefix=QUIET
 // RUN: llmc inspect %t/depthm.llmc | FileCheck %s --check-prefix=DEPTHM
+// heads=calibrated: one probe per (layer, KV head) (stories260K: 5 x 4),
+// head_scale with one entry per KV head and mean 1 in every layer; with
+// layers=depthkv both calibrations share one prefill (one "prefill" line
+// each, the same full-cache NLL), DepthKV first.
+// RUN: llmc compile %shared/models/stories260K.bin -o %t/heads.llmc --pipeline 'llm-kv-policy{method=h2o budget=0.2 window=4 sink=1 heads=calibrated calib-text=%t/calib.ids calib-context=128 calib-score=8}' 2>&1 | FileCheck %s --check-prefix=HPROGRESS
+// RUN: llmc inspect %t/heads.llmc --json | %python -c "import json, sys; n = json.load(sys.stdin)['program']['nodes']; p = [x['attrs']['kv_policy'] for x in n if 'kv_policy' in x['attrs']]; h = [q['head_scale'] for q in p]; print('layers', len(p), 'heads', sorted(set(map(len, h))), 'deltas', sorted(set(len(q['head_delta']) for q in p)), 'mean1', all(abs(sum(v) / len(v) - 1) < 1e-9 for v in h), 'layer_scale', sorted(set(q['layer_scale'] for q in p)), 'distinct', any(len(set(v)) > 1 for v in h))" | FileCheck %s --check-prefix=HEADSJ
+// RUN: llmc compile %shared/models/stories260K.bin -o %t/dh.llmc --pipeline 'llm-kv-policy{method=snapkv budget=0.2 window=4 sink=1 layers=depthkv heads=calibrated head-metric=kl calib-text=%t/calib.ids calib-context=128 calib-score=8 only-layers=1,3}' 2>&1 | FileCheck %s --check-prefix=DHPROGRESS
+// RUN: llmc inspect %t/dh.llmc --json | %python -c "import json, sys; n = json.load(sys.stdin)['program']['nodes']; p = [x['attrs']['kv_policy'] for x in n if 'kv_policy' in x['attrs']]; print('layers', len(p), 'both', all('head_scale' in q and 'depthkv_delta' in q for q in p), 'kl', all(min(q['head_delta']) > 0 for q in p))" | FileCheck %s --check-prefix=DHJ
+// RUN: not llmc compile %shared/models/stories260K.bin -o %t/htext.llmc -q --pipeline 'llm-kv-policy{method=snapkv budget=0.1 heads=calibrated}' 2>&1 | FileCheck %s --check-prefix=HNOTOK
 // RUN: not llmc compile %shared/models/stories260K.bin -o %t/text.llmc -q --pipeline 'llm-kv-policy{method=depthkv budget=0.1}' 2>&1 | FileCheck %s --check-prefix=NOTOK
 // RUN: not llmc compile %shared/models/stories260K.bin -o %t/short.llmc -q --pipeline 'llm-kv-policy{method=depthkv budget=0.1 calib-text=%t/calib.ids}' 2>&1 | FileCheck %s --check-prefix=SHORT
 
@@ -64,5 +73,17 @@
 // DEPTHJ: layers 5 mean 1.0 deltas 5 in-range True distinct True
 // QUIET-NOT: depthkv
 // DEPTHM: layer 0 depthkv budget 0.2, layer_scale
+// HPROGRESS: [llmc] llm-kv-policy heads=calibrated: 119 prompt + 8 scored tokens of {{.*}}calib.ids, probe h2o per KV head (20 probes, delta = nll rise); prefill
+// HPROGRESS: [llmc] heads layer 0 (1/5): delta {{[0-9.]+ [0-9.]+ [0-9.]+ [0-9.]+}}, head_scale {{[0-9.]+ [0-9.]+ [0-9.]+ [0-9.]+}},
+// HPROGRESS: [llmc] heads layer 4 (5/5): delta
+// HPROGRESS: [llmc] llm-kv-policy heads=calibrated: 20 probes in
+// HEADSJ: layers 5 heads [4] deltas [4] mean1 True layer_scale [1.0] distinct True
+// DHPROGRESS: [llmc] llm-kv-policy depthkv: 119 prompt + 8 scored tokens of {{.*}}calib.ids, probe snapkv budget 0.2; prefill [[T:[0-9.]+s, full-cache nll [0-9.]+]]
+// DHPROGRESS: [llmc] depthkv layer 4 (5/5): delta
+// DHPROGRESS: [llmc] llm-kv-policy heads=calibrated: 119 prompt + 8 scored tokens of {{.*}}calib.ids, probe snapkv per KV head (8 probes, delta = kl); prefill [[T]]
+// DHPROGRESS: [llmc] heads layer 1 (1/2): delta
+// DHPROGRESS: [llmc] heads layer 3 (2/2): delta
+// DHJ: layers 2 both True kl True
+// HNOTOK: error: llm-kv-policy: heads=calibrated calibration: {{.*}}stories260K.bin: the model has no tokenizer to encode the calibration text {{.*}}default.txt (give token ids in a .ids file with calib-text=FILE.ids)
 // NOTOK: error: llm-kv-policy: method=depthkv calibration: {{.*}}stories260K.bin: the model has no tokenizer to encode the calibration text {{.*}}default.txt (give token ids in a .ids file with calib-text=FILE.ids)
 // SHORT: error: llm-kv-policy: method=depthkv calibration: {{.*}}calib.ids: only 160 calibration tokens, calib-context needs 1024

@@ -17,6 +17,7 @@
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=random budget=0.1 mode=prefill})' 2>&1 | FileCheck %s --check-prefix=RANDOM
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=inertiakv budget=0.1 mode=prefill})' 2>&1 | FileCheck %s --check-prefix=INERTIA
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=rdkv budget=0.1 kv-quant=polykv})' 2>&1 | FileCheck %s --check-prefix=RDKV
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=rdkv budget=0.1 mode=both})' 2>&1 | FileCheck %s --check-prefix=RDKVMODE
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 kv-quant=int4})' 2>&1 | FileCheck %s --check-prefix=KVQUANT
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 layers=depthkv})' 2>&1 | FileCheck %s --check-prefix=DEPTH
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=depthkv budget=0.1})' 2>&1 | FileCheck %s --check-prefix=DEPTHM
@@ -30,6 +31,16 @@
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=pyramidkv budget=0.1 layers=uniform})' 2>&1 | FileCheck %s --check-prefix=PYRUNI
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=full layers=pyramid})' 2>&1 | FileCheck %s --check-prefix=FULLPYR
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 heads=calibrated})' 2>&1 | FileCheck %s --check-prefix=HEADS
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=restkv budget=0.1 layers=depthkv heads=calibrated})' 2>&1 | FileCheck %s --check-prefix=HEADSDEPTH
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 heads=greedy})' 2>&1 | FileCheck %s --check-prefix=HEADSNAME
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=full heads=calibrated})' 2>&1 | FileCheck %s --check-prefix=HEADSFULL
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=laprox budget=0.1 heads=calibrated})' 2>&1 | FileCheck %s --check-prefix=HEADSLAPROX
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=rdkv budget=0.1 heads=calibrated})' 2>&1 | FileCheck %s --check-prefix=HEADSRDKV
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 heads=calibrated head-metric=mse})' 2>&1 | FileCheck %s --check-prefix=HEADMETRIC
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 head-metric=kl})' 2>&1 | FileCheck %s --check-prefix=HEADMETRICUNI
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.03 heads=calibrated})' 2>&1 | FileCheck %s --check-prefix=HEADSWINDOW
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=h2o budget=600 heads=calibrated calib-context=512 calib-score=16})' 2>&1 | FileCheck %s --check-prefix=HEADSBUDGET
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 heads=calibrated calib-score=0})' 2>&1 | FileCheck %s --check-prefix=CALIBSCORE
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 only-layers=1,3})' 2>&1 | FileCheck %s --check-prefix=ONLY --implicit-check-not=kv_policy
 // Module-shape errors: no attention at all; pyramid needs layers 0..L-1.
 // RUN: llmc-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(llm-kv-policy{method=pyramidkv budget=0.1})'
@@ -50,6 +61,7 @@
 // MODE: error: llm-kv-policy: option 'mode' must be prefill, decode or both, not 'lazy'
 // RANDOM: error: llm-kv-policy: method=random evicts while decoding: option 'mode' must be decode or both, not prefill
 // INERTIA: error: llm-kv-policy: method=inertiakv evicts while decoding: option 'mode' must be decode or both, not prefill
+// RDKVMODE: error: llm-kv-policy: method=rdkv assigns bit widths once after the prompt: option 'mode' must be prefill, not both
 // RDKV: error: llm-kv-policy: method=rdkv chooses its own bit widths: option 'kv-quant' must be none, not polykv
 // KVQUANT: error: llm-kv-policy: option 'kv-quant' must be none or polykv, not 'int4'
 // DepthKV measures the model, so under llmc-opt (no weights) it stops after
@@ -59,13 +71,24 @@
 // LAYERS: error: llm-kv-policy: option 'layers' must be uniform, pyramid or depthkv, not 'steps'
 // DEPTHPYR: error: llm-kv-policy: method=depthkv implies layers=depthkv, not layers=pyramid (use method=snapkv for uniform budgets)
 // PYRDEPTH: error: llm-kv-policy: method=pyramidkv implies layers=pyramid, not layers=depthkv (use method=depthkv for calibrated budgets)
-// CALIBOPT: error: llm-kv-policy: options 'calib-text', 'calib-context' and 'calib-score' apply only to layers=depthkv (or method=depthkv)
+// CALIBOPT: error: llm-kv-policy: options 'calib-text', 'calib-context' and 'calib-score' apply only to layers=depthkv (or method=depthkv) and heads=calibrated
 // CALIBSCORE: error: llm-kv-policy: option 'calib-score' must be >= 1, not 0
 // CALIBCTX: error: llm-kv-policy: option 'calib-context': 64 tokens leave a calibration prompt of 31 tokens before the 32 scored ones (calib-score + 1), fewer than window + sink + 1 = 37
 // CALIBBUDGET: error: llm-kv-policy: option 'budget': 1000 tokens keep the whole calibration prompt of 991 tokens, so no layer could be measured (raise calib-context)
 // PYRUNI: error: llm-kv-policy: method=pyramidkv implies layers=pyramid, not layers=uniform (use method=snapkv for uniform budgets)
 // FULLPYR: error: llm-kv-policy: method=full keeps every entry: option 'layers' must be uniform, not pyramid
-// HEADS: error: llm-kv-policy: heads=calibrated needs a calibration pass that is not implemented yet
+// heads=calibrated also measures the model (kv-policy-compile.mlir runs it);
+// with layers=depthkv both share one calibration run, DepthKV first.
+// HEADS: error: llm-kv-policy: heads=calibrated needs llmc compile (calibration): it runs the model on calibration text to measure each KV head's sensitivity, and llmc-opt has no weights
+// HEADSDEPTH: error: llm-kv-policy: layers=depthkv needs llmc compile (calibration): it runs the model on calibration text to measure each layer's sensitivity, and llmc-opt has no weights
+// HEADSNAME: error: llm-kv-policy: option 'heads' must be uniform or calibrated, not 'greedy'
+// HEADSFULL: error: llm-kv-policy: method=full keeps every entry: option 'heads' must be uniform, not calibrated
+// HEADSLAPROX: error: llm-kv-policy: method=laprox selects across a layer's KV heads jointly (per-head budgets only set the layer's total): option 'heads' must be uniform, not calibrated
+// HEADSRDKV: error: llm-kv-policy: method=rdkv allocates bits across a layer's KV heads itself: option 'heads' must be uniform, not calibrated
+// HEADMETRIC: error: llm-kv-policy: option 'head-metric' must be nll or kl, not 'mse'
+// HEADMETRICUNI: error: llm-kv-policy: option 'head-metric' applies only to heads=calibrated
+// HEADSWINDOW: error: llm-kv-policy: option 'budget': ratio 0.03 keeps 30 of the 991 calibration prompt tokens, no more than the window of 32, so heads=calibrated could not measure a head (raise calib-context)
+// HEADSBUDGET: error: llm-kv-policy: option 'budget': 600 tokens keep the whole calibration prompt of 495 tokens, so no KV head could be measured (raise calib-context)
 // only-layers is checked after walking the module, still before any change:
 // the module printed with the error has no kv_policy.
 // ONLY: error: llm-kv-policy: option 'only-layers': layer 3 is not an attention layer of this module (it has 3 attention layers: 0..2)

@@ -1,0 +1,199 @@
+//===- KvCalibrationRun.cpp - One calibration prefill, many KV-policy probes ===//
+// The calibration text, the saved prefill, the teacher-forced tail scoring
+// and the clamped mean-1 allocation shared by the DepthKV and per-head
+// calibrations of llm-kv-policy. See KvCalibrationRun.h.
+//===----------------------------------------------------------------------===//
+#include "passes/kv/KvCalibrationRun.h"
+#include "compiler/weights/InMemoryModel.h"
+#include "llmc/artifact.h"
+#include "llmc/executor.h"
+#include "llmc/tokenizer.h"
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+#ifndef LLMC_DATA_DIR
+#define LLMC_DATA_DIR ""
+#endif
+
+namespace llmc::kv {
+
+namespace {
+
+bool isTokenIdFile(const std::string &path) {
+  return path.size() > 4 && path.compare(path.size() - 4, 4, ".ids") == 0;
+}
+
+/// log softmax(logits) into `out`, computed stably in double.
+void logSoftmax(const float *logits, int64_t vocab, std::vector<double> &out) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < vocab; ++i)
+    mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i)
+    sum += std::exp(double(logits[i]) - double(mx));
+  const double lse = std::log(sum) + double(mx);
+  out.resize(size_t(vocab));
+  for (int64_t i = 0; i < vocab; ++i)
+    out[size_t(i)] = double(logits[i]) - lse;
+}
+
+} // namespace
+
+double secondsSince(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+std::string defaultCalibrationText() {
+  std::string dir = LLMC_DATA_DIR;
+  if (const char *env = std::getenv("LLMC_DATA_DIR"); env && *env)
+    dir = env;
+  if (dir.empty())
+    return "";
+  return dir + "/calib/default.txt";
+}
+
+std::vector<int32_t> readCalibrationTokens(const WeightStore &store, const std::string &path,
+                                           int64_t need) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw std::runtime_error(path + ": cannot read the calibration text");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::vector<int32_t> ids;
+  if (isTokenIdFile(path)) {
+    ids = readTokenIds(ss.str(), path, store.source().config.vocab_size);
+  } else {
+    const TokenizerData &td = store.source().tokenizer;
+    if (td.empty())
+      throw std::runtime_error(store.source().path +
+                               ": the model has no tokenizer to encode the calibration text " +
+                               path + " (give token ids in a .ids file with calib-text=FILE.ids)");
+    Tokenizer tok(td);
+    ids = tok.encode(ss.str(), /*add_bos=*/true, /*parse_special=*/false);
+  }
+  if (int64_t(ids.size()) < need)
+    throw std::runtime_error(path + ": only " + std::to_string(ids.size()) +
+                             " calibration tokens, calib-context needs " + std::to_string(need));
+  ids.resize(size_t(need));
+  return ids;
+}
+
+std::vector<double> meanOneClamped(const std::vector<double> &w, double lo, double hi) {
+  const size_t n = w.size();
+  if (n == 0)
+    return {};
+  if (!(lo > 0 && lo <= 1 && hi >= 1))
+    throw std::runtime_error("KV budget allocation: the clamp range [" + std::to_string(lo) +
+                             ", " + std::to_string(hi) + "] must contain 1");
+  for (double v : w)
+    if (!std::isfinite(v) || !(v > 0))
+      throw std::runtime_error("KV budget allocation: a weight is " + std::to_string(v) +
+                               " (must be finite and > 0)");
+  // sum_i clamp(c * w_i, lo, hi) is continuous and nondecreasing in c, equal
+  // to n*lo at c = 0 and n*hi once c * min(w) >= hi: bisect for the c where
+  // it is n (mean 1).
+  auto total = [&](double c) {
+    double t = 0;
+    for (double v : w)
+      t += std::clamp(c * v, lo, hi);
+    return t;
+  };
+  double cLo = 0, cHi = hi / *std::min_element(w.begin(), w.end());
+  for (int it = 0; it < 200 && cHi - cLo > 0; ++it) {
+    const double mid = 0.5 * (cLo + cHi);
+    if (mid <= cLo || mid >= cHi)
+      break;
+    (total(mid) < double(n) ? cLo : cHi) = mid;
+  }
+  const double c = 0.5 * (cLo + cHi);
+  std::vector<double> out(n);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i)
+    sum += out[i] = std::clamp(c * w[i], lo, hi);
+  for (double &v : out) // remove the bisection's last rounding from the mean
+    v *= double(n) / sum;
+  return out;
+}
+
+CalibrationRun::CalibrationRun(mlir::ModuleOp module, const WeightStore &store,
+                               const CalibrationRunOptions &o)
+    : started_(std::chrono::steady_clock::now()) {
+  textPath_ = o.textPath.empty() ? defaultCalibrationText() : o.textPath;
+  if (textPath_.empty())
+    throw std::runtime_error("no default calibration text known (set LLMC_DATA_DIR or give "
+                             "calib-text=FILE)");
+  if (o.score < 1 || o.context < o.score + 2)
+    throw std::runtime_error("calib-context " + std::to_string(o.context) +
+                             " leaves no prompt before calib-score " + std::to_string(o.score));
+  ids_ = readCalibrationTokens(store, textPath_, o.context);
+  scoredTokens_ = o.score;
+  promptTokens_ = o.context - o.score - 1; // ids[P .. context-1) are fed one at a time
+
+  artifact_ = buildInMemoryArtifact(module, store);
+  ExecutorOptions eo;
+  eo.threads = o.threads;
+  eo.max_context = o.context;
+  eo.kv_record = true;
+  executor_ = std::make_unique<Executor>(*artifact_, eo);
+  executor_->setKvPolicies({}, /*compress_now=*/false); // whatever the program carries: full
+  (void)executor_->forward(std::vector<int32_t>(ids_.begin(), ids_.begin() + promptTokens_));
+  prefill_ = executor_->saveKv();
+  fullEntries_ = executor_->kvCacheEntries();
+  prefillSeconds_ = secondsSince(started_);
+
+  const auto t = std::chrono::steady_clock::now();
+  nllFull_ = scoreTail(/*keep=*/true).nll;
+  fullScoreSeconds_ = secondsSince(t);
+}
+
+CalibrationRun::~CalibrationRun() = default;
+
+ProbeScore CalibrationRun::scoreTail(bool keep) {
+  Executor &ex = *executor_;
+  const int64_t vocab = ex.vocabSize();
+  if (keep)
+    fullLogProbs_.assign(size_t(scoredTokens_ * vocab), 0.0f);
+  std::vector<double> lp;
+  double sum = 0, klSum = 0;
+  for (int64_t j = 0; j < scoredTokens_; ++j) {
+    const int64_t i = promptTokens_ + j; // the forward of ids[i] predicts ids[i + 1]
+    std::vector<float> logits = ex.forward({ids_[size_t(i)]});
+    if (int64_t(logits.size()) != vocab)
+      throw std::runtime_error("KV calibration: the model returned " +
+                               std::to_string(logits.size()) + " logits, expected " +
+                               std::to_string(vocab));
+    logSoftmax(logits.data(), vocab, lp);
+    const double v = -lp[size_t(ids_[size_t(i + 1)])];
+    if (!std::isfinite(v))
+      throw std::runtime_error("KV calibration: non-finite NLL at calibration token " +
+                               std::to_string(i + 1) + " of " + textPath_);
+    sum += v;
+    float *ref = fullLogProbs_.data() + j * vocab;
+    if (keep) {
+      for (int64_t c = 0; c < vocab; ++c)
+        ref[c] = float(lp[size_t(c)]);
+    } else {
+      double kl = 0;
+      for (int64_t c = 0; c < vocab; ++c)
+        kl += std::exp(double(ref[c])) * (double(ref[c]) - lp[size_t(c)]);
+      klSum += std::max(0.0, kl); // >= 0 up to rounding
+    }
+  }
+  return {sum / double(scoredTokens_), klSum / double(scoredTokens_)};
+}
+
+ProbeScore CalibrationRun::probe(const std::map<int64_t, nlohmann::json> &byLayer,
+                                 int64_t *kept) {
+  executor_->restoreKv(*prefill_);
+  executor_->setKvPolicies(byLayer, /*compress_now=*/true);
+  if (kept)
+    *kept = executor_->kvCacheEntries();
+  return scoreTail(/*keep=*/false);
+}
+
+} // namespace llmc::kv
