@@ -36,6 +36,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_common  # noqa: E402
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(REPO, "docs", "results", "kv-policies.md")
 MODEL = os.path.join(REPO, ".cache", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -61,17 +64,8 @@ def find_llmc(explicit):
 
 
 def source_digest():
-    h = hashlib.sha256()
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard",
-                            *RESULT_SOURCES], cwd=REPO, capture_output=True, text=True,
-                           check=True).stdout.split()
-    for rel in sorted(files):
-        path = os.path.join(REPO, rel)
-        if os.path.isfile(path):
-            h.update(rel.encode() + b"\0")
-            with open(path, "rb") as f:
-                h.update(hashlib.sha256(f.read()).digest())
-    return h.hexdigest()[:16]
+    """Digest of the sources a measured row depends on (RESULT_SOURCES)."""
+    return bench_common.source_digest(REPO, RESULT_SOURCES)
 
 
 def policy_lines(methods, budgets, quant):

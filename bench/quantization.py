@@ -33,6 +33,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_common  # noqa: E402
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(REPO, "docs", "results", "quantization.md")
 SHARED = os.environ.get("LLMC_SHARED_DIR", os.path.join(os.path.dirname(REPO), "shared"))
@@ -199,20 +202,8 @@ RESULT_SOURCES = ("runtime", "compiler/import", "compiler/weights", "compiler/qu
 
 
 def source_digest():
-    """Digest of the working tree's files under RESULT_SOURCES: cached rows
-    are reused only while none of them changed."""
-    import hashlib
-    h = hashlib.sha256()
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard",
-                            *RESULT_SOURCES], cwd=REPO, capture_output=True, text=True,
-                           check=True).stdout.split()
-    for rel in sorted(files):
-        path = os.path.join(REPO, rel)
-        if os.path.isfile(path):
-            h.update(rel.encode() + b"\0")
-            with open(path, "rb") as f:
-                h.update(hashlib.sha256(f.read()).digest())
-    return h.hexdigest()[:16]
+    """Digest of the sources a measured row depends on (RESULT_SOURCES)."""
+    return bench_common.source_digest(REPO, RESULT_SOURCES)
 
 
 def cache_path(llmc_digest, spec, max_tokens, pipeline):

@@ -69,13 +69,8 @@ def main():
     work = harness.work_dir("kv_depthkv")
     art = os.path.join(work, "depthkv.llmc")
 
-    p = harness.run_llmc(["compile", model, "-o", art, "--pipeline",
-                          f"llm-kv-policy{{method=depthkv budget=0.1 {CALIB}}}"],
-                         check=False, timeout=900)
-    checks.check(p.returncode == 0 and os.path.exists(art), "compile with method=depthkv",
-                 f"exit {p.returncode}, {p.seconds:.0f} s; {p.stderr.strip()[-300:]}")
-    if p.returncode != 0:
-        checks.finish()
+    p = harness.compile_checked(checks, model, art, f"llm-kv-policy{{method=depthkv budget=0.1 {CALIB}}}",
+                                "compile with method=depthkv")
     printed = {int(m.group(1)): float(m.group(2)) for m in re.finditer(
         r"\[llmc\] depthkv layer (\d+) \(\d+/30\): delta ([0-9.]+)", p.stderr)}
     checks.check(len(printed) == 30, "one progress line per layer", f"{len(printed)} lines")

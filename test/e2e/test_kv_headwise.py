@@ -64,13 +64,8 @@ def main():
     work = harness.work_dir("kv_headwise")
     art = os.path.join(work, "heads.llmc")
 
-    p = harness.run_llmc(["compile", model, "-o", art, "--pipeline",
-                          f"llm-kv-policy{{method=snapkv budget=0.1 heads=calibrated {CALIB}}}"],
-                         check=False, timeout=900)
-    checks.check(p.returncode == 0 and os.path.exists(art), "compile with heads=calibrated",
-                 f"exit {p.returncode}, {p.seconds:.0f} s; {p.stderr.strip()[-300:]}")
-    if p.returncode != 0:
-        checks.finish()
+    p = harness.compile_checked(checks, model, art, f"llm-kv-policy{{method=snapkv budget=0.1 heads=calibrated {CALIB}}}",
+                                "compile with heads=calibrated")
     printed = {int(m.group(1)): [float(x) for x in m.group(2).split()] for m in re.finditer(
         r"\[llmc\] heads layer (\d+) \(\d+/30\): delta ([0-9. ]+), head_scale", p.stderr)}
     checks.check(len(printed) == LAYERS, "one progress line per layer", f"{len(printed)} lines")

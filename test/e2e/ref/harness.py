@@ -83,6 +83,18 @@ def compile_and_eval(work, name, pipeline, model=None, eval_tokens=512, compile_
     r["compile_s"] = secs
     return out, r
 
+
+def compile_checked(checks, model, out, pipeline, name, timeout=900):
+    """`llmc compile model -o out --pipeline pipeline` as a check named
+    `name`; ends the test (checks.finish) when it fails. Returns the run."""
+    p = run_llmc(["compile", model, "-o", out, "--pipeline", pipeline], check=False,
+                 timeout=timeout)
+    checks.check(p.returncode == 0 and os.path.exists(out), name,
+                 f"exit {p.returncode}, {p.seconds:.0f} s; {p.stderr.strip()[-300:]}")
+    if p.returncode != 0:
+        checks.finish()
+    return p
+
 def llmc_logits(model, prompt, out_npy, extra=()):
     run_llmc(["run", model, "--prompt-tokens", ",".join(map(str, prompt)), "-n", "0",
               "--dump-logits", out_npy, "-q", *extra])

@@ -1,0 +1,22 @@
+"""Helpers shared by the bench scripts (standard library only)."""
+
+import hashlib
+import os
+import subprocess
+
+
+def source_digest(repo, sources):
+    """Digest of the working tree's files under `sources` (paths relative to
+    `repo`, tracked or untracked-but-not-ignored): cached results are reused
+    only while none of them changed."""
+    h = hashlib.sha256()
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard",
+                            *sources], cwd=repo, capture_output=True, text=True,
+                           check=True).stdout.split()
+    for rel in sorted(files):
+        path = os.path.join(repo, rel)
+        if os.path.isfile(path):
+            h.update(rel.encode() + b"\0")
+            with open(path, "rb") as f:
+                h.update(hashlib.sha256(f.read()).digest())
+    return h.hexdigest()[:16]
