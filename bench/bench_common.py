@@ -20,3 +20,15 @@ def source_digest(repo, sources):
             with open(path, "rb") as f:
                 h.update(hashlib.sha256(f.read()).digest())
     return h.hexdigest()[:16]
+
+
+def git_commit(repo):
+    """Short HEAD of `repo`, marked when tracked files have uncommitted changes."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo,
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=repo, capture_output=True, text=True).stdout.strip()
+        return (head or "unknown") + (" (with uncommitted changes)" if dirty else "")
+    except OSError:
+        return "unknown"

@@ -134,14 +134,7 @@ def cell(res, key, field, fmt):
 
 
 def git_commit():
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                              capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=REPO, capture_output=True, text=True).stdout.strip()
-        return (head or "unknown") + (" (with uncommitted changes)" if dirty else "")
-    except OSError:
-        return "unknown"
+    return bench_common.git_commit(REPO)
 
 
 def main():

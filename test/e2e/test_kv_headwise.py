@@ -141,16 +141,7 @@ def main():
         print(f"  ppl@512 (layers {top} compressed): full {full['ppl']:.4f}, snapkv@0.1 "
               f"{snap['ppl']:.4f}, snapkv@0.1 heads=calibrated {heads['ppl']:.4f}")
 
-    p = harness.run_llmc(["eval-long", art, "--task", "passkey", "--context", "1024",
-                          "--trials", "1", "--json", "-q"], check=False, timeout=900)
-    try:
-        r = json.loads(p.stdout)
-    except ValueError:
-        r = {}
-    checks.check(p.returncode == 0 and r.get("trials") == 1 and "accuracy" in r,
-                 "the artifact runs passkey at 1k",
-                 f"exit {p.returncode}, accuracy {r.get('accuracy')}, kv {r.get('kv_bytes')} bytes, "
-                 f"{p.seconds:.0f} s; {p.stderr.strip()[-200:]}")
+    harness.check_passkey_runs(checks, art, 1)
     checks.finish()
 
 

@@ -95,6 +95,22 @@ def compile_checked(checks, model, out, pipeline, name, timeout=900):
         checks.finish()
     return p
 
+
+def check_passkey_runs(checks, artifact, trials, context=1024):
+    """`llmc eval-long ARTIFACT --task passkey` runs and reports its trials."""
+    import json
+    p = run_llmc(["eval-long", artifact, "--task", "passkey", "--context", str(context),
+                  "--trials", str(trials), "--json", "-q"], check=False, timeout=900)
+    try:
+        r = json.loads(p.stdout)
+    except ValueError:
+        r = {}
+    checks.check(p.returncode == 0 and r.get("trials") == trials and "accuracy" in r,
+                 f"the artifact runs passkey at {context // 1024}k",
+                 f"exit {p.returncode}, accuracy {r.get('accuracy')}, kv {r.get('kv_bytes')} bytes, "
+                 f"{p.seconds:.0f} s; {p.stderr.strip()[-200:]}")
+    return r
+
 def llmc_logits(model, prompt, out_npy, extra=()):
     run_llmc(["run", model, "--prompt-tokens", ",".join(map(str, prompt)), "-n", "0",
               "--dump-logits", out_npy, "-q", *extra])
