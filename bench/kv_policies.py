@@ -4,7 +4,9 @@ SmolLM2-135M-Instruct at long context.
 
 Every policy (StreamingLLM, H2O, SnapKV, PyramidKV, ReST-KV, LaProx, CapKV,
 InertiaKV, Random) at budgets of 5, 10, 25 and 50% of the prompt, with and
-without PolyKV cache quantization, against the full cache, on:
+without PolyKV cache quantization, plus RDKV and InertiaKV-Lazy at every
+budget and calibrated DepthKV / head-wise SnapKV budgets at 10%, against the
+full cache, on:
   - passkey retrieval at 1k, 2k and 4k tokens (needle depths 0..1),
   - multi-needle retrieval at 2k,
   - perplexity of the last tokens of a long text at 4k (teacher-forced
@@ -46,6 +48,7 @@ CACHE_DIR = os.path.join(REPO, ".cache", "bench", "kv")
 METHODS = ("streaming", "h2o", "snapkv", "pyramidkv", "restkv", "laprox", "capkv", "inertiakv",
            "random")
 BUDGETS = (0.05, 0.1, 0.25, 0.5)
+LAZY_SCORE_EVERY = 8  # InertiaKV-Lazy: EMA refreshed every 8 decode steps
 # What a measured row depends on (cached rows are reused only while these
 # sources are unchanged).
 RESULT_SOURCES = ("runtime", "compiler", "passes", "dialects", "tools/llmc", "data/long")
@@ -68,8 +71,13 @@ def source_digest():
     return bench_common.source_digest(REPO, RESULT_SOURCES)
 
 
-def policy_lines(methods, budgets, quant):
-    """(key, option string) of every policy of a sweep, the full cache first."""
+def policy_lines(methods, budgets, quant, extras=True):
+    """(key, option string) of every policy of a sweep, the full cache first.
+
+    extras adds the policies that do not take PolyKV or cost a calibration:
+    RDKV (chooses its own widths) and InertiaKV-Lazy at every budget, and the
+    calibrated DepthKV and head-wise SnapKV budgets at 10% only (each line
+    runs its calibration, 1-2 min, once per sweep)."""
     lines = [("full", "method=full")]
     if quant:
         lines.append(("full+polykv", "method=streaming budget=1.0 kv-quant=polykv"))
@@ -78,6 +86,15 @@ def policy_lines(methods, budgets, quant):
             lines.append((f"{m}@{b:g}", f"method={m} budget={b:g}"))
             if quant:
                 lines.append((f"{m}@{b:g}+polykv", f"method={m} budget={b:g} kv-quant=polykv"))
+    if extras:
+        for b in budgets:
+            lines.append((f"rdkv@{b:g}", f"method=rdkv budget={b:g}"))
+        for b in budgets:
+            lines.append((f"inertiakv-lazy@{b:g}",
+                          f"method=inertiakv budget={b:g} score-every={LAZY_SCORE_EVERY}"))
+        if 0.1 in budgets:
+            lines.append(("depthkv@0.1", "method=depthkv budget=0.1"))
+            lines.append(("snapkv-heads@0.1", "method=snapkv budget=0.1 heads=calibrated"))
     return lines
 
 
@@ -156,8 +173,8 @@ def main():
     trials = args.trials or (2 if quick else 5)
     methods = ("streaming", "snapkv", "restkv") if quick else METHODS
     budgets = (0.1, 0.5) if quick else BUDGETS
-    lines = policy_lines(methods, budgets, quant=True)
-    speed_lines = policy_lines(methods, (0.1,), quant=True)
+    lines = policy_lines(methods, budgets, quant=True, extras=not quick)
+    speed_lines = policy_lines(methods, (0.1,), quant=True, extras=not quick)
     passkey_ctx = (512, 1024) if quick else (1024, 2048, 4096)
     needle_ctx = 1024 if quick else 2048
     ppl_ctx = 1024 if quick else 4096
@@ -249,7 +266,11 @@ def main():
     w("- **Budget**: entries kept per (layer, KV head) after the prompt, as a fraction of the "
       "prompt (the 32-token observation window included, so 5% of 1k keeps the window plus "
       "~19). PyramidKV spreads the same total over layers (more in early layers). Decode-time "
-      "policies (InertiaKV, Random) evict while generating, every 16 tokens past the budget.")
+      "policies (InertiaKV, Random) evict while generating, every 16 tokens past the budget; "
+      f"inertiakv-lazy folds attention into its EMA every {LAZY_SCORE_EVERY} decode steps "
+      "instead of every step. RDKV's budget is a fraction of the fp16 bits: it keeps more "
+      "entries at 8/4/2 bits. depthkv and snapkv-heads (SnapKV with calibrated per-KV-head "
+      "budgets) calibrate on data/calib/default.txt when the line is resolved.")
     w("- **KV quant polykv**: keys int8 (q8_0 blocks), values rotated by a seeded "
       "Walsh-Hadamard transform and stored as 3-bit Lloyd-Max codes plus an fp16 norm "
       "(94 bytes per head and token instead of 512 in f32); `full+polykv` quantizes without "

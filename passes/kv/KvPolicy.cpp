@@ -128,6 +128,15 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
       return fail("option 'sink' must be >= 0, not " + Twine(int64_t(sink)));
     if (refresh < 1)
       return fail("option 'refresh' must be >= 1, not " + Twine(int64_t(refresh)));
+    if (scoreEvery < 1)
+      return fail("option 'score-every' must be >= 1, not " + Twine(int64_t(scoreEvery)));
+    if (scoreEvery != 1 && m != "inertiakv")
+      return fail("option 'score-every' applies to method=inertiakv only (its lazy EMA "
+                  "refresh), not method=" + m);
+    if (scoreEvery > window)
+      return fail("option 'score-every' (" + Twine(int64_t(scoreEvery)) +
+                  ") must not exceed 'window' (" + Twine(int64_t(window)) +
+                  "): unscored entries must stay in the protected recent window");
     if (pool < 1 || pool % 2 == 0)
       return fail("option 'pool' must be odd and >= 1 (1 = no smoothing), not " +
                   Twine(int64_t(pool)));
@@ -347,6 +356,8 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
       p["pool"] = int64_t(pool);
       p["kv_quant"] = kq;
       p["seed"] = int64_t(seed);
+      if (m == "inertiakv")
+        p["score_every"] = int64_t(scoreEvery);
     }
 
     // Per-head budgets within each selected layer, probed under that

@@ -79,6 +79,12 @@ def KvPolicyPass : Pass<"llm-kv-policy", "mlir::ModuleOp"> {
       during generation every `refresh` tokens when over budget) or both.
       `random` and `inertiakv` are decode-time methods: they default to
       decode and reject an explicit mode=prefill.
+    - `score-every` (inertiakv only): InertiaKV-Lazy. The attention
+      statistics are gathered and folded into the EMA only at decode steps
+      where the step count is a multiple of this; between those steps the
+      eviction check runs on the stale scores, and entries appended since
+      the last scoring step (inside the protected recent window as long as
+      score-every <= window) take the step's score at the next one.
     - `pool`: odd score-smoothing kernel (1 = none) used by snapkv,
       pyramidkv, depthkv and restkv; `kv-quant=polykv` quantizes the kept
       cache (not with rdkv, which chooses its own widths); `seed` seeds
@@ -114,6 +120,8 @@ def KvPolicyPass : Pass<"llm-kv-policy", "mlir::ModuleOp"> {
     Option<"mode", "mode", "std::string", "\"prefill\"",
            "prefill, decode or both (random and inertiakv default to decode)">,
     Option<"refresh", "refresh", "int64_t", "16", "decode: re-select every this many generated tokens (>= 1)">,
+    Option<"scoreEvery", "score-every", "int64_t", "1",
+           "inertiakv: update the attention EMA every this many decode steps (InertiaKV-Lazy; 1 = every step)">,
     Option<"pool", "pool", "int64_t", "7", "score smoothing kernel, odd (1 = none)">,
     Option<"kvQuant", "kv-quant", "std::string", "\"none\"", "cache quantization: none or polykv">,
     Option<"seed", "seed", "int64_t", "0", "RNG seed (random selection, FWHT signs)">,

@@ -359,6 +359,51 @@ TEST(LayerCache, DecodeEvictionRunsEveryRefreshTokens) {
   EXPECT_EQ(c.headEntries(0), 8); // 12 >= 8 + 4: back to the budget
 }
 
+TEST(LayerCache, LazyInertiaKVUpdatesTheEmaOnlyEveryScoreEverySteps) {
+  // Same prompt and decode steps under InertiaKV and InertiaKV-Lazy
+  // (score_every 3): the lazy cache's scores change only at steps 0, 3, 6,
+  // new entries wait unscored (< 0) until then, and at a scoring step an
+  // entry that the eager cache scored at every step differs from the lazy one.
+  Fixture f;
+  llmc::ThreadPool pool(1);
+  Policy eager = makePolicy(Method::InertiaKV, "inertiakv", 1000, 8);
+  eager.mode = Hook::Decode;
+  Policy lazy = eager;
+  lazy.score_every = 3;
+  LayerCache a = f.make(eager), b = f.make(lazy);
+  for (LayerCache *c : {&a, &b}) {
+    c->append(f.k.data(), f.v.data(), 8, f.KV * f.hd, 0);
+    c->attend(pool, f.q.data(), 8, f.out.data());
+    c->afterStep(f.q.data(), 8, 0);
+  }
+  EXPECT_EQ(a.head(0).acc, b.head(0).acc); // the prompt is scored the same way
+  for (int64_t t = 8; t < 15; ++t) {
+    const int64_t step = t - 8;
+    const float *kt = f.k.data() + t * f.KV * f.hd, *vt = f.v.data() + t * f.KV * f.hd;
+    const float *qt = f.q.data() + t * f.H * f.hd;
+    const std::vector<float> before = b.head(1).acc;
+    for (LayerCache *c : {&a, &b}) {
+      c->append(kt, vt, 1, f.KV * f.hd, t);
+      c->attend(pool, qt, 1, f.out.data());
+      c->afterStep(qt, 1, t);
+    }
+    const std::vector<float> &now = b.head(1).acc;
+    ASSERT_EQ(now.size(), before.size() + 1);
+    if (step % 3 != 0) {
+      for (size_t j = 0; j < before.size(); ++j)
+        EXPECT_EQ(now[j], before[j]) << "step " << step << " entry " << j;
+      EXPECT_LT(now.back(), 0.0f) << "step " << step; // appended, not yet scored
+    } else {
+      for (float x : now)
+        EXPECT_GE(x, 0.0f) << "step " << step;
+      EXPECT_NE(now[0], before[0]) << "step " << step;
+    }
+    for (float x : a.head(1).acc)
+      EXPECT_GE(x, 0.0f); // the eager cache scores every entry at every step
+  }
+  EXPECT_NE(a.head(1).acc[0], b.head(1).acc[0]);
+}
+
 TEST(LayerCache, PolyKVAttentionIsCloseToF32) {
   Fixture f;
   llmc::ThreadPool pool(2);

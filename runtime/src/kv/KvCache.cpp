@@ -134,8 +134,8 @@ void LayerCache::append(const float *k, const float *v, int64_t T, int64_t strid
         c.v.insert(c.v.end(), vr, vr + hd_);
       }
       c.pos.push_back(int32_t(p0 + t));
-      if (accumulating())
-        c.acc.push_back(0.0f);
+      if (accumulating()) // an InertiaKV decode entry is unscored (< 0) until its first EMA step
+        c.acc.push_back(policy_.method == Method::InertiaKV && T == 1 ? -1.0f : 0.0f);
       ++c.n;
     }
   }
@@ -144,7 +144,12 @@ void LayerCache::append(const float *k, const float *v, int64_t T, int64_t strid
 void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out) {
   const int64_t qd = H_ * hd_;
   const float scale = float(1.0 / std::sqrt(double(hd_)));
-  const bool acc = accumulating();
+  // InertiaKV-Lazy gathers attention statistics only every score_every
+  // decode steps (steps_ counts the decode steps before this one). Recording
+  // (sweeps) matters for the prompt only, so it does not override this.
+  const bool lazySkip = policy_.method == Method::InertiaKV && T == 1 &&
+                        steps_ % policy_.score_every != 0;
+  const bool acc = accumulating() && !lazySkip;
   // With running statistics each task owns a KV head (no shared writes).
   const int64_t items = acc ? KV_ : H_ * T;
   std::vector<std::vector<float>> stepSum(acc ? size_t(KV_) : 0);
@@ -220,9 +225,13 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out)
       for (int64_t j = 0; j < c.n; ++j)
         c.acc[size_t(j)] += policy_.method == Method::InertiaKV ? s[size_t(j)] / float(T) : s[size_t(j)];
     } else {
-      for (int64_t j = 0; j < c.n - 1; ++j)
-        c.acc[size_t(j)] = float(kInertiaBeta * c.acc[size_t(j)] + (1 - kInertiaBeta) * s[size_t(j)]);
-      c.acc[size_t(c.n - 1)] = s[size_t(c.n - 1)];
+      // New entries (acc < 0: appended since the last scoring step) start
+      // at this step's attention; the rest follow the EMA.
+      for (int64_t j = 0; j < c.n; ++j)
+        c.acc[size_t(j)] = c.acc[size_t(j)] < 0.0f
+                               ? s[size_t(j)]
+                               : float(kInertiaBeta * c.acc[size_t(j)] +
+                                       (1 - kInertiaBeta) * s[size_t(j)]);
     }
   }
 }

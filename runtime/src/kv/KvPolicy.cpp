@@ -78,8 +78,14 @@ Policy parsePolicy(const nlohmann::json &j, const std::string &ctx, int64_t kv_h
   p.sink = intField(j, "sink", ctx);
   p.refresh = intField(j, "refresh", ctx);
   p.pool = intField(j, "pool", ctx);
+  if (j.contains("score_every"))
+    p.score_every = intField(j, "score_every", ctx);
   p.layer_scale = numField(j, "layer_scale", ctx);
   p.seed = uint64_t(intField(j, "seed", ctx));
+  if (p.score_every < 1 || p.score_every > p.window ||
+      (p.score_every != 1 && p.method != Method::InertiaKV))
+    throw std::runtime_error(ctx + ": kv_policy score_every must be in [1, window] and is for "
+                                   "inertiakv only");
   if (p.window < 1 || p.sink < 0 || p.refresh < 1 || p.pool < 1 || p.pool % 2 == 0 ||
       !(p.layer_scale > 0) || !std::isfinite(p.layer_scale))
     throw std::runtime_error(ctx + ": kv_policy window/refresh must be >= 1, sink >= 0, pool "

@@ -42,6 +42,7 @@ struct Policy {
   std::vector<double> head_scale; // per KV head (empty: uniform)
   Hook mode = Hook::Prefill;
   int64_t refresh = 16;
+  int64_t score_every = 1; // InertiaKV-Lazy: fold attention into the EMA every this many steps
   int64_t pool = 7;
   KvQuant quant = KvQuant::None;
   uint64_t seed = 0;

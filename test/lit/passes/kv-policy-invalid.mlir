@@ -16,6 +16,9 @@
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 mode=lazy})' 2>&1 | FileCheck %s --check-prefix=MODE
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=random budget=0.1 mode=prefill})' 2>&1 | FileCheck %s --check-prefix=RANDOM
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=inertiakv budget=0.1 mode=prefill})' 2>&1 | FileCheck %s --check-prefix=INERTIA
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=h2o budget=0.1 score-every=4})' 2>&1 | FileCheck %s --check-prefix=LAZYH2O
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=inertiakv budget=0.1 score-every=0})' 2>&1 | FileCheck %s --check-prefix=LAZYZERO
+// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=inertiakv budget=0.1 window=8 score-every=16})' 2>&1 | FileCheck %s --check-prefix=LAZYWIN
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=rdkv budget=0.1 kv-quant=polykv})' 2>&1 | FileCheck %s --check-prefix=RDKV
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=rdkv budget=0.1 mode=both})' 2>&1 | FileCheck %s --check-prefix=RDKVMODE
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 kv-quant=int4})' 2>&1 | FileCheck %s --check-prefix=KVQUANT
@@ -61,6 +64,9 @@
 // MODE: error: llm-kv-policy: option 'mode' must be prefill, decode or both, not 'lazy'
 // RANDOM: error: llm-kv-policy: method=random evicts while decoding: option 'mode' must be decode or both, not prefill
 // INERTIA: error: llm-kv-policy: method=inertiakv evicts while decoding: option 'mode' must be decode or both, not prefill
+// LAZYH2O: error: llm-kv-policy: option 'score-every' applies to method=inertiakv only (its lazy EMA refresh), not method=h2o
+// LAZYZERO: error: llm-kv-policy: option 'score-every' must be >= 1, not 0
+// LAZYWIN: error: llm-kv-policy: option 'score-every' (16) must not exceed 'window' (8): unscored entries must stay in the protected recent window
 // RDKVMODE: error: llm-kv-policy: method=rdkv assigns bit widths once after the prompt: option 'mode' must be prefill, not both
 // RDKV: error: llm-kv-policy: method=rdkv chooses its own bit widths: option 'kv-quant' must be none, not polykv
 // KVQUANT: error: llm-kv-policy: option 'kv-quant' must be none or polykv, not 'int4'

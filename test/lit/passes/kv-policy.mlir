@@ -5,6 +5,7 @@
 // RUN: llmc-opt %s --pass-pipeline='builtin.module(llm-kv-policy{method=random budget=0.2 refresh=8})' | FileCheck %s --check-prefix=RAND
 // RUN: llmc-opt %s --pass-pipeline='builtin.module(llm-kv-policy{method=random budget=0.2 refresh=8},llm-kv-policy{method=inertiakv budget=1.0 mode=both})' | FileCheck %s --check-prefix=MODE
 // RUN: llmc-opt %s --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1},llm-kv-policy{method=full only-layers=1})' | FileCheck %s --check-prefix=AGAIN
+// RUN: llmc-opt %s --pass-pipeline='builtin.module(llm-kv-policy{method=inertiakv budget=0.1 score-every=8})' | FileCheck %s --check-prefix=LAZY
 // The printed form parses back (the attribute survives a round trip).
 // RUN: llmc-opt %s --pass-pipeline='builtin.module(llm-kv-policy{method=streaming budget=64})' | llmc-opt | FileCheck %s --check-prefix=STREAM
 
@@ -36,6 +37,9 @@
 // RAND-COUNT-3: kv_policy = {budget = 2.000000e-01 : f64, {{.+}}method = "random", mode = "decode", pool = 7 : i64, refresh = 8 : i64, seed = 0 : i64
 // MODE-COUNT-3: kv_policy = {budget = 1.000000e+00 : f64, budget_tokens = 0 : i64, kv_quant = "none", layer_scale = 1.000000e+00 : f64, method = "inertiakv", mode = "both", pool = 7 : i64, refresh = 16 : i64
 // MODE-NOT: method = "random"
+
+// InertiaKV-Lazy: score_every is recorded for inertiakv (only).
+// LAZY-COUNT-3: method = "inertiakv", mode = "decode", pool = 7 : i64, refresh = 16 : i64, score_every = 8 : i64, seed = 0 : i64
 
 // A second run with only-layers replaces only those layers' policies;
 // method=full is recorded explicitly (budget 1).
