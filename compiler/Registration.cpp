@@ -1,14 +1,16 @@
 //===- Registration.cpp - Everything llmc registers with MLIR ---*- C++ -*-===//
 #include "compiler/Registration.h"
 #include "dialects/llm/IR/LlmDialect.h"
+#include "dialects/llmk/IR/LlmkDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "passes/kv/Passes.h"
+#include "passes/lowering/Passes.h"
 #include "passes/quant/Passes.h"
 #include "mlir/Transforms/Passes.h"
 
 namespace llmc {
 void registerLlmcDialects(mlir::DialectRegistry &registry) {
-  registry.insert<llm::LlmDialect, mlir::func::FuncDialect>();
+  registry.insert<llm::LlmDialect, llmk::LlmkDialect, mlir::func::FuncDialect>();
 }
 
 void registerLlmcPasses() {
@@ -18,5 +20,6 @@ void registerLlmcPasses() {
   mlir::registerSymbolDCEPass();
   quant::registerQuantPasses();
   kv::registerKvPasses();
+  lowering::registerLoweringPasses();
 }
 } // namespace llmc

@@ -1,0 +1,11 @@
+//===- LlmkOps.h - llmk dialect operations ----------------------*- C++ -*-===//
+#pragma once
+#include "dialects/llm/IR/LlmTypes.h"
+#include "dialects/llmk/IR/LlmkDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "dialects/llmk/IR/LlmkOps.h.inc"
