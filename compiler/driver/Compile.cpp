@@ -1,5 +1,6 @@
 //===- Compile.cpp - SourceModel -> artifact --------------------*- C++ -*-===//
 #include "compiler/driver/Compile.h"
+#include "compiler/artifact/KernelPlanExport.h"
 #include "compiler/artifact/ProgramExport.h"
 #include "compiler/import/SourceImporter.h"
 #include "mlir/IR/Verifier.h"
@@ -101,6 +102,20 @@ CompiledModel compileModel(MLIRContext &ctx, const SourceModel &src,
   nlohmann::json &m = out.manifest;
   m["config"] = exported->config;
   m["program"] = exported->program.toJson();
+  if (opts.kernels) {
+    auto t2 = std::chrono::steady_clock::now();
+    std::string why;
+    nlohmann::json plan = buildKernelPlan(*module, why);
+    if (plan.is_null()) {
+      say("no kernel plan: " + why + "; the artifact runs on the reference executor");
+    } else {
+      snprintf(buf, sizeof buf, "lowered to %zu kernels (arena %lld floats per token) in %.2f s",
+               plan["steps"].size(), (long long)plan["arena_floats_per_token"].get<int64_t>(),
+               secondsSince(t2));
+      say(buf);
+      m["kernel_plan"] = std::move(plan);
+    }
+  }
   m["tokenizer"] = tokenizerToJson(src.tokenizer);
   m["pipeline"] = {{"text", opts.pipeline}, {"anchored", pipeline}};
   if (!weightInfo.empty())

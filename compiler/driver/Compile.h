@@ -25,6 +25,9 @@ struct CompileOptions {
   std::function<void(const std::string &)> progress;
   /// Passes print no progress lines (their errors still go to stderr).
   bool quiet = false;
+  /// Lower the final IR to kernels and store the kernel plan the runtime
+  /// runs (false: the artifact runs on the reference executor only).
+  bool kernels = true;
 };
 
 struct CompiledModel {

@@ -2,6 +2,7 @@
 #pragma once
 #include "CLI/CLI.hpp"
 #include "llmc/artifact.h"
+#include "llmc/executor.h"
 #include <functional>
 #include <memory>
 #include <string>
@@ -32,6 +33,8 @@ std::unique_ptr<Artifact> loadModelOrArtifact(const std::string &path,
                                               const std::string &tokenizer,
                                               bool quiet);
 bool isArtifactFile(const std::string &path);
+/// --engine auto|kernels|reference (which code runs forward steps).
+void addEngineOption(CLI::App *cmd, Engine &engine);
 void progress(const std::string &msg); // "[llmc] msg" on stderr
 
 } // namespace llmc::tool

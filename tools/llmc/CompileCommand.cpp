@@ -24,7 +24,7 @@ struct CompileArgs {
   std::string input, output, pipeline, tokenizer, kldRef, calib, kldText;
   double maxKld = -1, targetBpw = 0;
   int64_t kldTokens = 512;
-  bool noIR = false, quiet = false, dryRun = false;
+  bool noIR = false, quiet = false, dryRun = false, noKernels = false;
 };
 
 std::string shapeText(const std::vector<int64_t> &s) {
@@ -114,6 +114,8 @@ std::function<int()> addCompileCommand(CLI::App &app) {
                 "each tensor's shape, format, bits/weight, bytes and method, and the totals; "
                 "write nothing");
   cmd->add_flag("--no-ir", args->noIR, "do not embed the final IR in the manifest");
+  cmd->add_flag("--no-kernels", args->noKernels,
+                "store no kernel plan (the artifact then runs on the reference executor)");
   cmd->add_flag("-q,--quiet", args->quiet, "no progress lines");
 
   return [args]() {
@@ -147,6 +149,7 @@ std::function<int()> addCompileCommand(CLI::App &app) {
     opts.pipeline = args->pipeline;
     opts.calibPath = args->calib;
     opts.embedIR = !args->noIR;
+    opts.kernels = !args->noKernels;
     opts.progress = say;
     opts.quiet = args->quiet;
     MixedPrecisionPlan plan;

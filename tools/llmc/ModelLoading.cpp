@@ -52,3 +52,18 @@ std::unique_ptr<Artifact> loadModelOrArtifact(const std::string &path,
 }
 
 } // namespace llmc::tool
+
+namespace llmc::tool {
+void addEngineOption(CLI::App *cmd, Engine &engine) {
+  cmd->add_option_function<std::string>(
+         "--engine",
+         [&engine](const std::string &s) {
+           engine = s == "kernels" ? Engine::Kernels
+                    : s == "reference" ? Engine::Reference
+                                       : Engine::Auto;
+         },
+         "auto (the artifact's kernel plan when it has one), kernels (the fused kernels of "
+         "the kernel plan) or reference (the op-by-op executor)")
+      ->check(CLI::IsMember({"auto", "kernels", "reference"}));
+}
+} // namespace llmc::tool

@@ -18,6 +18,7 @@ struct RunArgs {
   uint64_t seed = 0;
   bool chat = false, quiet = false, noBos = false, ignoreEos = false, printIds = false;
   int64_t ctx = 0;
+  Engine engine = Engine::Auto;
 };
 
 std::vector<int32_t> parseTokenList(const std::string &s) {
@@ -101,6 +102,7 @@ std::function<int()> addRunCommand(CLI::App &app) {
   cmd->add_flag("--print-ids", a->printIds,
                 "print generated token ids (space separated) instead of text");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress or statistics on stderr");
+  addEngineOption(cmd, a->engine);
 
   return [a]() {
     if (a->prompt.empty() && a->promptTokens.empty() && !a->chat)
@@ -112,6 +114,7 @@ std::function<int()> addRunCommand(CLI::App &app) {
     ExecutorOptions eo;
     eo.threads = a->threads;
     eo.max_context = a->ctx;
+    eo.engine = a->engine;
     Executor exec(*art, eo);
     double loadS =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

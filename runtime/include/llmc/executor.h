@@ -36,7 +36,15 @@ struct LinearInput {
 };
 using LinearInputHook = std::function<void(const LinearInput &)>;
 
+/// Which code runs a forward step. Kernels: the artifact's kernel plan
+/// (fused kernels, one arena; compiled by llm-lower-to-kernels). Reference:
+/// the op-by-op program (the reference for tests; the only engine with the
+/// linear-input hook and block-by-block runs). Auto: kernels when the
+/// artifact has a plan and neither a hook nor stop_after_block is set.
+enum class Engine { Auto, Kernels, Reference };
+
 struct ExecutorOptions {
+  Engine engine = Engine::Auto;
   int threads = 0;          // 0: hardware concurrency
   int64_t max_context = 0;  // 0: the model's context length, capped at 4096
   /// Called right before each linear projection of a node whose block is
@@ -77,6 +85,8 @@ public:
   std::vector<float> blockInput(const std::vector<int32_t> &tokens, int64_t block = 0);
   std::vector<float> forwardBlock(int64_t block, const std::vector<float> &hidden);
   int64_t pos() const;
+  /// "kernels" or "reference": the engine forward() uses.
+  const char *engineName() const;
   void reset(); // clear the KV cache
   int64_t vocabSize() const;
   int64_t maxContext() const;

@@ -10,6 +10,7 @@
 #include "llmc/executor.h"
 
 #include "../artifact/JsonFields.h"
+#include "KernelPlan.h"
 #include "Matmul.h"
 #include "OpSpec.h"
 #include "Ops.h"
@@ -104,6 +105,8 @@ struct Executor::Impl {
   std::vector<float> sq, sk, sv, satt, sg, su, sx, sy, slogits, smoe;
   LinearInputHook hook;
   int64_t hookBlock = -1, stopAfterBlock = -1;
+  std::unique_ptr<PlanEngine> plan; // the kernel plan, when it runs forward()
+  std::vector<float> planLogits;
 
   Impl(const Artifact &a, const ExecutorOptions &o)
       : art(a), pool(o.threads), hook(o.linear_input_hook), hookBlock(o.hook_block),
@@ -111,7 +114,10 @@ struct Executor::Impl {
     int64_t ctx = a.config().context_length;
     maxCtx = o.max_context > 0 ? o.max_context : (ctx > 0 ? std::min<int64_t>(ctx, 4096) : 4096);
     build();
+    buildPlan(o);
   }
+
+  void buildPlan(const ExecutorOptions &o);
 
   void build();
   /// The tensor as a matrix, with its side data when its format has some.
@@ -437,6 +443,45 @@ void Executor::Impl::build() {
   valRows.assign(widths.size(), 0);
 }
 
+void Executor::Impl::buildPlan(const ExecutorOptions &o) {
+  const bool present = hasKernelPlan(art.manifest());
+  const bool refOnly = bool(hook) || stopAfterBlock >= 0;
+  if (o.engine == Engine::Reference || (o.engine == Engine::Auto && (!present || refOnly)))
+    return;
+  if (!present)
+    throw std::runtime_error(art.path() + ": the artifact has no kernel plan (compiled without "
+                             "kernels, or its model has ops with no kernel lowering); use the "
+                             "reference engine");
+  if (refOnly)
+    throw std::runtime_error("the kernel engine has no linear-input hook or stop_after_block; "
+                             "use the reference engine");
+  PlanBindings bind;
+  bind.matrix = [&](const std::string &name, const std::string &ctx) {
+    const TensorView *t = art.tensor(name);
+    if (!t || t->shape.size() != 2)
+      throw std::runtime_error(ctx + ": weight '" + name + "' is not a matrix of " + art.path());
+    return matrixOf(*t);
+  };
+  bind.vector = [&](const std::string &name, const std::string &ctx) {
+    const TensorView *t = art.tensor(name);
+    if (!t || t->shape.size() != 1)
+      throw std::runtime_error(ctx + ": weight '" + name + "' is not a vector of " + art.path());
+    return vectorOf(*t);
+  };
+  bind.cache = [&](int64_t layer, const std::string &ctx) {
+    auto it = std::find(cacheLayers.begin(), cacheLayers.end(), layer);
+    if (it == cacheLayers.end())
+      throw std::runtime_error(ctx + ": no attention layer " + std::to_string(layer) +
+                               " in the program");
+    return int(it - cacheLayers.begin());
+  };
+  plan = std::make_unique<PlanEngine>(art.manifest()["kernel_plan"], bind);
+  if (plan->vocab() != widths[size_t(output)])
+    throw std::runtime_error(art.path() + ": the kernel plan's logits width " +
+                             std::to_string(plan->vocab()) + " differs from the program's " +
+                             std::to_string(widths[size_t(output)]));
+}
+
 void Executor::Impl::runAttention(const Node &n) {
   const std::vector<float> &xv = vals[size_t(n.in[0])];
   const int64_t T = valRows[size_t(n.in[0])], D = n.inWidth;
@@ -629,6 +674,11 @@ std::vector<float> Executor::forward(const std::vector<int32_t> &tokens, bool al
         if (id < 0 || id >= node.a.rows)
           throw std::runtime_error("Executor::forward: token id " + std::to_string(id) +
                                    " is out of range [0, " + std::to_string(node.a.rows) + ")");
+  if (m.plan) {
+    m.plan->run(m.pool, m.caches, tokens, m.pos, all_logits, m.planLogits);
+    m.pos += n;
+    return m.planLogits;
+  }
   size_t end = m.nodes.size();
   if (m.stopAfterBlock >= 0) {
     end = 0;
@@ -740,6 +790,7 @@ std::vector<float> Executor::forwardBlock(int64_t block, const std::vector<float
 }
 
 int64_t Executor::pos() const { return impl->pos; }
+const char *Executor::engineName() const { return impl->plan ? "kernels" : "reference"; }
 void Executor::reset() {
   impl->pos = 0;
   for (kv::LayerCache &c : impl->caches)

@@ -303,6 +303,43 @@ void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float 
     for (int j = 0; j < njobs; ++j)
       if (jobs[j].w->rows != jobs[0].w->rows)
         throw std::runtime_error("matmulMany: paired products with different output widths");
+  bool accumulate = false;
+  for (int j = 0; j < njobs; ++j)
+    accumulate = accumulate || jobs[j].accumulate;
+  if (accumulate) {
+    // Products go to scratch [T, rows] per job, then are added to Y: the
+    // kernels store their results, and Y may be read by nothing else.
+    thread_local std::vector<float> scratch;
+    int64_t total = 0;
+    for (int j = 0; j < njobs; ++j)
+      total += jobs[j].accumulate ? T * jobs[j].w->rows : 0;
+    if (scratch.size() < size_t(total))
+      scratch.resize(size_t(total));
+    MatmulJob plain[8];
+    int64_t at = 0;
+    for (int j = 0; j < njobs; ++j) {
+      plain[j] = jobs[j];
+      plain[j].accumulate = false;
+      if (jobs[j].accumulate) {
+        plain[j].y = scratch.data() + at;
+        plain[j].ldy = jobs[j].w->rows;
+        at += T * jobs[j].w->rows;
+      }
+    }
+    matmulMany(pool, plain, njobs, x, T, ldx, paired);
+    for (int j = 0; j < njobs; ++j) {
+      if (!jobs[j].accumulate)
+        continue;
+      const int64_t rows = jobs[j].w->rows;
+      for (int64_t t = 0; t < T; ++t) {
+        float *yt = jobs[j].y + t * jobs[j].ldy;
+        const float *st = plain[j].y + t * rows;
+        for (int64_t r = 0; r < rows; ++r)
+          yt[r] += st[r];
+      }
+    }
+    return;
+  }
   bool fused = T <= kFusedMaxT;
   for (int j = 0; j < njobs; ++j)
     fused = fused && (kernels::hasFusedDot(jobs[j].w->dtype) || isGroupedInt(jobs[j].w->dtype) ||

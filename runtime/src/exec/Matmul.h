@@ -24,6 +24,9 @@ struct MatmulJob {
   float *y = nullptr;
   int64_t ldy = 0;
   const float *bias = nullptr;
+  /// Y += X * W^T (+ bias): the product is added to what Y holds (a residual
+  /// stream updated in place) instead of replacing it.
+  bool accumulate = false;
 };
 
 /// Called with a block of output rows [r0, r0 + nr) once every job has

@@ -1,0 +1,280 @@
+//===- KernelPlan.cpp - Parse, check and run a kernel plan ----------------===//
+#include "KernelPlan.h"
+#include "../artifact/JsonFields.h"
+#include "Matmul.h"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+namespace llmc {
+
+namespace {
+
+PlanKernel kernelOf(const std::string &k, const std::string &ctx) {
+  static const std::pair<const char *, PlanKernel> kinds[] = {
+      {"embed", PlanKernel::Embed},
+      {"norm_matmul", PlanKernel::NormMatmul},
+      {"norm_gated_matmul", PlanKernel::NormGatedMatmul},
+      {"matmul_add", PlanKernel::MatmulAdd},
+      {"rope_kv_append", PlanKernel::RopeKvAppend},
+      {"attend", PlanKernel::Attend},
+      {"rms_norm", PlanKernel::RmsNorm},
+      {"add", PlanKernel::Add}};
+  for (const auto &[name, kind] : kinds)
+    if (k == name)
+      return kind;
+  throw std::runtime_error(ctx + ": unknown kernel '" + k + "'");
+}
+
+PlanSlot slotOf(const nlohmann::json &j, const std::string &ctx) {
+  if (!j.is_array() || j.size() != 2 || !j[0].is_number_integer() || !j[1].is_number_integer())
+    throw std::runtime_error(ctx + ": a slot must be [offset, width]");
+  PlanSlot s{j[0].get<int64_t>(), j[1].get<int64_t>()};
+  if (s.width <= 0 || s.offset < -1)
+    throw std::runtime_error(ctx + ": bad slot [" + std::to_string(s.offset) + ", " +
+                             std::to_string(s.width) + "]");
+  return s;
+}
+
+void need(bool ok, const std::string &ctx, const std::string &what) {
+  if (!ok)
+    throw std::runtime_error(ctx + ": " + what);
+}
+
+} // namespace
+
+PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
+  using jsonf::getInt;
+  const std::string top = "kernel_plan";
+  arenaPerToken_ = getInt(plan, "arena_floats_per_token", top);
+  need(arenaPerToken_ >= 0 && arenaPerToken_ < (int64_t(1) << 32), top,
+       "arena_floats_per_token out of range");
+  const nlohmann::json *stepsJ = jsonf::find(plan, "steps");
+  need(stepsJ && stepsJ->is_array() && !stepsJ->empty(), top, "needs a non-empty 'steps' array");
+  std::set<std::pair<int64_t, int64_t>> written; // slots some earlier step wrote
+  for (size_t i = 0; i < stepsJ->size(); ++i) {
+    const nlohmann::json &sj = (*stepsJ)[i];
+    PlanStep s;
+    const std::string kind = jsonf::getString(sj, "kernel", top + " step " + std::to_string(i));
+    s.desc = top + " step " + std::to_string(i) + " (" + kind + ")";
+    const std::string &ctx = s.desc;
+    s.kernel = kernelOf(kind, ctx);
+    if (const nlohmann::json *in = jsonf::find(sj, "in")) {
+      need(in->is_array(), ctx, "'in' must be an array of slots");
+      for (const nlohmann::json &x : *in) {
+        PlanSlot slot = slotOf(x, ctx);
+        need(slot.offset >= 0 && written.count({slot.offset, slot.width}), ctx,
+             "input slot [" + std::to_string(slot.offset) + ", " + std::to_string(slot.width) +
+                 "] was not written by an earlier step");
+        s.in.push_back(slot);
+      }
+    }
+    s.out = slotOf(jsonf::require(sj, "out", ctx), ctx);
+    const bool last = i + 1 == stepsJ->size();
+    need((s.out.offset < 0) == last, ctx,
+         last ? "the last step must write the logits (offset -1)"
+              : "only the last step may write the logits");
+    need(s.out.offset < 0 || s.out.offset + s.out.width <= arenaPerToken_, ctx,
+         "output slot exceeds the arena");
+    for (const PlanSlot &x : s.in)
+      need(x.offset + x.width <= arenaPerToken_, ctx, "input slot exceeds the arena");
+    if (const nlohmann::json *w = jsonf::find(sj, "weights")) {
+      need(w->is_array(), ctx, "'weights' must be an array of tensor names");
+      for (const nlohmann::json &n : *w) {
+        need(n.is_string(), ctx, "'weights' must be an array of tensor names");
+        s.w.push_back(bind.matrix(n.get<std::string>(), ctx));
+      }
+    }
+    const nlohmann::json attrs = sj.contains("attrs") ? sj["attrs"] : nlohmann::json::object();
+    if (const nlohmann::json *n = jsonf::find(sj, "norm")) {
+      need(n->is_string(), ctx, "'norm' must name a tensor");
+      s.norm = bind.vector(n->get<std::string>(), ctx);
+      double eps = jsonf::getDouble(attrs, "eps", ctx);
+      need(eps >= 0, ctx, "eps must be >= 0");
+      s.eps = float(eps);
+    }
+    auto arity = [&](size_t in, size_t w) {
+      need(s.in.size() == in, ctx, "takes " + std::to_string(in) + " input slot(s)");
+      need(s.w.size() == w || (w == size_t(-1) && !s.w.empty() && s.w.size() <= 8), ctx,
+           w == size_t(-1) ? "takes 1 to 8 weights" : "takes " + std::to_string(w) + " weight(s)");
+    };
+    const int64_t inW = s.in.empty() ? 0 : s.in[0].width;
+    switch (s.kernel) {
+    case PlanKernel::Embed:
+      arity(0, 1);
+      need(s.w[0].cols == s.out.width, ctx, "table width differs from the output width");
+      break;
+    case PlanKernel::NormMatmul: {
+      arity(1, size_t(-1));
+      int64_t rows = 0;
+      for (const WeightMatrix &w : s.w) {
+        need(w.cols == inW, ctx, "a weight's columns differ from the input width");
+        rows += w.rows;
+      }
+      need(rows == s.out.width, ctx, "output width is not the weights' total rows");
+      need(s.norm.empty() || int64_t(s.norm.size()) == inW, ctx, "norm size differs from the input width");
+      break;
+    }
+    case PlanKernel::NormGatedMatmul: {
+      arity(1, 2);
+      need(s.w[0].cols == inW && s.w[1].cols == inW && s.w[0].rows == s.out.width &&
+               s.w[1].rows == s.out.width, ctx, "gate/up shapes do not match the slots");
+      need(s.norm.empty() || int64_t(s.norm.size()) == inW, ctx, "norm size differs from the input width");
+      const std::string a = jsonf::getString(attrs, "activation", ctx);
+      need(a == "silu" || a == "gelu", ctx, "activation must be silu or gelu");
+      s.act = a == "silu" ? Activation::SiLU : Activation::GELU;
+      break;
+    }
+    case PlanKernel::MatmulAdd:
+      arity(2, 1);
+      need(s.w[0].cols == inW && s.w[0].rows == s.out.width && s.in[1].width == s.out.width, ctx,
+           "weight / residual shapes do not match the slots");
+      break;
+    case PlanKernel::RopeKvAppend:
+    case PlanKernel::Attend: {
+      arity(1, 0);
+      s.heads = getInt(attrs, "num_heads", ctx);
+      s.kvHeads = getInt(attrs, "num_kv_heads", ctx);
+      s.headDim = getInt(attrs, "head_dim", ctx);
+      need(s.heads > 0 && s.kvHeads > 0 && s.headDim > 0 && s.heads % s.kvHeads == 0 &&
+               s.headDim % 2 == 0, ctx, "bad head counts");
+      const int64_t qd = s.heads * s.headDim;
+      need(s.out.width == qd, ctx, "output width is not num_heads * head_dim");
+      s.cache = bind.cache(getInt(attrs, "layer", ctx), ctx);
+      if (s.kernel == PlanKernel::RopeKvAppend) {
+        need(inW == qd + 2 * s.kvHeads * s.headDim, ctx, "input width is not q + k + v");
+        double theta = jsonf::getDouble(attrs, "rope_theta", ctx);
+        need(theta > 0, ctx, "rope_theta must be positive");
+        s.invFreq = ops::ropeFrequencies(theta, s.headDim);
+        const std::string style = jsonf::getString(attrs, "rope_style", ctx);
+        need(style == "half" || style == "interleaved", ctx, "rope_style must be half or interleaved");
+        s.rope = style == "half" ? RopeStyle::Half : RopeStyle::Interleaved;
+      } else {
+        need(inW == qd, ctx, "input width is not num_heads * head_dim");
+      }
+      break;
+    }
+    case PlanKernel::RmsNorm:
+      arity(1, 0);
+      need(!s.norm.empty() && int64_t(s.norm.size()) == inW && s.out.width == inW, ctx,
+           "needs a norm of the input width");
+      break;
+    case PlanKernel::Add:
+      arity(2, 0);
+      need(s.in[1].width == inW && s.out.width == inW, ctx, "adds slots of different widths");
+      break;
+    }
+    if (s.out.offset >= 0)
+      written.insert({s.out.offset, s.out.width});
+    steps_.push_back(std::move(s));
+  }
+}
+
+void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
+                     const std::vector<int32_t> &tokens, int64_t pos, bool allLogits,
+                     std::vector<float> &logits) {
+  const int64_t T = int64_t(tokens.size());
+  if (arena_.size() < size_t(arenaPerToken_ * T))
+    arena_.resize(size_t(arenaPerToken_ * T)); // grows to the largest step, once
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const PlanStep &s = steps_[i];
+    const bool toLogits = s.out.offset < 0;
+    // The logits of a step are its last row unless every row is wanted.
+    const int64_t rows = toLogits && !allLogits ? 1 : T;
+    const int64_t skip = T - rows; // leading rows the step does not compute
+    auto in = [&](size_t k) { return arena_.data() + s.in[k].offset * T + skip * s.in[k].width; };
+    float *out;
+    if (toLogits) {
+      logits.resize(size_t(rows * s.out.width));
+      out = logits.data();
+    } else {
+      out = arena_.data() + s.out.offset * T;
+    }
+    const int64_t W = s.out.width;
+    switch (s.kernel) {
+    case PlanKernel::Embed:
+      for (int64_t t = 0; t < T; ++t)
+        loadRow(s.w[0], tokens[size_t(t)], out + t * W);
+      break;
+    case PlanKernel::NormMatmul:
+    case PlanKernel::NormGatedMatmul: {
+      const int64_t D = s.in[0].width;
+      const float *x = in(0);
+      if (!s.norm.empty()) {
+        if (xn_.size() < size_t(rows * D))
+          xn_.resize(size_t(rows * D));
+        ops::rmsNorm(x, s.norm.data(), xn_.data(), rows, D, s.eps);
+        x = xn_.data();
+      }
+      if (s.kernel == PlanKernel::NormMatmul) {
+        MatmulJob jobs[8];
+        int64_t col = 0;
+        for (size_t k = 0; k < s.w.size(); ++k) {
+          jobs[k] = MatmulJob{&s.w[k], out + col, W, nullptr};
+          col += s.w[k].rows;
+        }
+        matmulMany(pool, jobs, int(s.w.size()), x, rows, D);
+      } else {
+        if (kv_.size() < size_t(rows * W))
+          kv_.resize(size_t(rows * W));
+        float *up = kv_.data();
+        const MatmulJob jobs[2] = {{&s.w[0], out, W, nullptr}, {&s.w[1], up, W, nullptr}};
+        const RowEpilogue act = [&](int64_t r0, int64_t nr) {
+          for (int64_t t = 0; t < rows; ++t)
+            ops::gatedActivation(s.act, out + t * W + r0, up + t * W + r0, nr);
+        };
+        matmulMany(pool, jobs, 2, x, rows, D, &act);
+      }
+      break;
+    }
+    case PlanKernel::MatmulAdd: {
+      const float *res = in(1);
+      if (res != out) // not planned in place: start from the residual
+        std::copy(res, res + rows * W, out);
+      MatmulJob job{&s.w[0], out, W, nullptr};
+      job.accumulate = true;
+      matmulMany(pool, &job, 1, in(0), rows, s.in[0].width);
+      break;
+    }
+    case PlanKernel::RopeKvAppend: {
+      const int64_t hd = s.headDim, qd = s.heads * hd, kvd = s.kvHeads * hd;
+      const int64_t Win = s.in[0].width;
+      const float *qkv = in(0);
+      if (kv_.size() < size_t(T * 2 * kvd))
+        kv_.resize(size_t(T * 2 * kvd));
+      float *kv = kv_.data();
+      pool.parallelFor(0, T, 0, [&](int64_t lo, int64_t hi) {
+        std::vector<float> cs(static_cast<size_t>(hd));
+        for (int64_t t = lo; t < hi; ++t) {
+          const float *src = qkv + t * Win;
+          float *q = out + t * qd, *k = kv + t * 2 * kvd;
+          std::copy(src, src + qd, q);
+          std::copy(src + qd, src + qd + 2 * kvd, k);
+          ops::applyRope(q, s.heads, hd, pos + t, s.invFreq, s.rope, cs.data());
+          ops::applyRope(k, s.kvHeads, hd, pos + t, s.invFreq, s.rope, cs.data());
+        }
+      });
+      caches[size_t(s.cache)].append(kv, kv + kvd, T, 2 * kvd, pos);
+      break;
+    }
+    case PlanKernel::Attend: {
+      kv::LayerCache &c = caches[size_t(s.cache)];
+      c.attend(pool, in(0), T, out);
+      c.afterStep(in(0), T, pos);
+      break;
+    }
+    case PlanKernel::RmsNorm:
+      ops::rmsNorm(in(0), s.norm.data(), out, rows, W, s.eps);
+      break;
+    case PlanKernel::Add: {
+      const float *a = in(0), *b = in(1);
+      for (int64_t k = 0; k < rows * W; ++k)
+        out[k] = a[k] + b[k];
+      break;
+    }
+    }
+  }
+}
+
+} // namespace llmc

@@ -1,0 +1,80 @@
+//===- KernelPlan.h - Run an artifact's kernel plan -------------*- C++ -*-===//
+// The manifest's "kernel_plan" (written by the compiler from the llmk IR
+// after llm-lower-to-kernels and llmk-plan-buffers): a flat list of fused
+// kernels whose activations live at fixed offsets of one arena (floats per
+// token, so a step of T tokens uses T times the arena width; the arena grows
+// to the largest step once and is never reallocated per token). The
+// attention kernels use the executor's per-layer KV caches.
+//===----------------------------------------------------------------------===//
+#pragma once
+#include "Ops.h"
+#include "ThreadPool.h"
+#include "WeightMatrix.h"
+#include "../kv/KvCache.h"
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace llmc {
+
+enum class PlanKernel { Embed, NormMatmul, NormGatedMatmul, MatmulAdd, RopeKvAppend, Attend,
+                        RmsNorm, Add };
+
+/// floats [offset*T, (offset+width)*T) of the arena; offset -1: the logits.
+struct PlanSlot {
+  int64_t offset = -1, width = 0;
+};
+
+struct PlanStep {
+  PlanKernel kernel = PlanKernel::Embed;
+  std::string desc; // "kernel_plan step 3 (norm_matmul)"
+  std::vector<PlanSlot> in;
+  PlanSlot out;
+  std::vector<WeightMatrix> w; // in the step's order (q, k, v; gate, up; ...)
+  std::vector<float> norm;     // RMSNorm weight when fused (empty: none)
+  float eps = 1e-5f;
+  Activation act = Activation::SiLU;
+  int cache = -1; // index into the executor's caches (rope_kv_append, attend)
+  int64_t heads = 0, kvHeads = 0, headDim = 0;
+  std::vector<double> invFreq;
+  RopeStyle rope = RopeStyle::Half;
+};
+
+/// How the plan reaches the executor's weights and caches.
+struct PlanBindings {
+  std::function<WeightMatrix(const std::string &name, const std::string &ctx)> matrix;
+  std::function<std::vector<float>(const std::string &name, const std::string &ctx)> vector;
+  /// The cache index of attention layer `layer`; throws if there is none.
+  std::function<int(int64_t layer, const std::string &ctx)> cache;
+};
+
+class PlanEngine {
+public:
+  /// Parse and check the plan (slots inside the arena, widths matching the
+  /// weights, inputs defined); throws std::runtime_error naming the step.
+  PlanEngine(const nlohmann::json &plan, const PlanBindings &bind);
+
+  /// One step of T = tokens.size() tokens at positions pos..; returns the
+  /// logits [T or 1, vocab] into `logits`.
+  void run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
+           const std::vector<int32_t> &tokens, int64_t pos, bool allLogits,
+           std::vector<float> &logits);
+
+  int64_t vocab() const { return steps_.back().out.width; }
+  int64_t arenaFloatsPerToken() const { return arenaPerToken_; }
+  size_t size() const { return steps_.size(); }
+
+private:
+  std::vector<PlanStep> steps_;
+  int64_t arenaPerToken_ = 0;
+  std::vector<float> arena_, xn_, kv_;
+};
+
+/// Whether the artifact's manifest carries a kernel plan.
+inline bool hasKernelPlan(const nlohmann::json &manifest) {
+  return manifest.contains("kernel_plan") && manifest["kernel_plan"].is_object();
+}
+
+} // namespace llmc

@@ -1,0 +1,90 @@
+"""End-to-end: the kernel plan (llm-lower-to-kernels + llmk-plan-buffers,
+run by the runtime's kernel engine) against the reference executor.
+
+For stories260K (f32) and SmolLM2-135M-Instruct (Q4_1 as shipped, Q8_0 and
+Q4_0 by llm-quantize-rtn, and with a SnapKV 50% KV policy):
+- `llmc compile` stores a kernel plan of 6 kernels per layer plus the
+  embedding and the LM head, with the arena the buffer planner predicts
+  (residual + q/k/v + rotated q floats per token);
+- the logits of every prompt position (a prompt longer than the decode
+  kernels' row limit, so prefill takes the blocked path) and the greedy
+  continuation of `llmc run --engine kernels` equal `--engine reference`;
+- `--no-kernels` artifacts have no plan, run on the reference engine under
+  --engine auto, and `--engine kernels` on them is a clean error (exit 1).
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref"))
+import harness  # noqa: E402
+import numpy as np  # noqa: E402
+
+STORIES = os.path.join(harness.shared_dir(), "models", "stories260K.bin")
+
+
+def manifest(art):
+    return json.loads(harness.run_llmc(["inspect", art, "--json"]).stdout)
+
+
+def check_model(checks, work, label, source, pipeline, layers, arena, prompt, n_gen):
+    art = os.path.join(work, label + ".llmc")
+    args = ["compile", source, "-o", art, "-q"] + (["--pipeline", pipeline] if pipeline else [])
+    harness.run_llmc(args, timeout=900)
+    plan = manifest(art).get("kernel_plan")
+    checks.check(plan is not None, f"{label}: the artifact has a kernel plan")
+    if plan is None:
+        return
+    kinds = [s["kernel"] for s in plan["steps"]]
+    per_layer = ["norm_matmul", "rope_kv_append", "attend", "matmul_add", "norm_gated_matmul",
+                 "matmul_add"]
+    want = ["embed"] + per_layer * layers + ["norm_matmul"]
+    checks.check(kinds == want and plan["arena_floats_per_token"] == arena,
+                 f"{label}: {len(want)} fused kernels, arena {arena} floats per token",
+                 f"got {len(kinds)} kernels, arena {plan['arena_floats_per_token']}")
+    got, got_ids = harness.llmc_logits_and_greedy(
+        art, prompt, n_gen, os.path.join(work, label + "-k.npy"), ["--engine", "kernels"])
+    ref, ref_ids = harness.llmc_logits_and_greedy(
+        art, prompt, n_gen, os.path.join(work, label + "-r.npy"), ["--engine", "reference"])
+    harness.compare_logits(checks, f"{label}: kernels vs reference", got, ref, rel_tol=1e-4)
+    checks.check(got_ids == ref_ids, f"{label}: {n_gen} greedy tokens equal",
+                 f"kernels {got_ids[:12]}... reference {ref_ids[:12]}...")
+
+
+def main():
+    checks = harness.Checks("kernel plan vs reference executor")
+    work = harness.work_dir("kernel_plan")
+    prompt = [1] + [(37 * i + 11) % 500 + 3 for i in range(40)]
+    check_model(checks, work, "stories260k", STORIES, "", 5, 64 + 128 + 64, prompt, 24)
+
+    sm = harness.SMOLLM2_GGUF
+    if not os.path.isfile(sm):
+        harness.skip(f"{sm} missing (scripts/setup.sh fetches it)")
+    arena = 576 + (576 + 2 * 192) + 576
+    sm_prompt = [1] + [(7919 * i + 101) % 49000 + 2 for i in range(40)]
+    for label, pipeline in [("smollm2-q4_1", ""),
+                            ("smollm2-q8_0", "llm-quantize-rtn{bits=8 group=32 sym=true}"),
+                            ("smollm2-q4_0", "llm-quantize-rtn{bits=4 group=32 sym=true}"),
+                            ("smollm2-snapkv", "llm-kv-policy{method=snapkv budget=0.5 window=8}")]:
+        check_model(checks, work, label, sm, pipeline, 30, arena, sm_prompt, 16)
+
+    # Without a plan: the reference engine, and a clean error when kernels are forced.
+    art = os.path.join(work, "nokernels.llmc")
+    harness.run_llmc(["compile", STORIES, "-o", art, "-q", "--no-kernels"])
+    checks.check("kernel_plan" not in manifest(art), "--no-kernels stores no plan")
+    p = harness.run_llmc(["bench", art, "-p", "8", "-n", "4", "-r", "1", "--json", "-q"])
+    checks.check(json.loads(p.stdout).get("engine") == "reference",
+                 "--engine auto runs a plan-less artifact on the reference engine")
+    p = harness.run_llmc(["run", art, "--prompt-tokens", "1,2,3", "-n", "2", "--engine",
+                          "kernels", "-q"], check=False)
+    checks.check(p.returncode == 1 and "has no kernel plan" in p.stderr,
+                 "--engine kernels without a plan is a clean error",
+                 f"exit {p.returncode}: {p.stderr.strip()[-160:]}")
+    p = harness.run_llmc(["run", art, "--prompt-tokens", "1", "--engine", "fast"], check=False)
+    checks.check(p.returncode != 0 and "--engine" in p.stderr, "an unknown --engine is rejected",
+                 p.stderr.strip()[-160:])
+    checks.finish()
+
+
+if __name__ == "__main__":
+    main()
