@@ -1,6 +1,8 @@
 //===- Compile.cpp - SourceModel -> artifact --------------------*- C++ -*-===//
 #include "compiler/driver/Compile.h"
+#include "codegen/cpu/CpuKernelSource.h"
 #include "compiler/artifact/KernelPlanExport.h"
+#include "llmc/codegen.h"
 #include "compiler/artifact/ProgramExport.h"
 #include "compiler/import/SourceImporter.h"
 #include "mlir/IR/Verifier.h"
@@ -10,6 +12,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include <chrono>
 #include <map>
+#include <set>
 #include <sys/stat.h>
 
 using namespace mlir;
@@ -30,6 +33,78 @@ std::string anchoredPipeline(std::string p) {
 
 double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+/// The matrix-vector kernels of every product in the kernel plan, as C++
+/// built for the baseline and this host's instruction-set level.
+void generateKernels(CompiledModel &out, const std::function<void(const std::string &)> &say) {
+  namespace cg = codegen;
+  const nlohmann::json &plan = out.manifest["kernel_plan"];
+  std::map<std::string, const ArtifactWriter::Tensor *> byName;
+  for (const ArtifactWriter::Tensor &t : out.tensors)
+    byName[t.name] = &t;
+  std::vector<cg::MatvecSpec> specs;
+  std::set<std::pair<int, int64_t>> seen;
+  int skipped = 0;
+  for (const nlohmann::json &step : plan["steps"]) {
+    const std::string k = step["kernel"];
+    if (k != "norm_matmul" && k != "norm_gated_matmul" && k != "matmul_add")
+      continue;
+    for (const nlohmann::json &w : step["weights"]) {
+      const ArtifactWriter::Tensor *t = byName.at(w.get<std::string>());
+      const int64_t cols = t->shape.back();
+      if (!cg::canGenerate(t->dtype, cols)) {
+        ++skipped;
+        continue;
+      }
+      if (seen.insert({int(t->dtype), cols}).second)
+        specs.push_back({t->dtype, cols});
+    }
+  }
+  if (specs.empty()) {
+    say("no generated kernels: no product of the plan is in a generated format");
+    return;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::string source = cg::kernelSource(specs);
+  std::set<cg::IsaLevel> levels = {cg::IsaLevel::X86_64, cg::hostIsa()};
+  nlohmann::json objects = nlohmann::json::object();
+  std::string compiler;
+  for (cg::IsaLevel l : levels) {
+    cg::SharedObject so;
+    try {
+      so = cg::compileSharedObject(source, l);
+    } catch (const std::exception &e) {
+      say(std::string("no generated kernels: ") + e.what());
+      return;
+    }
+    compiler = so.compiler;
+    const std::string name = std::string("codegen.") + cg::isaName(l) + ".so";
+    out.blobs.push_back(std::make_unique<std::string>(std::move(so.bytes)));
+    const std::string &b = *out.blobs.back();
+    out.tensors.push_back({name, DType::U8, {int64_t(b.size())}, int64_t(b.size()), b.data()});
+    objects[cg::isaName(l)] = name;
+  }
+  out.blobs.push_back(std::make_unique<std::string>(std::move(source)));
+  const std::string &src = *out.blobs.back();
+  out.tensors.push_back({"codegen.kernels.cpp", DType::U8, {int64_t(src.size())},
+                         int64_t(src.size()), src.data()});
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const cg::MatvecSpec &s : specs)
+    kernels.push_back({{"symbol", s.symbol()}, {"dtype", std::string(dtypeName(s.dtype))},
+                       {"cols", s.cols}});
+  nlohmann::json flags = nlohmann::json::object();
+  for (cg::IsaLevel l : levels)
+    flags[cg::isaName(l)] = cg::compileFlags(l);
+  out.manifest["codegen"] = {{"abi", cg::kAbi},          {"source", "codegen.kernels.cpp"},
+                             {"objects", objects},        {"kernels", kernels},
+                             {"compiler", compiler},      {"flags", flags}};
+  char buf[256];
+  snprintf(buf, sizeof buf,
+           "generated %zu kernels (%d products in other formats use library kernels), built "
+           "for %zu levels in %.2f s",
+           specs.size(), skipped, levels.size(), secondsSince(t0));
+  say(buf);
 }
 
 } // namespace
@@ -114,6 +189,8 @@ CompiledModel compileModel(MLIRContext &ctx, const SourceModel &src,
                secondsSince(t2));
       say(buf);
       m["kernel_plan"] = std::move(plan);
+      if (opts.codegen)
+        generateKernels(out, say);
     }
   }
   m["tokenizer"] = tokenizerToJson(src.tokenizer);

@@ -28,6 +28,10 @@ struct CompileOptions {
   /// Lower the final IR to kernels and store the kernel plan the runtime
   /// runs (false: the artifact runs on the reference executor only).
   bool kernels = true;
+  /// Generate the kernels the plan multiplies with as C++, build them for
+  /// the baseline x86-64 and this host's level, and store source and objects
+  /// (needs kernels; skipped with a progress line when no compiler exists).
+  bool codegen = true;
 };
 
 struct CompiledModel {
@@ -35,6 +39,7 @@ struct CompiledModel {
   nlohmann::json manifest; // without "tensors" (the writer adds it)
   std::vector<ArtifactWriter::Tensor> tensors;
   std::string irText;
+  std::vector<std::unique_ptr<std::string>> blobs; // generated source and objects
 };
 
 struct CompileError : std::runtime_error {

@@ -11,6 +11,15 @@ Q4_0 by llm-quantize-rtn, and with a SnapKV 50% KV policy):
   continuation of `llmc run --engine kernels` equal `--engine reference`;
 - `--no-kernels` artifacts have no plan, run on the reference engine under
   --engine auto, and `--engine kernels` on them is a clean error (exit 1).
+
+Generated kernels (codegen) on SmolLM2 Q4_1: the manifest lists one kernel
+per (format, width) of the plan's products and objects for x86-64 and this
+CPU's level; with --generated-kernels a 4-token prompt (so prefill runs the
+generated kernels too) gives the reference logits within 1e-4 and the same
+greedy continuation, at this CPU's level (stored object), forced to
+LLMC_ISA=x86-64 (the stored baseline object) and to x86-64-v2 (no object:
+JIT-compiled into LLMC_JIT_CACHE, then reused from it); with no compiler
+(LLMC_CXX pointing nowhere) a v2 run falls back to the stored x86-64 object.
 """
 import json
 import os
@@ -51,6 +60,47 @@ def check_model(checks, work, label, source, pipeline, layers, arena, prompt, n_
                  f"kernels {got_ids[:12]}... reference {ref_ids[:12]}...")
 
 
+def check_codegen(checks, work, sm):
+    art = os.path.join(work, "smollm2-q4_1.llmc")  # compiled by check_model
+    cg = manifest(art).get("codegen", {})
+    kernels = sorted((k["dtype"], k["cols"]) for k in cg.get("kernels", []))
+    checks.check(kernels == [("q4_1", 576), ("q4_1", 1536), ("q8_0", 576)]
+                 and "x86-64" in cg.get("objects", {}),
+                 "codegen: one kernel per (format, width), a baseline x86-64 object",
+                 f"kernels {kernels}, objects {sorted(cg.get('objects', {}))}")
+    prompt = [1, 504, 3458, 314]  # 4 tokens: prefill runs the generated kernels too
+    ref, ref_ids = harness.llmc_logits_and_greedy(
+        art, prompt, 16, os.path.join(work, "cg-ref.npy"), ["--engine", "reference"])
+    cache = os.path.join(work, "jit-cache")
+    if os.path.isdir(cache):
+        for f in os.listdir(cache):
+            os.unlink(os.path.join(cache, f))
+    runs = [("this CPU's level", {}, "stored x86-64-v"),
+            ("LLMC_ISA=x86-64", {"LLMC_ISA": "x86-64"}, "stored x86-64 object"),
+            ("LLMC_ISA=x86-64-v2 (JIT)", {"LLMC_ISA": "x86-64-v2"}, "JIT-compiled for x86-64-v2"),
+            ("LLMC_ISA=x86-64-v2 again", {"LLMC_ISA": "x86-64-v2"}, "from the cache"),
+            ("LLMC_ISA=x86-64-v2, no compiler",
+             {"LLMC_ISA": "x86-64-v2", "LLMC_CXX": "/nonexistent/c++",
+              "LLMC_JIT_CACHE": os.path.join(work, "jit-empty")},
+             "stored x86-64 object (no x86-64-v2 object, JIT unavailable")]
+    for label, env, how in runs:
+        env = dict({"LLMC_JIT_CACHE": cache}, **env)
+        npy = os.path.join(work, "cg.npy")
+        p = harness.run_llmc(["run", art, "--prompt-tokens", ",".join(map(str, prompt)), "-n",
+                              "16", "--dump-logits", npy, "--print-ids", "--ignore-eos",
+                              "--generated-kernels"], env=env, check=False, timeout=300)
+        info = [l for l in p.stderr.splitlines() if "generated kernels:" in l]
+        ok = p.returncode == 0 and info and how in info[-1]
+        checks.check(bool(ok), f"codegen {label}: loads as expected",
+                     (info[-1] if info else p.stderr.strip()[-200:]))
+        if p.returncode != 0:
+            continue
+        ids = [int(t) for t in p.stdout.split()]
+        harness.compare_logits(checks, f"codegen {label}", np.load(npy), ref, rel_tol=1e-4)
+        checks.check(ids == ref_ids, f"codegen {label}: 16 greedy tokens equal",
+                     f"{ids[:10]} vs {ref_ids[:10]}")
+
+
 def main():
     checks = harness.Checks("kernel plan vs reference executor")
     work = harness.work_dir("kernel_plan")
@@ -67,6 +117,8 @@ def main():
                             ("smollm2-q4_0", "llm-quantize-rtn{bits=4 group=32 sym=true}"),
                             ("smollm2-snapkv", "llm-kv-policy{method=snapkv budget=0.5 window=8}")]:
         check_model(checks, work, label, sm, pipeline, 30, arena, sm_prompt, 16)
+
+    check_codegen(checks, work, sm)
 
     # Without a plan: the reference engine, and a clean error when kernels are forced.
     art = os.path.join(work, "nokernels.llmc")

@@ -35,6 +35,7 @@ struct BenchArgs {
   int64_t ctx = 0;
   bool json = false, quiet = false, noWarmup = false;
   Engine engine = Engine::Auto;
+  bool generated = false;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -168,7 +169,7 @@ std::function<int()> addBenchCommand(CLI::App &app) {
   cmd->add_flag("--json", a->json, "print one JSON object instead of the table");
   cmd->add_flag("--no-warmup", a->noWarmup, "skip the untimed warm-up step");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
-  addEngineOption(cmd, a->engine);
+  addEngineOptions(cmd, a->engine, a->generated);
 
   return [a]() -> int {
     // Flag combinations CLI11 cannot check are usage errors too (exit 2).
@@ -193,6 +194,7 @@ std::function<int()> addBenchCommand(CLI::App &app) {
     eo.threads = a->threads;
     eo.max_context = a->ctx > 0 ? a->ctx : need;
     eo.engine = a->engine;
+    eo.generated_kernels = a->generated;
     Executor exec(*art, eo);
     double loadS = secondsSince(t0);
     int threads = a->threads > 0 ? a->threads
@@ -259,7 +261,7 @@ std::function<int()> addBenchCommand(CLI::App &app) {
              "\"file_bytes\": %llu, \"size_bytes\": %lld, \"params\": %lld, \"bpw\": %s, "
              "\"decode_weight_bytes_per_token\": %lld, \"kv_bytes_per_position\": %lld, "
              "\"bytes_by_type\": %s, \"prefill_runs\": %s, \"decode_runs\": %s, "
-             "\"engine\": \"%s\"}\n",
+             "\"engine\": \"%s\", \"generated_kernels\": %s}\n",
              jsonNumber(prefillMed).c_str(), jsonNumber(decodeMed).c_str(),
              jsonNumber(loadS).c_str(), jsonNumber(rss).c_str(), threads,
              nlohmann::json(name).dump().c_str(), nlohmann::json(a->input).dump().c_str(),
@@ -267,7 +269,8 @@ std::function<int()> addBenchCommand(CLI::App &app) {
              (unsigned long long)art->fileSize(), (long long)st.weightBytes,
              (long long)st.params, jsonNumber(bpw).c_str(), (long long)st.decodeBytes,
              (long long)st.kvBytesPerPos, types.c_str(), arr(prefill).c_str(),
-             arr(decode).c_str(), exec.engineName());
+             arr(decode).c_str(), exec.engineName(),
+             nlohmann::json(exec.generatedKernelsInfo()).dump().c_str());
       fflush(stdout);
       return kOk;
     }
@@ -288,8 +291,9 @@ std::function<int()> addBenchCommand(CLI::App &app) {
       row("pp" + std::to_string(a->prompt), prefill);
     if (!decode.empty())
       row("tg" + std::to_string(a->gen), decode);
-    printf("load %.3f s | peak RSS %.1f MiB | %d rep%s | engine %s\n", loadS, rss, a->reps,
-           a->reps == 1 ? "" : "s", exec.engineName());
+    printf("load %.3f s | peak RSS %.1f MiB | %d rep%s | engine %s | generated kernels: %s\n",
+           loadS, rss, a->reps, a->reps == 1 ? "" : "s", exec.engineName(),
+           exec.generatedKernelsInfo().c_str());
     fflush(stdout);
     return kOk;
   };

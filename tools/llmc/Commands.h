@@ -33,8 +33,10 @@ std::unique_ptr<Artifact> loadModelOrArtifact(const std::string &path,
                                               const std::string &tokenizer,
                                               bool quiet);
 bool isArtifactFile(const std::string &path);
-/// --engine auto|kernels|reference (which code runs forward steps).
-void addEngineOption(CLI::App *cmd, Engine &engine);
+/// --engine auto|kernels|reference (which code runs forward steps) and
+/// --generated-kernels (the kernel engine runs the artifact's generated
+/// kernels for decode-sized steps).
+void addEngineOptions(CLI::App *cmd, Engine &engine, bool &generated);
 void progress(const std::string &msg); // "[llmc] msg" on stderr
 
 } // namespace llmc::tool

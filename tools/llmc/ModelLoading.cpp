@@ -54,7 +54,7 @@ std::unique_ptr<Artifact> loadModelOrArtifact(const std::string &path,
 } // namespace llmc::tool
 
 namespace llmc::tool {
-void addEngineOption(CLI::App *cmd, Engine &engine) {
+void addEngineOptions(CLI::App *cmd, Engine &engine, bool &generated) {
   cmd->add_option_function<std::string>(
          "--engine",
          [&engine](const std::string &s) {
@@ -65,5 +65,9 @@ void addEngineOption(CLI::App *cmd, Engine &engine) {
          "auto (the artifact's kernel plan when it has one), kernels (the fused kernels of "
          "the kernel plan) or reference (the op-by-op executor)")
       ->check(CLI::IsMember({"auto", "kernels", "reference"}));
+  cmd->add_flag("--generated-kernels", generated,
+                "kernel engine: run the artifact's generated kernels (built for this CPU's "
+                "level, or JIT-compiled for LLMC_ISA) for steps of up to 4 tokens instead of "
+                "the runtime's library kernels");
 }
 } // namespace llmc::tool

@@ -44,7 +44,6 @@ using LinearInputHook = std::function<void(const LinearInput &)>;
 enum class Engine { Auto, Kernels, Reference };
 
 struct ExecutorOptions {
-  Engine engine = Engine::Auto;
   int threads = 0;          // 0: hardware concurrency
   int64_t max_context = 0;  // 0: the model's context length, capped at 4096
   /// Called right before each linear projection of a node whose block is
@@ -59,6 +58,12 @@ struct ExecutorOptions {
   /// from a prompt (window queries, cumulative attention) even under the
   /// full cache, so that setKvPolicies can compress a saved prefill later.
   bool kv_record = false;
+  Engine engine = Engine::Auto;
+  /// The kernel engine runs the artifact's generated kernels for steps of
+  /// at most codegen::kMaxRows tokens (decode). Off by default: on this
+  /// project's 2-core AVX2 machine they are still slower than the runtime's
+  /// hand-written AVX2 kernels (docs/results/cpu-performance.md).
+  bool generated_kernels = false;
 };
 
 struct KvSnapshot;
@@ -87,6 +92,9 @@ public:
   int64_t pos() const;
   /// "kernels" or "reference": the engine forward() uses.
   const char *engineName() const;
+  /// Which generated-kernel object the kernel engine loaded (and how), or
+  /// why it runs library kernels only.
+  std::string generatedKernelsInfo() const;
   void reset(); // clear the KV cache
   int64_t vocabSize() const;
   int64_t maxContext() const;

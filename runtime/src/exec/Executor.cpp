@@ -105,6 +105,8 @@ struct Executor::Impl {
   std::vector<float> sq, sk, sv, satt, sg, su, sx, sy, slogits, smoe;
   LinearInputHook hook;
   int64_t hookBlock = -1, stopAfterBlock = -1;
+  std::unique_ptr<codegen::GeneratedKernels> generated; // the artifact's generated kernels
+  std::string generatedHow;                             // which object, or why none
   std::unique_ptr<PlanEngine> plan; // the kernel plan, when it runs forward()
   std::vector<float> planLogits;
 
@@ -475,6 +477,12 @@ void Executor::Impl::buildPlan(const ExecutorOptions &o) {
                                " in the program");
     return int(it - cacheLayers.begin());
   };
+  if (o.generated_kernels) {
+    generated = codegen::GeneratedKernels::load(art, generatedHow);
+    bind.generated = generated.get();
+  } else {
+    generatedHow = "generated kernels disabled";
+  }
   plan = std::make_unique<PlanEngine>(art.manifest()["kernel_plan"], bind);
   if (plan->vocab() != widths[size_t(output)])
     throw std::runtime_error(art.path() + ": the kernel plan's logits width " +
@@ -791,6 +799,14 @@ std::vector<float> Executor::forwardBlock(int64_t block, const std::vector<float
 
 int64_t Executor::pos() const { return impl->pos; }
 const char *Executor::engineName() const { return impl->plan ? "kernels" : "reference"; }
+std::string Executor::generatedKernelsInfo() const {
+  if (!impl->plan)
+    return "none (reference engine)";
+  if (!impl->generated)
+    return impl->generatedHow;
+  return impl->generatedHow + ", " + std::to_string(impl->generated->size()) + " kernels for " +
+         std::to_string(impl->plan->generatedProducts()) + " products";
+}
 void Executor::reset() {
   impl->pos = 0;
   for (kv::LayerCache &c : impl->caches)

@@ -1,6 +1,7 @@
 //===- KernelPlan.cpp - Parse, check and run a kernel plan ----------------===//
 #include "KernelPlan.h"
 #include "../artifact/JsonFields.h"
+#include "GenMatmul.h"
 #include "Matmul.h"
 
 #include <algorithm>
@@ -165,11 +166,32 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
       need(s.in[1].width == inW && s.out.width == inW, ctx, "adds slots of different widths");
       break;
     }
+    if (bind.generated && (s.kernel == PlanKernel::NormMatmul ||
+                           s.kernel == PlanKernel::NormGatedMatmul ||
+                           s.kernel == PlanKernel::MatmulAdd)) {
+      for (const WeightMatrix &w : s.w)
+        s.gen.push_back(bind.generated->find(w.dtype, w.cols));
+      if (std::find(s.gen.begin(), s.gen.end(), nullptr) != s.gen.end())
+        s.gen.clear();
+      generatedProducts_ += int(s.gen.size());
+    }
     if (s.out.offset >= 0)
       written.insert({s.out.offset, s.out.width});
     steps_.push_back(std::move(s));
   }
 }
+
+namespace {
+/// The step's products through its generated kernels for decode-sized
+/// steps, else through the library kernels.
+void products(ThreadPool &pool, const PlanStep &s, const MatmulJob *jobs, int n, const float *x,
+              int64_t rows, int64_t ldx, const RowEpilogue *paired = nullptr) {
+  if (!s.gen.empty() && rows <= codegen::kMaxRows)
+    genMatmulMany(pool, jobs, s.gen.data(), n, x, rows, ldx, paired);
+  else
+    matmulMany(pool, jobs, n, x, rows, ldx, paired);
+}
+} // namespace
 
 void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
                      const std::vector<int32_t> &tokens, int64_t pos, bool allLogits,
@@ -214,7 +236,7 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
           jobs[k] = MatmulJob{&s.w[k], out + col, W, nullptr};
           col += s.w[k].rows;
         }
-        matmulMany(pool, jobs, int(s.w.size()), x, rows, D);
+        products(pool, s, jobs, int(s.w.size()), x, rows, D);
       } else {
         if (kv_.size() < size_t(rows * W))
           kv_.resize(size_t(rows * W));
@@ -224,7 +246,7 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
           for (int64_t t = 0; t < rows; ++t)
             ops::gatedActivation(s.act, out + t * W + r0, up + t * W + r0, nr);
         };
-        matmulMany(pool, jobs, 2, x, rows, D, &act);
+        products(pool, s, jobs, 2, x, rows, D, &act);
       }
       break;
     }
@@ -234,7 +256,7 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
         std::copy(res, res + rows * W, out);
       MatmulJob job{&s.w[0], out, W, nullptr};
       job.accumulate = true;
-      matmulMany(pool, &job, 1, in(0), rows, s.in[0].width);
+      products(pool, s, &job, 1, in(0), rows, s.in[0].width);
       break;
     }
     case PlanKernel::RopeKvAppend: {

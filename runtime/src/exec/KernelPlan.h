@@ -10,6 +10,7 @@
 #include "Ops.h"
 #include "ThreadPool.h"
 #include "WeightMatrix.h"
+#include "../codegen/GeneratedKernels.h"
 #include "../kv/KvCache.h"
 
 #include <functional>
@@ -33,6 +34,9 @@ struct PlanStep {
   std::vector<PlanSlot> in;
   PlanSlot out;
   std::vector<WeightMatrix> w; // in the step's order (q, k, v; gate, up; ...)
+  /// The generated kernel of each weight (all set, or the step uses the
+  /// library kernels for decode-sized steps too).
+  std::vector<codegen::MatvecFn> gen;
   std::vector<float> norm;     // RMSNorm weight when fused (empty: none)
   float eps = 1e-5f;
   Activation act = Activation::SiLU;
@@ -48,6 +52,8 @@ struct PlanBindings {
   std::function<std::vector<float>(const std::string &name, const std::string &ctx)> vector;
   /// The cache index of attention layer `layer`; throws if there is none.
   std::function<int(int64_t layer, const std::string &ctx)> cache;
+  /// The artifact's generated kernels (nullptr: library kernels only).
+  const codegen::GeneratedKernels *generated = nullptr;
 };
 
 class PlanEngine {
@@ -65,10 +71,13 @@ public:
   int64_t vocab() const { return steps_.back().out.width; }
   int64_t arenaFloatsPerToken() const { return arenaPerToken_; }
   size_t size() const { return steps_.size(); }
+  /// Products (weights) that run generated kernels when T <= kMaxRows.
+  int generatedProducts() const { return generatedProducts_; }
 
 private:
   std::vector<PlanStep> steps_;
   int64_t arenaPerToken_ = 0;
+  int generatedProducts_ = 0;
   std::vector<float> arena_, xn_, kv_;
 };
 

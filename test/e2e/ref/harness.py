@@ -51,11 +51,13 @@ def skip(reason: str):
     sys.exit(0)
 
 
-def run_llmc(args, timeout=300, check=True):
-    """Runs llmc; returns the CompletedProcess. check: exit code must be 0."""
+def run_llmc(args, timeout=300, check=True, env=None):
+    """Runs llmc; returns the CompletedProcess. check: exit code must be 0.
+    env: variables added to this process's environment."""
     cmd = [llmc_bin()] + [str(a) for a in args]
     t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    full_env = dict(os.environ, **env) if env else None
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
     p.seconds = time.time() - t0
     if check and p.returncode != 0:
         raise RuntimeError(f"llmc failed (exit {p.returncode}): {' '.join(cmd)}\n{p.stderr.strip()}")

@@ -1,0 +1,31 @@
+//===- CpuKernelSource.h - C++ source of the model's CPU kernels -*- C++ -*-===//
+// One matrix-vector kernel per (weight format, input width) the model's
+// kernel plan multiplies by, with the width and the block layout compile-time
+// constants (fully unrolled block loops, vectorized by the host compiler for
+// each instruction-set level). The source is the artifact's portable form of
+// its kernels (see runtime/src/codegen/GeneratedKernels.h for the ABI).
+//===----------------------------------------------------------------------===//
+#pragma once
+#include "llmc/dtype.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace llmc::codegen {
+
+struct MatvecSpec {
+  DType dtype;
+  int64_t cols;
+  std::string symbol() const; // llmc_mv_<format>_<cols>
+};
+
+/// Formats the generator has kernels for (f32, f16, bf16, q8_0, q4_0, q4_1);
+/// products in other formats run the runtime's library kernels.
+bool canGenerate(DType dtype, int64_t cols);
+
+/// The translation unit: kernels for `specs` (deduplicated, in order) and
+/// llmc_codegen_abi().
+std::string kernelSource(const std::vector<MatvecSpec> &specs);
+
+} // namespace llmc::codegen

@@ -1,0 +1,56 @@
+//===- codegen.h - Generated CPU kernels: ISA levels, host compiler -*- C++ -*-===//
+// Generated kernels are C++ source (their portable form), built with the
+// system C++ compiler for x86-64 instruction-set levels: ahead of time by the
+// compiler (baseline and the build host's level) and at load time by the
+// runtime (JIT) for a level the artifact has no object for.
+//
+// Levels (the psABI's x86-64 micro-architecture levels): baseline x86-64
+// (SSE2), v2 (SSE4.2, POPCNT), v3 (AVX2, FMA, F16C, BMI2), v4 (AVX-512
+// F/BW/CD/DQ/VL). VNNI is reported beside the level. The compiler command is
+// $LLMC_CXX, else the first of clang++, c++, g++ on PATH.
+//===----------------------------------------------------------------------===//
+#pragma once
+#include <optional>
+#include <string>
+
+namespace llmc::codegen {
+
+/// Version of the generated kernels' calling convention (llmc_codegen_abi()).
+inline constexpr int kAbi = 1;
+
+
+enum class IsaLevel { X86_64 = 0, V2 = 1, V3 = 2, V4 = 3 };
+
+/// "x86-64", "x86-64-v2", ... (also the -march value).
+const char *isaName(IsaLevel l);
+std::optional<IsaLevel> parseIsa(const std::string &s);
+
+/// The highest level this CPU runs.
+IsaLevel hostIsa();
+/// AVX-512 VNNI or AVX-VNNI present.
+bool hostHasVnni();
+
+/// The level kernels run at: LLMC_ISA if set (an error above the host's
+/// level or unknown), else the host's. Throws std::runtime_error.
+IsaLevel targetIsa();
+
+
+
+/// The compiler command, or "" when none is found.
+std::string findHostCompiler();
+
+struct SharedObject {
+  std::string bytes;    // the .so file
+  std::string compiler; // command and version line
+  double seconds = 0;
+};
+
+/// Compile `source` at `level` (-O3 -march=<level>, vectorized reductions
+/// allowed with -fopenmp-simd). Throws std::runtime_error with the
+/// compiler's output on failure or when there is no compiler.
+SharedObject compileSharedObject(const std::string &source, IsaLevel level);
+
+/// Flags the objects are built with (recorded in the manifest).
+std::string compileFlags(IsaLevel level);
+
+} // namespace llmc::codegen

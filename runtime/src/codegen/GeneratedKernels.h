@@ -1,0 +1,52 @@
+//===- GeneratedKernels.h - The artifact's generated CPU kernels -*- C++ -*-===//
+// The manifest's "codegen" section names the generated kernels (one
+// matrix-vector kernel per weight format and input width of the model), the
+// C++ source they were generated as, and the shared objects the compiler
+// built from it per instruction-set level. load() picks the object for the
+// level the runtime runs at (codegen::targetIsa(): the CPU's, or LLMC_ISA);
+// when the artifact has none for that level it compiles the source (JIT)
+// into a cache directory ($LLMC_JIT_CACHE, else $XDG_CACHE_HOME/llmc/jit or
+// ~/.cache/llmc/jit) and reuses it next time; with no compiler it falls back
+// to the best stored object below that level, else to none.
+//===----------------------------------------------------------------------===//
+#pragma once
+#include "llmc/artifact.h"
+#include "llmc/codegen.h"
+#include "llmc/dtype.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+namespace llmc::codegen {
+
+/// y[t*ldy + r] = dot(W row r, x + t*ldx) for t < T (1..kMaxRows) and r in
+/// [r0, r1); W rows are `stride` bytes apart, in the kernel's format.
+using MatvecFn = void (*)(const uint8_t *w, int64_t stride, const float *x, int64_t ldx,
+                          int32_t T, float *y, int64_t ldy, int64_t r0, int64_t r1);
+inline constexpr int kMaxRows = 4;
+
+class GeneratedKernels {
+public:
+  /// nullptr when the artifact has no "codegen" section. `how` says which
+  /// object was loaded and why. Throws std::runtime_error on a malformed
+  /// section or a broken object.
+  static std::unique_ptr<GeneratedKernels> load(const Artifact &art, std::string &how);
+  ~GeneratedKernels();
+
+  MatvecFn find(DType dtype, int64_t cols) const;
+  size_t size() const { return fns_.size(); }
+  const std::string &isa() const { return isa_; }
+
+private:
+  void *handle_ = nullptr;
+  std::string isa_;
+  std::map<std::pair<DType, int64_t>, MatvecFn> fns_;
+};
+
+/// Where JIT-compiled and unpacked objects go (created on demand).
+std::string jitCacheDir();
+
+} // namespace llmc::codegen
