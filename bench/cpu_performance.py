@@ -58,6 +58,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
+import bench_common  # noqa: E402
 import llamacpp_quants  # noqa: E402  (make_f32_gguf, llamacpp_version)
 
 DEFAULT_MODEL = os.path.join(REPO, ".cache", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -191,17 +192,6 @@ def machine_info():
         pass
     info["loadavg_start"] = os.getloadavg()[0]
     return info
-
-
-def git_commit():
-    try:
-        c = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO,
-                           capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=REPO, capture_output=True, text=True).stdout.strip()
-        return c + (" (with uncommitted changes)" if dirty else "")
-    except OSError:
-        return "unknown"
 
 
 def stream_bandwidth(work, threads_list, mib, passes):
@@ -350,9 +340,9 @@ def llmc_compile(llmc, src, pipeline, out):
     return time.monotonic() - t0
 
 
-def llmc_bench(llmc, artifact, threads, p, n, reps, timeout):
+def llmc_bench(llmc, artifact, threads, p, n, reps, timeout, extra=()):
     m = run_measured([llmc, "bench", artifact, "--json", "-q", "-t", str(threads), "-p", str(p),
-                      "-n", str(n), "-r", str(reps)], timeout)
+                      "-n", str(n), "-r", str(reps), *extra], timeout)
     if m.returncode != 0:
         raise RuntimeError(f"llmc bench {os.path.basename(artifact)}: {last_error_line(m)}")
     j = json.loads(m.stdout)
@@ -415,6 +405,16 @@ def measure(args, name, label, llmc_art, gguf, bw, result_rows):
     except (RuntimeError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
         row["llmc_error"] = str(e)
         log(f"{name} {label}: llmc FAILED: {e}")
+    if not args.no_generated:
+        # The same artifact with its generated kernels (decode-sized steps).
+        try:
+            row["llmc_gen"] = llmc_bench(args.llmc, llmc_art, args.threads, args.p, args.n,
+                                         args.reps, args.timeout, ["--generated-kernels"])
+            g = row["llmc_gen"]
+            log(f"{name} {label}: llmc --generated-kernels pp {g['prefill_tok_s']:.1f} "
+                f"tg {g['decode_tok_s']:.1f} tok/s ({g.get('generated_kernels')})")
+        except (RuntimeError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
+            row["llmc_gen_error"] = str(e)
     if not args.no_llamacpp:
         try:
             if gguf not in LLAMA_BENCH_CACHE:  # gq4* rows share the Q4_0 run
@@ -519,8 +519,27 @@ def markdown(res):
                  f"{fmt(mib(lb.get('size_bytes')))} | {fmt(lc.get('load_s'), '.3f')} "
                  f"| {fmt(lb.get('load_s'), '.3f')} | {fmt(lc.get('peak_rss_mb_outside'))} "
                  f"| {fmt(lb.get('peak_rss_mb'))} | {fmt(r.get('ratio_peak_rss_mb'), '.2f')} |")
+    gen_rows = [r for r in res["rows"] if "llmc_gen" in r and "llmc" in r]
+    if gen_rows:
+        L += ["", "## Generated kernels and compile time", "",
+              "The same artifact run by the kernel engine with its library kernels (the "
+              "default) and with its generated kernels (`--generated-kernels`: the "
+              "model-specialised matrix-vector kernels stored in the artifact, used for steps "
+              "of at most 4 tokens, so for decode; prefill is the same code either way). "
+              "Compile: `llmc compile` wall time, lowering and kernel generation (two "
+              "instruction-set levels) included.", "",
+              "| Model | Format | engine | decode library | decode generated | generated / library "
+              "| generated kernels | compile s |",
+              "|---|---|---|---:|---:|---:|---|---:|"]
+        for r in gen_rows:
+            lc, g = r["llmc"], r["llmc_gen"]
+            ratio = g["decode_tok_s"] / lc["decode_tok_s"] if lc.get("decode_tok_s") else None
+            L.append(f"| {r['model']} | {r['format']} | {lc.get('engine', '?')} "
+                     f"| {fmt(lc.get('decode_tok_s'))} | {fmt(g.get('decode_tok_s'))} "
+                     f"| {fmt(ratio, '.2f')} | {g.get('generated_kernels', '?')} "
+                     f"| {fmt(r.get('llmc_compile_s'), '.1f')} |")
     errs = [(r["model"], r["format"], k, r[k]) for r in res["rows"]
-            for k in ("llmc_error", "llamacpp_error") if k in r]
+            for k in ("llmc_error", "llmc_gen_error", "llamacpp_error") if k in r]
     if errs:
         L += ["", "Failures:", ""] + [f"- {m_} {f_} ({k.split('_')[0]}): {e}" for m_, f_, k, e in errs]
     # Targets (reported, not asserted).
@@ -596,6 +615,8 @@ def main():
                     help="smoke test: SmolLM2 Q4_0 only, -p 64 -n 16, 1 rep, small STREAM arrays")
     ap.add_argument("--no-tinyllama", action="store_true", help="skip the 1.1B random-weight rows")
     ap.add_argument("--no-llamacpp", action="store_true", help="llmc only")
+    ap.add_argument("--no-generated", action="store_true",
+                    help="skip the second llmc run with --generated-kernels")
     ap.add_argument("--json", action="store_true", help="also print the raw results on stdout")
     args = ap.parse_args()
     if args.quick:
@@ -617,7 +638,7 @@ def main():
 
     res = {"command": " ".join(["bench/cpu_performance.py"] + sys.argv[1:]),
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "git_commit": git_commit(), "machine": machine_info(),
+           "git_commit": bench_common.git_commit(REPO), "machine": machine_info(),
            "args": {"threads": args.threads, "p": args.p, "n": args.n, "reps": args.reps,
                     "quick": args.quick},
            "rows": []}

@@ -1,5 +1,6 @@
 //===- KernelPlanExport.cpp - llmk IR -> the runtime's kernel plan --------===//
 #include "compiler/artifact/KernelPlanExport.h"
+#include "compiler/artifact/ProgramExport.h"
 #include "dialects/llm/IR/LlmOps.h"
 #include "dialects/llmk/IR/LlmkOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -13,30 +14,6 @@ using nlohmann::json;
 
 namespace llmc {
 namespace {
-
-json attrJson(Attribute a) {
-  if (auto b = dyn_cast<BoolAttr>(a))
-    return b.getValue();
-  if (auto i = dyn_cast<IntegerAttr>(a))
-    return i.getInt();
-  if (auto f = dyn_cast<FloatAttr>(a))
-    return f.getValueAsDouble();
-  if (auto s = dyn_cast<StringAttr>(a))
-    return s.str();
-  if (auto d = dyn_cast<DictionaryAttr>(a)) {
-    json j = json::object();
-    for (NamedAttribute n : d)
-      j[n.getName().str()] = attrJson(n.getValue());
-    return j;
-  }
-  if (auto arr = dyn_cast<ArrayAttr>(a)) {
-    json j = json::array();
-    for (Attribute e : arr)
-      j.push_back(attrJson(e));
-    return j;
-  }
-  return nullptr;
-}
 
 class PlanWriter {
 public:
@@ -134,15 +111,15 @@ private:
             .Case([&](llmk::RopeKvAppendOp r) -> LogicalResult {
               for (const char *k : {"layer", "num_heads", "num_kv_heads", "head_dim",
                                     "rope_theta", "rope_style"})
-                attrs[k] = attrJson(r->getAttr(k));
+                attrs[k] = attrToJson(r->getAttr(k));
               return addIn(r.getQkv());
             })
             .Case([&](llmk::AttendOp a) -> LogicalResult {
               for (const char *k : {"layer", "num_heads", "num_kv_heads", "head_dim"})
-                attrs[k] = attrJson(a->getAttr(k));
+                attrs[k] = attrToJson(a->getAttr(k));
               attrs["causal"] = a.getCausal();
               if (a.getKvPolicy())
-                attrs["kv_policy"] = attrJson(*a.getKvPolicy());
+                attrs["kv_policy"] = attrToJson(*a.getKvPolicy());
               return addIn(a.getQ());
             })
             .Case([&](llmk::RMSNormOp n) -> LogicalResult {

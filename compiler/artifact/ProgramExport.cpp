@@ -14,8 +14,6 @@
 using namespace mlir;
 
 namespace llmc {
-namespace {
-
 nlohmann::json attrToJson(Attribute a) {
   if (auto b = dyn_cast<BoolAttr>(a))
     return b.getValue();
@@ -39,6 +37,8 @@ nlohmann::json attrToJson(Attribute a) {
   }
   return nullptr;
 }
+
+namespace {
 
 class Exporter {
 public:

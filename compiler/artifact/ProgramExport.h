@@ -21,6 +21,10 @@ struct ExportedModel {
   std::vector<ExportedWeight> weights; // every weight the program reads, once each
 };
 
+/// An attribute as JSON (bool, integer, float, string, dictionary, array;
+/// null for anything else): how IR attributes reach the manifest.
+nlohmann::json attrToJson(mlir::Attribute a);
+
 /// Lowers the single `llm.model` of `module` to a Program. Returns failure
 /// after emitting a diagnostic on the offending op.
 mlir::FailureOr<ExportedModel> exportProgram(mlir::ModuleOp module);

@@ -88,6 +88,7 @@ std::vector<int32_t> benchTokens(int64_t count, int64_t vocab, int32_t bos) {
 /// What the artifact holds and what one decode step reads.
 struct ModelStats {
   int64_t weightBytes = 0, params = 0, decodeBytes = 0, kvBytesPerPos = 0;
+  int64_t otherBytes = 0; // tensors the program reads no weight from (generated code)
   std::map<std::string, int64_t> bytesByType;
 };
 
@@ -98,9 +99,14 @@ ModelStats modelStats(const Artifact &art) {
     for (const auto &kv : n.weights)
       (n.op == "embed" ? embedOnly : readWhole).insert(kv.second);
   for (const TensorView &t : art.tensors()) {
+    bool isAux = t.name.size() > 4 && t.name.compare(t.name.size() - 4, 4, kAuxSuffix) == 0;
+    const std::string base = isAux ? t.name.substr(0, t.name.size() - 4) : t.name;
+    if (!readWhole.count(base) && !embedOnly.count(base)) {
+      s.otherBytes += t.nbytes; // e.g. the generated kernels' source and objects
+      continue;
+    }
     s.weightBytes += t.nbytes;
     s.bytesByType[std::string(dtypeName(t.dtype))] += t.nbytes;
-    bool isAux = t.name.size() > 4 && t.name.compare(t.name.size() - 4, 4, kAuxSuffix) == 0;
     if (!isAux)
       s.params += t.numElements();
     // A tensor only the embedding reads costs one row per token; a tied
@@ -261,7 +267,7 @@ std::function<int()> addBenchCommand(CLI::App &app) {
              "\"file_bytes\": %llu, \"size_bytes\": %lld, \"params\": %lld, \"bpw\": %s, "
              "\"decode_weight_bytes_per_token\": %lld, \"kv_bytes_per_position\": %lld, "
              "\"bytes_by_type\": %s, \"prefill_runs\": %s, \"decode_runs\": %s, "
-             "\"engine\": \"%s\", \"generated_kernels\": %s}\n",
+             "\"engine\": \"%s\", \"generated_kernels\": %s, \"other_bytes\": %lld}\n",
              jsonNumber(prefillMed).c_str(), jsonNumber(decodeMed).c_str(),
              jsonNumber(loadS).c_str(), jsonNumber(rss).c_str(), threads,
              nlohmann::json(name).dump().c_str(), nlohmann::json(a->input).dump().c_str(),
@@ -270,7 +276,7 @@ std::function<int()> addBenchCommand(CLI::App &app) {
              (long long)st.params, jsonNumber(bpw).c_str(), (long long)st.decodeBytes,
              (long long)st.kvBytesPerPos, types.c_str(), arr(prefill).c_str(),
              arr(decode).c_str(), exec.engineName(),
-             nlohmann::json(exec.generatedKernelsInfo()).dump().c_str());
+             nlohmann::json(exec.generatedKernelsInfo()).dump().c_str(), (long long)st.otherBytes);
       fflush(stdout);
       return kOk;
     }

@@ -7,7 +7,7 @@
 // Levels (the psABI's x86-64 micro-architecture levels): baseline x86-64
 // (SSE2), v2 (SSE4.2, POPCNT), v3 (AVX2, FMA, F16C, BMI2), v4 (AVX-512
 // F/BW/CD/DQ/VL). VNNI is reported beside the level. The compiler command is
-// $LLMC_CXX, else the first of clang++, c++, g++ on PATH.
+// $LLMC_CXX, else the first of clang++, clang++-22, c++, g++ on PATH.
 //===----------------------------------------------------------------------===//
 #pragma once
 #include <optional>

@@ -70,7 +70,7 @@ std::string findHostCompiler() {
     return onPath(e) ? e : "";
   // Clang first: GCC 12 scalarizes the generated nibble/byte -> float
   // conversions (1378 vs 185 ns per q4_1 row of 576 measured here).
-  for (const char *c : {"clang++", "c++", "g++"})
+  for (const char *c : {"clang++", "clang++-22", "c++", "g++"})
     if (onPath(c))
       return c;
   return "";
