@@ -10,6 +10,7 @@
 // $LLMC_CXX, else the first of clang++, clang++-22, c++, g++ on PATH.
 //===----------------------------------------------------------------------===//
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -17,6 +18,13 @@ namespace llmc::codegen {
 
 /// Version of the generated kernels' calling convention (llmc_codegen_abi()).
 inline constexpr int kAbi = 1;
+
+/// A generated kernel: y[t*ldy + r] = dot(W row r, x + t*ldx) for t < T
+/// (1..kMaxRows) and r in [r0, r1); W rows are `stride` bytes apart, in the
+/// kernel's format.
+using MatvecFn = void (*)(const uint8_t *w, int64_t stride, const float *x, int64_t ldx,
+                          int32_t T, float *y, int64_t ldy, int64_t r0, int64_t r1);
+inline constexpr int kMaxRows = 4;
 
 
 enum class IsaLevel { X86_64 = 0, V2 = 1, V3 = 2, V4 = 3 };

@@ -22,11 +22,6 @@
 
 namespace llmc::codegen {
 
-/// y[t*ldy + r] = dot(W row r, x + t*ldx) for t < T (1..kMaxRows) and r in
-/// [r0, r1); W rows are `stride` bytes apart, in the kernel's format.
-using MatvecFn = void (*)(const uint8_t *w, int64_t stride, const float *x, int64_t ldx,
-                          int32_t T, float *y, int64_t ldy, int64_t r0, int64_t r1);
-inline constexpr int kMaxRows = 4;
 
 class GeneratedKernels {
 public:

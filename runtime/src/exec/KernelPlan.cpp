@@ -1,7 +1,6 @@
 //===- KernelPlan.cpp - Parse, check and run a kernel plan ----------------===//
 #include "KernelPlan.h"
 #include "../artifact/JsonFields.h"
-#include "GenMatmul.h"
 #include "Matmul.h"
 
 #include <algorithm>
@@ -182,15 +181,8 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
 }
 
 namespace {
-/// The step's products through its generated kernels for decode-sized
-/// steps, else through the library kernels.
-void products(ThreadPool &pool, const PlanStep &s, const MatmulJob *jobs, int n, const float *x,
-              int64_t rows, int64_t ldx, const RowEpilogue *paired = nullptr) {
-  if (!s.gen.empty() && rows <= codegen::kMaxRows)
-    genMatmulMany(pool, jobs, s.gen.data(), n, x, rows, ldx, paired);
-  else
-    matmulMany(pool, jobs, n, x, rows, ldx, paired);
-}
+/// The step's generated kernels (one per weight), or nullptr.
+const codegen::MatvecFn *gen(const PlanStep &s) { return s.gen.empty() ? nullptr : s.gen.data(); }
 } // namespace
 
 void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
@@ -236,7 +228,7 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
           jobs[k] = MatmulJob{&s.w[k], out + col, W, nullptr};
           col += s.w[k].rows;
         }
-        products(pool, s, jobs, int(s.w.size()), x, rows, D);
+        matmulMany(pool, jobs, int(s.w.size()), x, rows, D, nullptr, gen(s));
       } else {
         if (kv_.size() < size_t(rows * W))
           kv_.resize(size_t(rows * W));
@@ -246,7 +238,7 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
           for (int64_t t = 0; t < rows; ++t)
             ops::gatedActivation(s.act, out + t * W + r0, up + t * W + r0, nr);
         };
-        products(pool, s, jobs, 2, x, rows, D, &act);
+        matmulMany(pool, jobs, 2, x, rows, D, &act, gen(s));
       }
       break;
     }
@@ -256,7 +248,7 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
         std::copy(res, res + rows * W, out);
       MatmulJob job{&s.w[0], out, W, nullptr};
       job.accumulate = true;
-      products(pool, s, &job, 1, in(0), rows, s.in[0].width);
+      matmulMany(pool, &job, 1, in(0), rows, s.in[0].width, nullptr, gen(s));
       break;
     }
     case PlanKernel::RopeKvAppend: {

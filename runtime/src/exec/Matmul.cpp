@@ -235,6 +235,20 @@ void fusedMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *
   });
 }
 
+/// T <= codegen::kMaxRows through the artifact's generated kernels.
+void generatedMany(ThreadPool &pool, const MatmulJob *jobs, const codegen::MatvecFn *fns,
+                   int njobs, const float *x, int64_t T, int64_t ldx, const RowEpilogue *paired) {
+  const WorkList work(jobs, njobs, kFusedRowBlock, paired != nullptr);
+  auto runBlock = [&](int j, int64_t r0, int64_t nr) {
+    const MatmulJob &job = jobs[j];
+    fns[j](job.w->data, job.w->rowStride, x, ldx, int32_t(T), job.y, job.ldy, r0, r0 + nr);
+    addBias(job, T, r0, nr);
+  };
+  pool.parallelFor(0, work.total, grainFor(pool, work.total), [&](int64_t lo, int64_t hi) {
+    runItems(work, jobs, njobs, paired, lo, hi, runBlock);
+  });
+}
+
 /// Larger T: dequantize a block of rows once, reuse it for every token.
 void blockedMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x, int64_t T,
                  int64_t ldx, const RowEpilogue *paired) {
@@ -291,7 +305,7 @@ void blockedMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float
 } // namespace
 
 void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x, int64_t T,
-                int64_t ldx, const RowEpilogue *paired) {
+                int64_t ldx, const RowEpilogue *paired, const codegen::MatvecFn *generated) {
   if (njobs <= 0 || T <= 0)
     return;
   if (njobs > 8)
@@ -326,7 +340,7 @@ void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float 
         at += T * jobs[j].w->rows;
       }
     }
-    matmulMany(pool, plain, njobs, x, T, ldx, paired);
+    matmulMany(pool, plain, njobs, x, T, ldx, paired, generated);
     for (int j = 0; j < njobs; ++j) {
       if (!jobs[j].accumulate)
         continue;
@@ -338,6 +352,10 @@ void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float 
           yt[r] += st[r];
       }
     }
+    return;
+  }
+  if (generated && T <= codegen::kMaxRows) {
+    generatedMany(pool, jobs, generated, njobs, x, T, ldx, paired);
     return;
   }
   bool fused = T <= kFusedMaxT;

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "ThreadPool.h"
+#include "llmc/codegen.h"
 #include "WeightMatrix.h"
 
 namespace llmc {
@@ -36,9 +37,12 @@ using RowEpilogue = std::function<void(int64_t r0, int64_t nr)>;
 /// Runs every job (all with w->cols equal to X's width) in one parallel loop.
 /// With `paired` (all jobs then have the same rows), each work item computes
 /// the same row block of every job and then calls the epilogue on it, e.g.
-/// the gated activation of gate and up.
+/// the gated activation of gate and up. With `generated` (one kernel per job)
+/// and T <= codegen::kMaxRows, the row blocks run those generated kernels
+/// instead of the library's fused dots.
 void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x, int64_t T,
-                int64_t ldx, const RowEpilogue *paired = nullptr);
+                int64_t ldx, const RowEpilogue *paired = nullptr,
+                const codegen::MatvecFn *generated = nullptr);
 
 /// Largest T that uses the fused (decode) kernels.
 inline constexpr int64_t kFusedMaxT = 4;
