@@ -34,8 +34,7 @@ struct BenchArgs {
   int threads = 0, prompt = 512, gen = 128, reps = 3;
   int64_t ctx = 0;
   bool json = false, quiet = false, noWarmup = false;
-  Engine engine = Engine::Auto;
-  bool generated = false;
+  EngineChoice engine;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -175,7 +174,7 @@ std::function<int()> addBenchCommand(CLI::App &app) {
   cmd->add_flag("--json", a->json, "print one JSON object instead of the table");
   cmd->add_flag("--no-warmup", a->noWarmup, "skip the untimed warm-up step");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
-  addEngineOptions(cmd, a->engine, a->generated);
+  addEngineOptions(cmd, a->engine);
 
   return [a]() -> int {
     // Flag combinations CLI11 cannot check are usage errors too (exit 2).
@@ -199,8 +198,7 @@ std::function<int()> addBenchCommand(CLI::App &app) {
     ExecutorOptions eo;
     eo.threads = a->threads;
     eo.max_context = a->ctx > 0 ? a->ctx : need;
-    eo.engine = a->engine;
-    eo.generated_kernels = a->generated;
+    a->engine.apply(eo);
     Executor exec(*art, eo);
     double loadS = secondsSince(t0);
     int threads = a->threads > 0 ? a->threads
@@ -267,7 +265,8 @@ std::function<int()> addBenchCommand(CLI::App &app) {
              "\"file_bytes\": %llu, \"size_bytes\": %lld, \"params\": %lld, \"bpw\": %s, "
              "\"decode_weight_bytes_per_token\": %lld, \"kv_bytes_per_position\": %lld, "
              "\"bytes_by_type\": %s, \"prefill_runs\": %s, \"decode_runs\": %s, "
-             "\"engine\": \"%s\", \"generated_kernels\": %s, \"other_bytes\": %lld}\n",
+             "\"engine\": \"%s\", \"generated_kernels\": %s, \"other_bytes\": %lld, "
+             "\"activations\": %s}\n",
              jsonNumber(prefillMed).c_str(), jsonNumber(decodeMed).c_str(),
              jsonNumber(loadS).c_str(), jsonNumber(rss).c_str(), threads,
              nlohmann::json(name).dump().c_str(), nlohmann::json(a->input).dump().c_str(),
@@ -276,7 +275,8 @@ std::function<int()> addBenchCommand(CLI::App &app) {
              (long long)st.params, jsonNumber(bpw).c_str(), (long long)st.decodeBytes,
              (long long)st.kvBytesPerPos, types.c_str(), arr(prefill).c_str(),
              arr(decode).c_str(), exec.engineName(),
-             nlohmann::json(exec.generatedKernelsInfo()).dump().c_str(), (long long)st.otherBytes);
+             nlohmann::json(exec.generatedKernelsInfo()).dump().c_str(), (long long)st.otherBytes,
+             nlohmann::json(exec.activationsInfo()).dump().c_str());
       fflush(stdout);
       return kOk;
     }
@@ -297,9 +297,10 @@ std::function<int()> addBenchCommand(CLI::App &app) {
       row("pp" + std::to_string(a->prompt), prefill);
     if (!decode.empty())
       row("tg" + std::to_string(a->gen), decode);
-    printf("load %.3f s | peak RSS %.1f MiB | %d rep%s | engine %s | generated kernels: %s\n",
+    printf("load %.3f s | peak RSS %.1f MiB | %d rep%s | engine %s | generated kernels: %s | "
+           "activations: %s\n",
            loadS, rss, a->reps, a->reps == 1 ? "" : "s", exec.engineName(),
-           exec.generatedKernelsInfo().c_str());
+           exec.generatedKernelsInfo().c_str(), exec.activationsInfo().c_str());
     fflush(stdout);
     return kOk;
   };

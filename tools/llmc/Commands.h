@@ -33,10 +33,21 @@ std::unique_ptr<Artifact> loadModelOrArtifact(const std::string &path,
                                               const std::string &tokenizer,
                                               bool quiet);
 bool isArtifactFile(const std::string &path);
-/// --engine auto|kernels|reference (which code runs forward steps) and
+/// How forward steps run: --engine auto|kernels|reference,
 /// --generated-kernels (the kernel engine runs the artifact's generated
-/// kernels for decode-sized steps).
-void addEngineOptions(CLI::App *cmd, Engine &engine, bool &generated);
+/// kernels for decode-sized steps), --exact-activations (no int8
+/// activations in the kernel engine's products).
+struct EngineChoice {
+  Engine engine = Engine::Auto;
+  bool generated = false;
+  bool exact = false;
+  void apply(ExecutorOptions &eo) const {
+    eo.engine = engine;
+    eo.generated_kernels = generated;
+    eo.exact_activations = exact;
+  }
+};
+void addEngineOptions(CLI::App *cmd, EngineChoice &choice);
 void progress(const std::string &msg); // "[llmc] msg" on stderr
 
 } // namespace llmc::tool

@@ -21,8 +21,7 @@ struct EvalArgs {
   int64_t ctx = 512, maxTokens = 4096;
   int threads = 0;
   bool json = false, quiet = false;
-  Engine engine = Engine::Auto;
-  bool generated = false;
+  EngineChoice engine;
 };
 
 /// The window length to use for one model: the requested --ctx, which must
@@ -70,7 +69,7 @@ std::function<int()> addEvalCommand(CLI::App &app) {
   cmd->add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (for both models)");
   cmd->add_flag("--json", a->json, "print one JSON object on stdout, nothing on stderr");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
-  addEngineOptions(cmd, a->engine, a->generated);
+  addEngineOptions(cmd, a->engine);
 
   return [a, ctxOpt]() {
     const bool quiet = a->quiet || a->json;
@@ -93,8 +92,7 @@ std::function<int()> addEvalCommand(CLI::App &app) {
     ExecutorOptions eo;
     eo.threads = a->threads;
     eo.max_context = ctx;
-    eo.engine = a->engine;
-    eo.generated_kernels = a->generated;
+    a->engine.apply(eo);
     Executor exec(*art, eo);
     std::unique_ptr<Executor> refExec;
     const int64_t vocab = exec.vocabSize();

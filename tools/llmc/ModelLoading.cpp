@@ -54,7 +54,8 @@ std::unique_ptr<Artifact> loadModelOrArtifact(const std::string &path,
 } // namespace llmc::tool
 
 namespace llmc::tool {
-void addEngineOptions(CLI::App *cmd, Engine &engine, bool &generated) {
+void addEngineOptions(CLI::App *cmd, EngineChoice &choice) {
+  Engine &engine = choice.engine;
   cmd->add_option_function<std::string>(
          "--engine",
          [&engine](const std::string &s) {
@@ -65,9 +66,13 @@ void addEngineOptions(CLI::App *cmd, Engine &engine, bool &generated) {
          "auto (the artifact's kernel plan when it has one), kernels (the fused kernels of "
          "the kernel plan) or reference (the op-by-op executor)")
       ->check(CLI::IsMember({"auto", "kernels", "reference"}));
-  cmd->add_flag("--generated-kernels", generated,
+  cmd->add_flag("--generated-kernels", choice.generated,
                 "kernel engine: run the artifact's generated kernels (built for this CPU's "
                 "level, or JIT-compiled for LLMC_ISA) for steps of up to 4 tokens instead of "
                 "the runtime's library kernels");
+  cmd->add_flag("--exact-activations", choice.exact,
+                "kernel engine: keep every product's activations in f32 (by default products "
+                "with Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 weights quantize them to int8 per 32 values and "
+                "run integer dots, as llama.cpp does)");
 }
 } // namespace llmc::tool

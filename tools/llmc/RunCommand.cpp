@@ -18,8 +18,7 @@ struct RunArgs {
   uint64_t seed = 0;
   bool chat = false, quiet = false, noBos = false, ignoreEos = false, printIds = false;
   int64_t ctx = 0;
-  Engine engine = Engine::Auto;
-  bool generated = false;
+  EngineChoice engine;
 };
 
 std::vector<int32_t> parseTokenList(const std::string &s) {
@@ -103,7 +102,7 @@ std::function<int()> addRunCommand(CLI::App &app) {
   cmd->add_flag("--print-ids", a->printIds,
                 "print generated token ids (space separated) instead of text");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress or statistics on stderr");
-  addEngineOptions(cmd, a->engine, a->generated);
+  addEngineOptions(cmd, a->engine);
 
   return [a]() {
     if (a->prompt.empty() && a->promptTokens.empty() && !a->chat)
@@ -115,8 +114,7 @@ std::function<int()> addRunCommand(CLI::App &app) {
     ExecutorOptions eo;
     eo.threads = a->threads;
     eo.max_context = a->ctx;
-    eo.engine = a->engine;
-    eo.generated_kernels = a->generated;
+    a->engine.apply(eo);
     Executor exec(*art, eo);
     double loadS =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -206,8 +204,9 @@ std::function<int()> addRunCommand(CLI::App &app) {
               loadS, ids.size(), ids.size() / std::max(prefillS, 1e-9), generated,
               generated > 1 ? (generated - 1) / std::max(decodeS, 1e-9) : 0.0);
     if (!a->quiet)
-      fprintf(stderr, "[llmc] engine %s | generated kernels: %s\n", exec.engineName(),
-              exec.generatedKernelsInfo().c_str());
+      fprintf(stderr, "[llmc] engine %s | generated kernels: %s | activations: %s\n",
+              exec.engineName(), exec.generatedKernelsInfo().c_str(),
+              exec.activationsInfo().c_str());
     return kOk;
   };
 }

@@ -62,6 +62,10 @@ public:
   const std::vector<TensorView> &tensors() const { return tensors_; }
   uint64_t fileSize() const { return size_; }
   const std::string &path() const { return path_; }
+  /// Drops the resident pages wholly inside [p, p + n) when the artifact is
+  /// a read-only file mapping (open()): they are read from the file again
+  /// if touched. Does nothing for buffers (fromBuffer) or ranges outside.
+  void releasePages(const void *p, uint64_t n) const;
 
 private:
   Artifact() = default;

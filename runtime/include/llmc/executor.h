@@ -64,6 +64,11 @@ struct ExecutorOptions {
   /// project's 2-core AVX2 machine they are still slower than the runtime's
   /// hand-written AVX2 kernels (docs/results/cpu-performance.md).
   bool generated_kernels = false;
+  /// The kernel engine quantizes the activations of products with 32-weight
+  /// block weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) to int8 per 32 and runs
+  /// integer dots, as llama.cpp does; true keeps them f32 (what the
+  /// reference engine computes, up to float re-association).
+  bool exact_activations = false;
 };
 
 struct KvSnapshot;
@@ -95,6 +100,9 @@ public:
   /// Which generated-kernel object the kernel engine loaded (and how), or
   /// why it runs library kernels only.
   std::string generatedKernelsInfo() const;
+  /// "f32", or how the kernel engine quantizes product activations (int8)
+  /// and the size of its eight-row weight copies.
+  std::string activationsInfo() const;
   void reset(); // clear the KV cache
   int64_t vocabSize() const;
   int64_t maxContext() const;

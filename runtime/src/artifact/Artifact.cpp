@@ -72,6 +72,16 @@ std::unique_ptr<Artifact> Artifact::fromBuffer(std::vector<uint8_t> bytes, const
   return a;
 }
 
+void Artifact::releasePages(const void *p, uint64_t n) const {
+  const auto *b = static_cast<const uint8_t *>(p);
+  if (!mapped_ || b < base_ || b + n > base_ + size_)
+    return;
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (uintptr_t(b) + page - 1) / page * page, hi = uintptr_t(b + n) / page * page;
+  if (hi > lo)
+    ::madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_DONTNEED);
+}
+
 Artifact::~Artifact() {
   if (mapped_ && base_)
     ::munmap(const_cast<uint8_t *>(base_), size_);

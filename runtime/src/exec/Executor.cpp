@@ -18,6 +18,7 @@
 #include "../kv/KvCache.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <cmath>
 #include <set>
@@ -477,6 +478,8 @@ void Executor::Impl::buildPlan(const ExecutorOptions &o) {
                                " in the program");
     return int(it - cacheLayers.begin());
   };
+  bind.int8_activations = !o.exact_activations;
+  bind.release = [this](const uint8_t *data, int64_t bytes) { art.releasePages(data, uint64_t(bytes)); };
   if (o.generated_kernels) {
     generated = codegen::GeneratedKernels::load(art, generatedHow);
     bind.generated = generated.get();
@@ -806,6 +809,14 @@ std::string Executor::generatedKernelsInfo() const {
     return impl->generatedHow;
   return impl->generatedHow + ", " + std::to_string(impl->generated->size()) + " kernels for " +
          std::to_string(impl->plan->generatedProducts()) + " products";
+}
+std::string Executor::activationsInfo() const {
+  if (!impl->plan || impl->plan->int8Products() == 0)
+    return "f32";
+  char mib[32];
+  snprintf(mib, sizeof mib, "%.1f", double(impl->plan->rows8Bytes()) / (1 << 20));
+  return "int8 in " + std::to_string(impl->plan->int8Products()) +
+         " products (eight-row weight copies: " + mib + " MiB)";
 }
 void Executor::reset() {
   impl->pos = 0;

@@ -2,8 +2,11 @@
 #include "KernelPlan.h"
 #include "../artifact/JsonFields.h"
 #include "Matmul.h"
+#include "../kernels/dot_int8.h"
+#include "../kernels/rows8.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 #include <stdexcept>
 
@@ -47,6 +50,7 @@ void need(bool ok, const std::string &ctx, const std::string &what) {
 PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
   using jsonf::getInt;
   const std::string top = "kernel_plan";
+  int8_ = bind.int8_activations;
   arenaPerToken_ = getInt(plan, "arena_floats_per_token", top);
   need(arenaPerToken_ >= 0 && arenaPerToken_ < (int64_t(1) << 32), top,
        "arena_floats_per_token out of range");
@@ -165,6 +169,12 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
       need(s.in[1].width == inW && s.out.width == inW, ctx, "adds slots of different widths");
       break;
     }
+    if (int8_ && (s.kernel == PlanKernel::NormMatmul || s.kernel == PlanKernel::NormGatedMatmul ||
+                  s.kernel == PlanKernel::MatmulAdd))
+      for (WeightMatrix &w : s.w) {
+        packRows8(w, bind);
+        int8Products_ += kernels::hasInt8Dot(w.dtype) && w.cols % kernels::kInt8Block == 0;
+      }
     if (bind.generated && (s.kernel == PlanKernel::NormMatmul ||
                            s.kernel == PlanKernel::NormGatedMatmul ||
                            s.kernel == PlanKernel::MatmulAdd)) {
@@ -178,6 +188,27 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
       written.insert({s.out.offset, s.out.width});
     steps_.push_back(std::move(s));
   }
+}
+
+void PlanEngine::FreeDeleter::operator()(uint8_t *p) const { std::free(p); }
+
+void PlanEngine::packRows8(WeightMatrix &w, const PlanBindings &bind) {
+  if (!kernels::hasRows8(w.dtype) || w.rows % kernels::kRows8 != 0 || w.cols % 32 != 0 ||
+      w.rowStride * kernels::kRows8 != kernels::rows8GroupBytes(w.dtype, w.cols))
+    return;
+  auto it = rows8_.find(w.data);
+  if (it == rows8_.end()) {
+    const int64_t bytes = w.rows / kernels::kRows8 * kernels::rows8GroupBytes(w.dtype, w.cols);
+    auto *p = static_cast<uint8_t *>(std::aligned_alloc(64, size_t((bytes + 63) / 64 * 64)));
+    if (!p)
+      throw std::bad_alloc();
+    kernels::packRows8(w.dtype, w.data, w.rowStride, w.rows, w.cols, p);
+    it = rows8_.emplace(w.data, std::unique_ptr<uint8_t, FreeDeleter>(p)).first;
+    rows8Bytes_ += bytes;
+    if (bind.release)
+      bind.release(w.data, w.rows * w.rowStride);
+  }
+  w.rows8 = it->second.get();
 }
 
 namespace {
@@ -228,7 +259,7 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
           jobs[k] = MatmulJob{&s.w[k], out + col, W, nullptr};
           col += s.w[k].rows;
         }
-        matmulMany(pool, jobs, int(s.w.size()), x, rows, D, nullptr, gen(s));
+        matmulMany(pool, jobs, int(s.w.size()), x, rows, D, nullptr, gen(s), int8_);
       } else {
         if (kv_.size() < size_t(rows * W))
           kv_.resize(size_t(rows * W));
@@ -238,7 +269,7 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
           for (int64_t t = 0; t < rows; ++t)
             ops::gatedActivation(s.act, out + t * W + r0, up + t * W + r0, nr);
         };
-        matmulMany(pool, jobs, 2, x, rows, D, &act, gen(s));
+        matmulMany(pool, jobs, 2, x, rows, D, &act, gen(s), int8_);
       }
       break;
     }
@@ -248,7 +279,7 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
         std::copy(res, res + rows * W, out);
       MatmulJob job{&s.w[0], out, W, nullptr};
       job.accumulate = true;
-      matmulMany(pool, &job, 1, in(0), rows, s.in[0].width, nullptr, gen(s));
+      matmulMany(pool, &job, 1, in(0), rows, s.in[0].width, nullptr, gen(s), int8_);
       break;
     }
     case PlanKernel::RopeKvAppend: {

@@ -7,6 +7,8 @@
 // attention kernels use the executor's per-layer KV caches.
 //===----------------------------------------------------------------------===//
 #pragma once
+#include <map>
+#include <memory>
 #include "Ops.h"
 #include "ThreadPool.h"
 #include "WeightMatrix.h"
@@ -54,6 +56,14 @@ struct PlanBindings {
   std::function<int(int64_t layer, const std::string &ctx)> cache;
   /// The artifact's generated kernels (nullptr: library kernels only).
   const codegen::GeneratedKernels *generated = nullptr;
+  /// Products of 32-weight block formats quantize their activations to int8
+  /// (matmulMany's int8Activations).
+  bool int8_activations = false;
+  /// With int8 activations, Q4_0/Q4_1/Q8_0 matrices (rows a multiple of 8)
+  /// run from an eight-row interleaved copy built here; this is then called
+  /// on each source range, whose pages the engine no longer reads (may be
+  /// empty).
+  std::function<void(const uint8_t *data, int64_t bytes)> release;
 };
 
 class PlanEngine {
@@ -73,11 +83,25 @@ public:
   size_t size() const { return steps_.size(); }
   /// Products (weights) that run generated kernels when T <= kMaxRows.
   int generatedProducts() const { return generatedProducts_; }
+  /// Products that quantize their activations to int8 (0 without
+  /// int8_activations or block-format weights).
+  int int8Products() const { return int8Products_; }
+  /// Bytes of the eight-row interleaved weight copies.
+  int64_t rows8Bytes() const { return rows8Bytes_; }
 
 private:
   std::vector<PlanStep> steps_;
   int64_t arenaPerToken_ = 0;
   int generatedProducts_ = 0;
+  bool int8_ = false;
+  int int8Products_ = 0;
+  struct FreeDeleter {
+    void operator()(uint8_t *p) const;
+  };
+  /// Eight-row copies, by source data pointer (a tied matrix is packed once).
+  std::map<const uint8_t *, std::unique_ptr<uint8_t, FreeDeleter>> rows8_;
+  int64_t rows8Bytes_ = 0;
+  void packRows8(WeightMatrix &w, const PlanBindings &bind);
   std::vector<float> arena_, xn_, kv_;
 };
 

@@ -2,7 +2,9 @@
 #include "Matmul.h"
 #include "../kernels/dot_grouped.h"
 #include "../kernels/family_rows.h"
+#include "../kernels/dot_int8.h"
 #include "../kernels/dot_quant.h"
+#include "../kernels/rows8.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -235,6 +237,66 @@ void fusedMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *
   });
 }
 
+/// Block-format weights x int8 activations (kernels/dot_int8.h): X is
+/// quantized once per call, then each work item runs its row block for every
+/// group of up to kMaxInt8Rows tokens (the tokens outer, so a group's
+/// quantized rows and the block's weight rows stay in L1 across the block).
+void int8Many(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x, int64_t T,
+              int64_t ldx, const RowEpilogue *paired) {
+  const int64_t cols = jobs[0].w->cols;
+  constexpr int64_t G = kernels::kMaxInt8Rows;
+  const int64_t fullT = T / G * G;
+  kernels::Int8DotFn full[8], rest[8];
+  kernels::Rows8DotFn full8[8] = {}, rest8[8] = {};
+  for (int j = 0; j < njobs; ++j) {
+    const DType t = jobs[j].w->dtype;
+    full[j] = kernels::int8DotKernel(t, int(G));
+    rest[j] = T > fullT ? kernels::int8DotKernel(t, int(T - fullT)) : nullptr;
+    if (jobs[j].w->rows8) {
+      full8[j] = kernels::rows8DotKernel(t, int(G));
+      rest8[j] = T > fullT ? kernels::rows8DotKernel(t, int(T - fullT)) : nullptr;
+    }
+  }
+  const int64_t nb = cols / kernels::kInt8Block;
+  thread_local std::vector<int8_t> xq;
+  thread_local std::vector<float> xd, xs;
+  xq.resize(size_t(T * cols));
+  xd.resize(size_t(T * nb));
+  xs.resize(size_t(T * nb));
+  int8_t *q = xq.data();
+  float *d = xd.data(), *s = xs.data();
+  auto quantize = [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t)
+      kernels::quantizeRowInt8(x + t * ldx, cols, q + t * cols, d + t * nb, s + t * nb);
+  };
+  if (T > G)
+    pool.parallelFor(0, T, 0, quantize);
+  else
+    quantize(0, T);
+  const WorkList work(jobs, njobs, kFusedRowBlock, paired != nullptr);
+  auto runBlock = [&](int j, int64_t r0, int64_t nr) {
+    const MatmulJob &job = jobs[j];
+    const WeightMatrix &w = *job.w;
+    // Row blocks start at multiples of kFusedRowBlock (a multiple of 8).
+    const int64_t n8 = w.rows8 ? nr / kernels::kRows8 * kernels::kRows8 : 0;
+    const int64_t gb = w.rows8 ? kernels::rows8GroupBytes(w.dtype, cols) : 0;
+    for (int64_t t = 0; t < T; t += G) {
+      const kernels::Int8DotFn fn = t < fullT ? full[j] : rest[j];
+      const kernels::Rows8DotFn fn8 = t < fullT ? full8[j] : rest8[j];
+      for (int64_t r = r0; r < r0 + n8; r += kernels::kRows8)
+        fn8(w.rows8 + (r / kernels::kRows8) * gb, cols, q + t * cols, d + t * nb, s + t * nb, cols,
+            nb, job.y + t * job.ldy + r, job.ldy);
+      for (int64_t r = r0 + n8; r < r0 + nr; ++r)
+        fn(w.row(r), cols, q + t * cols, d + t * nb, s + t * nb, cols, nb, job.y + t * job.ldy + r,
+           job.ldy);
+    }
+    addBias(job, T, r0, nr);
+  };
+  pool.parallelFor(0, work.total, grainFor(pool, work.total), [&](int64_t lo, int64_t hi) {
+    runItems(work, jobs, njobs, paired, lo, hi, runBlock);
+  });
+}
+
 /// T <= codegen::kMaxRows through the artifact's generated kernels.
 void generatedMany(ThreadPool &pool, const MatmulJob *jobs, const codegen::MatvecFn *fns,
                    int njobs, const float *x, int64_t T, int64_t ldx, const RowEpilogue *paired) {
@@ -305,7 +367,8 @@ void blockedMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float
 } // namespace
 
 void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x, int64_t T,
-                int64_t ldx, const RowEpilogue *paired, const codegen::MatvecFn *generated) {
+                int64_t ldx, const RowEpilogue *paired, const codegen::MatvecFn *generated,
+                bool int8Activations) {
   if (njobs <= 0 || T <= 0)
     return;
   if (njobs > 8)
@@ -340,7 +403,7 @@ void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float 
         at += T * jobs[j].w->rows;
       }
     }
-    matmulMany(pool, plain, njobs, x, T, ldx, paired, generated);
+    matmulMany(pool, plain, njobs, x, T, ldx, paired, generated, int8Activations);
     for (int j = 0; j < njobs; ++j) {
       if (!jobs[j].accumulate)
         continue;
@@ -357,6 +420,15 @@ void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float 
   if (generated && T <= codegen::kMaxRows) {
     generatedMany(pool, jobs, generated, njobs, x, T, ldx, paired);
     return;
+  }
+  if (int8Activations) {
+    bool int8 = jobs[0].w->cols % kernels::kInt8Block == 0;
+    for (int j = 0; j < njobs; ++j)
+      int8 = int8 && kernels::hasInt8Dot(jobs[j].w->dtype);
+    if (int8) {
+      int8Many(pool, jobs, njobs, x, T, ldx, paired);
+      return;
+    }
   }
   bool fused = T <= kFusedMaxT;
   for (int j = 0; j < njobs; ++j)

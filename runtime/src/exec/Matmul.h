@@ -39,10 +39,12 @@ using RowEpilogue = std::function<void(int64_t r0, int64_t nr)>;
 /// the same row block of every job and then calls the epilogue on it, e.g.
 /// the gated activation of gate and up. With `generated` (one kernel per job)
 /// and T <= codegen::kMaxRows, the row blocks run those generated kernels
-/// instead of the library's fused dots.
+/// instead of the library's fused dots. With `int8Activations`, products
+/// whose weights have int8-activation kernels (kernels/dot_int8.h: the
+/// 32-weight block formats) quantize X to int8 per 32 and run those.
 void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x, int64_t T,
                 int64_t ldx, const RowEpilogue *paired = nullptr,
-                const codegen::MatvecFn *generated = nullptr);
+                const codegen::MatvecFn *generated = nullptr, bool int8Activations = false);
 
 /// Largest T that uses the fused (decode) kernels.
 inline constexpr int64_t kFusedMaxT = 4;

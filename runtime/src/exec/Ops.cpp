@@ -1,6 +1,7 @@
 //===- Ops.cpp - Element-wise and row-wise kernels of the executor ---------===//
 #include "Ops.h"
 #include "Matmul.h"
+#include "../kernels/attention_f32.h"
 
 #include <algorithm>
 #include <cmath>
@@ -42,8 +43,7 @@ void layerNorm(const float *x, const float *w, const float *b, float *y, int64_t
 
 void gatedActivation(Activation act, float *g, const float *u, int64_t n) {
   if (act == Activation::SiLU) {
-    for (int64_t i = 0; i < n; ++i)
-      g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    kernels::siluGate(g, u, n);
   } else {
     constexpr float kInvSqrt2 = 0.70710678118654752f;
     for (int64_t i = 0; i < n; ++i)

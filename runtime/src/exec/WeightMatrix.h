@@ -17,6 +17,9 @@ struct WeightMatrix {
   int64_t rows = 0, cols = 0;
   int64_t rowStride = 0; // bytes per row
   const uint8_t *aux = nullptr; // side data (needsAux(dtype)), this matrix's part
+  /// The kernel engine's eight-row interleaved copy (kernels/rows8.h), or
+  /// null; group g (rows 8g..8g+7) at rows8 + g * rows8GroupBytes(dtype, cols).
+  const uint8_t *rows8 = nullptr;
 
   const uint8_t *row(int64_t r) const { return data + r * rowStride; }
 

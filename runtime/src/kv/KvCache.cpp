@@ -1,5 +1,6 @@
 //===- KvCache.cpp - One attention layer's KV cache under a policy --------===//
 #include "KvCache.h"
+#include "../kernels/attention_f32.h"
 
 #include "../exec/Matmul.h"
 #include "../exec/ThreadPool.h"
@@ -176,6 +177,17 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out)
           }
           const float *qh = q + t * qd + h * hd_;
           w.resize(static_cast<size_t>(last + 1));
+          if (!rdStored_ && !quantized()) { // f32 cache: the vectorized kernels
+            const int64_t n = last + 1 - first;
+            float *wf = w.data() + first;
+            kernels::scoreKeys(qh, c.k.data() + first * hd_, n, hd_, scale, wf);
+            kernels::softmaxInPlace(wf, n);
+            if (acc)
+              for (int64_t j = first; j <= last; ++j)
+                stepSum[size_t(g)][size_t(j)] += w[size_t(j)] / float(group_);
+            kernels::weightedRows(wf, c.v.data() + first * hd_, n, hd_, out + t * qd + h * hd_);
+            continue;
+          }
           float mx = -INFINITY, qsum = 0;
           if (rdStored_)
             for (int64_t d = 0; d < hd_; ++d)

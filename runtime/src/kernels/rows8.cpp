@@ -1,0 +1,145 @@
+//===- rows8.cpp - Eight-row interleaving, portable kernels, dispatch -----===//
+// The portable kernels follow the AVX2 ones operation for operation (exact
+// integer dots, then the same float multiply-adds in the same order), so
+// both give the same bits.
+//===----------------------------------------------------------------------===//
+#include "rows8.h"
+#include "dot_int8.h"
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace llmc::kernels {
+
+namespace {
+
+struct Geometry {
+  int64_t srcBlock;  // source bytes per 32 weights
+  int64_t scales;    // fp16 values per row and block in the source (1 or 2)
+  int64_t quant;     // quant bytes per row and block
+};
+
+Geometry geometry(DType t) {
+  switch (t) {
+  case DType::Q4_0:
+    return {18, 1, 16};
+  case DType::Q4_1:
+    return {20, 2, 16};
+  case DType::Q8_0:
+    return {34, 1, 32};
+  default:
+    throw std::runtime_error("rows8: no eight-row layout for dtype " +
+                             std::string(dtypeInfo(t).name));
+  }
+}
+
+float half(const uint8_t *p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return halfToFloat(h);
+}
+
+template <DType T, int NX>
+void scalarRows8(const uint8_t *group, int64_t cols, const int8_t *xq, const float *xd,
+                 const float *xs, int64_t ldq, int64_t ldd, float *out, int64_t ldo) {
+  const Geometry g = geometry(T);
+  const int64_t quantAt = 16 * g.scales, blockBytes = kRows8 * g.srcBlock;
+  float acc[NX][8] = {}, side[NX][8] = {};
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    const uint8_t *p = group + b * blockBytes;
+    for (int r = 0; r < 8; ++r) {
+      int32_t w[32];
+      for (int64_t s = 0; s < g.quant / 4; ++s)
+        for (int k = 0; k < 4; ++k) {
+          const uint8_t byte = p[quantAt + s * 32 + r * 4 + k];
+          if (T == DType::Q8_0) {
+            w[4 * s + k] = int8_t(byte);
+          } else {
+            w[4 * s + k] = byte & 0x0F;
+            w[16 + 4 * s + k] = byte >> 4;
+          }
+        }
+      const float d = half(p + 2 * r);
+      for (int j = 0; j < NX; ++j) {
+        const int8_t *q = xq + j * ldq + b * 32;
+        int32_t isum = 0;
+        for (int k = 0; k < 32; ++k)
+          isum += w[k] * int32_t(q[k]);
+        acc[j][r] = std::fma(float(isum), d * xd[j * ldd + b], acc[j][r]);
+        if (T == DType::Q4_0)
+          side[j][r] = std::fma(d, xs[j * ldd + b], side[j][r]);
+        else if (T == DType::Q4_1)
+          side[j][r] = std::fma(half(p + 16 + 2 * r), xs[j * ldd + b], side[j][r]);
+      }
+    }
+  }
+  for (int j = 0; j < NX; ++j)
+    for (int r = 0; r < 8; ++r)
+      out[j * ldo + r] = T == DType::Q4_0   ? std::fma(-8.0f, side[j][r], acc[j][r])
+                         : T == DType::Q4_1 ? acc[j][r] + side[j][r]
+                                            : acc[j][r];
+}
+
+template <DType T> Rows8DotFn scalarFor(int nx) {
+  switch (nx) {
+  case 1:
+    return scalarRows8<T, 1>;
+  case 2:
+    return scalarRows8<T, 2>;
+  case 3:
+    return scalarRows8<T, 3>;
+  case 4:
+    return scalarRows8<T, 4>;
+  }
+  throw std::runtime_error("rows8 kernel: " + std::to_string(nx) +
+                           " activation rows (1..4 supported)");
+}
+
+} // namespace
+
+bool hasRows8(DType t) { return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0; }
+
+int64_t rows8GroupBytes(DType t, int64_t cols) { return kRows8 * (cols / 32) * geometry(t).srcBlock; }
+
+void packRows8(DType t, const uint8_t *src, int64_t rowStride, int64_t rows, int64_t cols,
+               uint8_t *dst) {
+  const Geometry g = geometry(t);
+  if (rows % kRows8 != 0 || cols % 32 != 0)
+    throw std::runtime_error("rows8: rows must be a multiple of 8 and columns of 32");
+  const int64_t nb = cols / 32, quantAt = 16 * g.scales;
+  for (int64_t r0 = 0; r0 < rows; r0 += kRows8)
+    for (int64_t b = 0; b < nb; ++b, dst += kRows8 * g.srcBlock)
+      for (int r = 0; r < kRows8; ++r) {
+        const uint8_t *blk = src + (r0 + r) * rowStride + b * g.srcBlock;
+        for (int64_t h = 0; h < g.scales; ++h) // d then m, fp16 each, first in the block
+          std::memcpy(dst + 16 * h + 2 * r, blk + 2 * h, 2);
+        const uint8_t *qs = blk + 2 * g.scales;
+        for (int64_t s = 0; s < g.quant / 4; ++s)
+          std::memcpy(dst + quantAt + s * 32 + r * 4, qs + 4 * s, 4);
+      }
+}
+
+Rows8DotFn rows8DotKernelScalar(DType t, int nx) {
+  switch (t) {
+  case DType::Q4_0:
+    return scalarFor<DType::Q4_0>(nx);
+  case DType::Q4_1:
+    return scalarFor<DType::Q4_1>(nx);
+  case DType::Q8_0:
+    return scalarFor<DType::Q8_0>(nx);
+  default:
+    geometry(t); // throws the message
+    return nullptr;
+  }
+}
+
+Rows8DotFn rows8DotKernel(DType t, int nx) {
+  Rows8DotFn scalar = rows8DotKernelScalar(t, nx); // validates
+  if (Rows8DotFn f = detail::avx2Rows8DotKernel(t, nx))
+    return f;
+  return scalar;
+}
+
+} // namespace llmc::kernels

@@ -1,0 +1,50 @@
+//===- rows8.h - Eight-row interleaved block weights for int8 dots -*- C++ -*-===//
+// The kernel engine's fastest layout for Q4_0, Q4_1 and Q8_0 matrices: each
+// group of 8 consecutive rows is rewritten block by block so that one
+// 32-byte load holds 4 consecutive weights of all 8 rows, and the 8 rows'
+// scales (and minimums) are 16 contiguous bytes. A dot with one int8
+// activation block then multiplies that load by the 4 matching activation
+// bytes broadcast to every row (VPMADDUBSW), and the 8 row sums come out in
+// the 8 lanes of one register: no horizontal sums, one scale conversion per
+// 8 rows. The group's bytes per 32-weight column block, in order:
+//   Q4_0: d[8] (fp16) | for s in 0..3, r in 0..7: qs_r[4s..4s+3]
+//   Q4_1: d[8] | m[8] | the same 128 quant bytes
+//   Q8_0: d[8] | for s in 0..7, r in 0..7: qs_r[4s..4s+3]
+// (Q4_0/Q4_1 byte j holds weight j in its low nibble and j + 16 in its high
+// one, so the low nibbles of step s are weights 4s.. and the high ones
+// 16 + 4s..). The size equals the source's. Built at load time
+// (PlanEngine), from rows whose count is a multiple of 8.
+//
+// Internal to the runtime: the AVX2 kernels live in rows8_avx2.cpp.
+//===----------------------------------------------------------------------===//
+#pragma once
+#include "llmc/dtype.h"
+
+#include <cstdint>
+
+namespace llmc::kernels {
+
+inline constexpr int64_t kRows8 = 8;
+
+/// Whether t has an eight-row layout (Q4_0, Q4_1, Q8_0).
+bool hasRows8(DType t);
+/// Bytes of one 8-row group of cols columns (8 source rows' bytes).
+int64_t rows8GroupBytes(DType t, int64_t cols);
+/// Rewrite rows [0, rows) (rows a multiple of 8, cols of 32) of a matrix
+/// whose row r starts at src + r * rowStride into dst (rows / 8 groups).
+void packRows8(DType t, const uint8_t *src, int64_t rowStride, int64_t rows, int64_t cols,
+               uint8_t *dst);
+
+/// out[j * ldo + r] = dot(row r of the group, activation row j), r < 8,
+/// j < nx (1..4); the int8 rows as in Int8DotFn (dot_int8.h).
+using Rows8DotFn = void (*)(const uint8_t *group, int64_t cols, const int8_t *xq, const float *xd,
+                            const float *xs, int64_t ldq, int64_t ldd, float *out, int64_t ldo);
+/// The fastest kernel this build has (bit-identical to the portable one).
+Rows8DotFn rows8DotKernel(DType t, int nx);
+Rows8DotFn rows8DotKernelScalar(DType t, int nx);
+
+namespace detail {
+Rows8DotFn avx2Rows8DotKernel(DType t, int nx); // null without AVX2
+} // namespace detail
+
+} // namespace llmc::kernels

@@ -1,0 +1,239 @@
+//===- Int8DotTest.cpp - Int8-activation dots, eight-row layout, matmul ----===//
+// The activation quantizer (q d within d / 2 of x, s = d sum q); every int8
+// kernel (SIMD and portable) against the exact dot of the dequantized
+// weights with the dequantized activations, and against the f32 dot within
+// the activation rounding bound; the eight-row kernels bit-identical between
+// SIMD and portable and equal to the row kernels up to rounding; matmulMany
+// with int8 activations (eight-row copies, tail rows, token tails) against
+// the f32 product.
+//===----------------------------------------------------------------------===//
+#include "../../runtime/src/exec/Matmul.h"
+#include "../../runtime/src/kernels/dot_int8.h"
+#include "../../runtime/src/kernels/rows8.h"
+#include "RandomRows.h"
+#include "llmc/dtype.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace llmc;
+using llmc::testing::randomRow;
+
+namespace {
+
+const DType kInt8Types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1};
+
+/// nx activation rows of n values, quantized with row strides ldq / ldd
+/// larger than needed (the kernels must honour them).
+struct Acts {
+  int64_t n, ldq, ldd;
+  std::vector<float> x;
+  std::vector<int8_t> q;
+  std::vector<float> d, s;
+  Acts(int nx, int64_t n_, std::mt19937 &rng) : n(n_), ldq(n_ + 32), ldd(n_ / 32 + 1) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    x.resize(size_t(nx * n));
+    for (float &v : x)
+      v = nd(rng);
+    q.assign(size_t(nx * ldq), 0);
+    d.assign(size_t(nx * ldd), 0.0f);
+    s.assign(size_t(nx * ldd), 0.0f);
+    for (int j = 0; j < nx; ++j)
+      kernels::quantizeRowInt8(x.data() + j * n, n, q.data() + j * ldq, d.data() + j * ldd,
+                               s.data() + j * ldd);
+  }
+  /// Row j as the kernels see it: q * d.
+  double deq(int j, int64_t k) const { return double(q[size_t(j * ldq + k)]) * d[size_t(j * ldd + k / 32)]; }
+};
+
+struct Expect {
+  double exact = 0, f32 = 0, magnitude = 0, roundBound = 0;
+};
+
+Expect expected(const std::vector<float> &w, const Acts &a, int j) {
+  Expect e;
+  for (int64_t k = 0; k < a.n; ++k) {
+    e.exact += double(w[size_t(k)]) * a.deq(j, k);
+    e.f32 += double(w[size_t(k)]) * a.x[size_t(j * a.n + k)];
+    e.magnitude += std::fabs(double(w[size_t(k)]) * a.deq(j, k));
+    e.roundBound += std::fabs(double(w[size_t(k)])) * 0.5 * a.d[size_t(j * a.ldd + k / 32)];
+  }
+  return e;
+}
+
+} // namespace
+
+TEST(Int8Dot, QuantizerRoundsEachBlockToItsScale) {
+  std::mt19937 rng(7);
+  const int64_t n = 576;
+  std::vector<float> x(n);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (float &v : x)
+    v = nd(rng);
+  for (int k = 64; k < 96; ++k) // an all-zero block
+    x[size_t(k)] = 0.0f;
+  std::vector<int8_t> q(n);
+  std::vector<float> d(n / 32), s(n / 32);
+  kernels::quantizeRowInt8(x.data(), n, q.data(), d.data(), s.data());
+  for (int64_t b = 0; b < n / 32; ++b) {
+    float amax = 0;
+    int32_t sum = 0;
+    for (int k = 0; k < 32; ++k) {
+      amax = std::max(amax, std::fabs(x[size_t(b * 32 + k)]));
+      sum += q[size_t(b * 32 + k)];
+    }
+    EXPECT_FLOAT_EQ(d[size_t(b)], amax / 127.0f) << "block " << b;
+    EXPECT_FLOAT_EQ(s[size_t(b)], d[size_t(b)] * float(sum)) << "block " << b;
+    for (int k = 0; k < 32; ++k) {
+      const int64_t i = b * 32 + k;
+      EXPECT_LE(std::fabs(double(q[size_t(i)]) * d[size_t(b)] - x[size_t(i)]),
+                0.5 * d[size_t(b)] * (1 + 1e-5) + 1e-30)
+          << "element " << i;
+      EXPECT_LE(std::abs(int(q[size_t(i)])), 127);
+    }
+  }
+  EXPECT_EQ(d[2], 0.0f);
+  EXPECT_EQ(q[70], 0);
+}
+
+TEST(Int8Dot, KernelsMatchTheDequantizedDot) {
+  std::mt19937 rng(99);
+  for (DType t : kInt8Types)
+    for (int64_t n : {32, 64, 96, 576, 1536})
+      for (int nx = 1; nx <= kernels::kMaxInt8Rows; ++nx) {
+        std::vector<uint8_t> row = randomRow(t, n, rng);
+        std::vector<float> w(static_cast<size_t>(n));
+        dequantizeRow(t, row.data(), w.data(), n);
+        Acts a(nx, n, rng);
+        for (int pass = 0; pass < 2; ++pass) {
+          kernels::Int8DotFn fn =
+              pass ? kernels::int8DotKernelScalar(t, nx) : kernels::int8DotKernel(t, nx);
+          std::vector<float> out(size_t(3 * nx), NAN);
+          fn(row.data(), n, a.q.data(), a.d.data(), a.s.data(), a.ldq, a.ldd, out.data(), 3);
+          for (int j = 0; j < nx; ++j) {
+            const Expect e = expected(w, a, j);
+            const std::string what = std::string(pass ? "scalar " : "best ") +
+                                     std::string(dtypeInfo(t).name) + " n=" + std::to_string(n) +
+                                     " nx=" + std::to_string(nx) + " row " + std::to_string(j);
+            EXPECT_NEAR(out[size_t(3 * j)], e.exact, 2e-5 * e.magnitude + 1e-30) << what;
+            EXPECT_NEAR(out[size_t(3 * j)], e.f32, e.roundBound + 2e-5 * e.magnitude) << what;
+          }
+        }
+      }
+}
+
+TEST(Int8Dot, RejectsOtherTypesAndRowCounts) {
+  EXPECT_FALSE(kernels::hasInt8Dot(DType::F32));
+  EXPECT_FALSE(kernels::hasInt8Dot(DType::Q4_K));
+  EXPECT_THROW(kernels::int8DotKernel(DType::Q4_K, 1), std::runtime_error);
+  EXPECT_THROW(kernels::int8DotKernel(DType::Q4_0, 0), std::runtime_error);
+  EXPECT_THROW(kernels::int8DotKernel(DType::Q4_0, kernels::kMaxInt8Rows + 1), std::runtime_error);
+}
+
+TEST(Rows8, PackedKernelsAreExactAndMatchTheRowKernels) {
+  std::mt19937 rng(5);
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0})
+    for (int64_t cols : {32, 96, 576})
+      for (int nx = 1; nx <= 4; ++nx) {
+        const int64_t rows = 16, stride = rowBytes(t, cols);
+        std::vector<uint8_t> m;
+        for (int64_t r = 0; r < rows; ++r) {
+          std::vector<uint8_t> row = randomRow(t, cols, rng);
+          m.insert(m.end(), row.begin(), row.end());
+        }
+        std::vector<uint8_t> packed(static_cast<size_t>(rows / 8 * kernels::rows8GroupBytes(t, cols)));
+        ASSERT_EQ(int64_t(packed.size()), rows * stride) << "the layout keeps the size";
+        kernels::packRows8(t, m.data(), stride, rows, cols, packed.data());
+        Acts a(nx, cols, rng);
+        const int64_t ldo = 20;
+        std::vector<float> best(size_t(ldo * nx), NAN), scalar(best);
+        for (int64_t g = 0; g < rows / 8; ++g) {
+          const uint8_t *grp = packed.data() + g * kernels::rows8GroupBytes(t, cols);
+          kernels::rows8DotKernel(t, nx)(grp, cols, a.q.data(), a.d.data(), a.s.data(), a.ldq,
+                                         a.ldd, best.data() + g * 8, ldo);
+          kernels::rows8DotKernelScalar(t, nx)(grp, cols, a.q.data(), a.d.data(), a.s.data(), a.ldq,
+                                               a.ldd, scalar.data() + g * 8, ldo);
+        }
+        const kernels::Int8DotFn rowFn = kernels::int8DotKernelScalar(t, 1);
+        for (int j = 0; j < nx; ++j)
+          for (int64_t r = 0; r < rows; ++r) {
+            const std::string what = std::string(dtypeInfo(t).name) + " cols=" +
+                                     std::to_string(cols) + " nx=" + std::to_string(nx) +
+                                     " token " + std::to_string(j) + " row " + std::to_string(r);
+            const float b = best[size_t(j * ldo + r)], sc = scalar[size_t(j * ldo + r)];
+            EXPECT_EQ(std::memcmp(&b, &sc, 4), 0) << what << ": " << b << " vs " << sc;
+            float one = NAN;
+            rowFn(m.data() + r * stride, cols, a.q.data() + j * a.ldq, a.d.data() + j * a.ldd,
+                  a.s.data() + j * a.ldd, a.ldq, a.ldd, &one, 1);
+            std::vector<float> w(static_cast<size_t>(cols));
+            dequantizeRow(t, m.data() + r * stride, w.data(), cols);
+            EXPECT_NEAR(b, one, 2e-5 * expected(w, a, j).magnitude + 1e-30) << what;
+          }
+      }
+}
+
+TEST(Rows8, RejectsShapesAndTypesWithoutALayout) {
+  std::vector<uint8_t> src(12 * 18), dst(12 * 18);
+  EXPECT_THROW(kernels::packRows8(DType::Q4_0, src.data(), 18, 12, 32, dst.data()),
+               std::runtime_error);
+  EXPECT_FALSE(kernels::hasRows8(DType::Q5_0));
+  EXPECT_THROW(kernels::rows8DotKernel(DType::F32, 1), std::runtime_error);
+}
+
+TEST(Int8Dot, MatmulWithInt8ActivationsMatchesTheF32Product) {
+  std::mt19937 rng(11);
+  ThreadPool pool(2);
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q5_1})
+    for (int64_t rows : {8, 21, 40})
+      for (int64_t T : {1, 3, 4, 5, 9}) {
+        const int64_t cols = 96, stride = rowBytes(t, cols);
+        std::vector<uint8_t> m;
+        for (int64_t r = 0; r < rows; ++r) {
+          std::vector<uint8_t> row = randomRow(t, cols, rng);
+          m.insert(m.end(), row.begin(), row.end());
+        }
+        WeightMatrix w;
+        w.data = m.data();
+        w.dtype = t;
+        w.rows = rows;
+        w.cols = cols;
+        w.rowStride = stride;
+        std::vector<uint8_t> packed;
+        if (kernels::hasRows8(t) && rows % 8 == 0) {
+          packed.resize(size_t(rows * stride));
+          kernels::packRows8(t, m.data(), stride, rows, cols, packed.data());
+          w.rows8 = packed.data();
+        }
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        std::vector<float> x(static_cast<size_t>(T * cols));
+        for (float &v : x)
+          v = nd(rng);
+        std::vector<float> y8(size_t(T * rows), NAN), yf(y8);
+        MatmulJob job{&w, y8.data(), rows, nullptr};
+        matmulMany(pool, &job, 1, x.data(), T, cols, nullptr, nullptr, true);
+        job.y = yf.data();
+        matmulMany(pool, &job, 1, x.data(), T, cols, nullptr, nullptr, false);
+        std::vector<float> wr(static_cast<size_t>(cols));
+        for (int64_t r = 0; r < rows; ++r) {
+          dequantizeRow(t, m.data() + r * stride, wr.data(), cols);
+          double wAbs = 0;
+          for (float v : wr)
+            wAbs += std::fabs(v);
+          for (int64_t i = 0; i < T; ++i) {
+            float amax = 0;
+            for (int64_t k = 0; k < cols; ++k)
+              amax = std::max(amax, std::fabs(x[size_t(i * cols + k)]));
+            // Loose bound: every element off by at most half the largest scale.
+            EXPECT_NEAR(y8[size_t(i * rows + r)], yf[size_t(i * rows + r)],
+                        wAbs * 0.5 * amax / 127.0 * 1.01 + 1e-4)
+                << dtypeInfo(t).name << " rows=" << rows << " T=" << T << " row " << r
+                << " token " << i << (w.rows8 ? " (eight-row copy)" : "");
+          }
+        }
+      }
+}
