@@ -415,6 +415,17 @@ def measure(args, name, label, llmc_art, gguf, bw, result_rows):
                 f"tg {g['decode_tok_s']:.1f} tok/s ({g.get('generated_kernels')})")
         except (RuntimeError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
             row["llmc_gen_error"] = str(e)
+    if "llmc" in row and "int8" in str(row["llmc"].get("activations", "")):
+        # The same artifact with f32 activations (--exact-activations): what
+        # the int8 integer dots are worth, and the speed of the exact path.
+        try:
+            row["llmc_exact"] = llmc_bench(args.llmc, llmc_art, args.threads, args.p, args.n,
+                                           args.reps, args.timeout, ["--exact-activations"])
+            e = row["llmc_exact"]
+            log(f"{name} {label}: llmc --exact-activations pp {e['prefill_tok_s']:.1f} "
+                f"tg {e['decode_tok_s']:.1f} tok/s")
+        except (RuntimeError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
+            row["llmc_exact_error"] = str(e)
     if not args.no_llamacpp:
         try:
             if gguf not in LLAMA_BENCH_CACHE:  # gq4* rows share the Q4_0 run
@@ -519,27 +530,53 @@ def markdown(res):
                  f"{fmt(mib(lb.get('size_bytes')))} | {fmt(lc.get('load_s'), '.3f')} "
                  f"| {fmt(lb.get('load_s'), '.3f')} | {fmt(lc.get('peak_rss_mb_outside'))} "
                  f"| {fmt(lb.get('peak_rss_mb'))} | {fmt(r.get('ratio_peak_rss_mb'), '.2f')} |")
+    exact_rows = [r for r in res["rows"] if "llmc_exact" in r and "llmc" in r]
+    if exact_rows:
+        L += ["", "## Int8 activations vs f32 activations", "",
+              "llmc's kernel engine quantizes the activations of products with 32-weight block "
+              "formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) to int8 per 32 values and runs integer "
+              "dots, from eight-row interleaved weight copies for Q8_0/Q4_0/Q4_1 (as llama.cpp "
+              "does with its Q8_0 activations and repacked Q4_0). `--exact-activations` keeps "
+              "f32 activations (what the reference engine computes). The table above is the "
+              "default (int8); this is the same artifact both ways.", "",
+              "| Model | Format | prefill int8 | prefill f32 | int8 / f32 | decode int8 "
+              "| decode f32 | int8 / f32 |",
+              "|---|---|---:|---:|---:|---:|---:|---:|"]
+        for r in exact_rows:
+            lc, e = r["llmc"], r["llmc_exact"]
+            rp = lc["prefill_tok_s"] / e["prefill_tok_s"] if e.get("prefill_tok_s") else None
+            rd = lc["decode_tok_s"] / e["decode_tok_s"] if e.get("decode_tok_s") else None
+            L.append(f"| {r['model']} | {r['format']} | {fmt(lc.get('prefill_tok_s'))} "
+                     f"| {fmt(e.get('prefill_tok_s'))} | {fmt(rp, '.2f')} "
+                     f"| {fmt(lc.get('decode_tok_s'))} | {fmt(e.get('decode_tok_s'))} "
+                     f"| {fmt(rd, '.2f')} |")
     gen_rows = [r for r in res["rows"] if "llmc_gen" in r and "llmc" in r]
     if gen_rows:
         L += ["", "## Generated kernels and compile time", "",
               "The same artifact run by the kernel engine with its library kernels (the "
               "default) and with its generated kernels (`--generated-kernels`: the "
-              "model-specialised matrix-vector kernels stored in the artifact, used for steps "
-              "of at most 4 tokens, so for decode; prefill is the same code either way). "
-              "Compile: `llmc compile` wall time, lowering and kernel generation (two "
+              "model-specialised kernels stored in the artifact; for Q8_0/Q4_0/Q4_1 the int8 "
+              "eight-row kernels, used at every step size, prefill included; for float "
+              "formats f32 matrix-vector kernels, used for steps of at most 4 tokens, so for "
+              "decode). Compile: `llmc compile` wall time, lowering and kernel generation (two "
               "instruction-set levels) included.", "",
-              "| Model | Format | engine | decode library | decode generated | generated / library "
-              "| generated kernels | compile s |",
-              "|---|---|---|---:|---:|---:|---|---:|"]
+              "| Model | Format | prefill library | prefill generated | generated / library "
+              "| decode library | decode generated | generated / library | generated kernels "
+              "| compile s |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
         for r in gen_rows:
             lc, g = r["llmc"], r["llmc_gen"]
-            ratio = g["decode_tok_s"] / lc["decode_tok_s"] if lc.get("decode_tok_s") else None
-            L.append(f"| {r['model']} | {r['format']} | {lc.get('engine', '?')} "
+            rp = g["prefill_tok_s"] / lc["prefill_tok_s"] if lc.get("prefill_tok_s") else None
+            rd = g["decode_tok_s"] / lc["decode_tok_s"] if lc.get("decode_tok_s") else None
+            L.append(f"| {r['model']} | {r['format']} "
+                     f"| {fmt(lc.get('prefill_tok_s'))} | {fmt(g.get('prefill_tok_s'))} "
+                     f"| {fmt(rp, '.2f')} "
                      f"| {fmt(lc.get('decode_tok_s'))} | {fmt(g.get('decode_tok_s'))} "
-                     f"| {fmt(ratio, '.2f')} | {g.get('generated_kernels', '?')} "
+                     f"| {fmt(rd, '.2f')} | {g.get('generated_kernels', '?')} "
                      f"| {fmt(r.get('llmc_compile_s'), '.1f')} |")
     errs = [(r["model"], r["format"], k, r[k]) for r in res["rows"]
-            for k in ("llmc_error", "llmc_gen_error", "llamacpp_error") if k in r]
+            for k in ("llmc_error", "llmc_gen_error", "llmc_exact_error", "llamacpp_error")
+            if k in r]
     if errs:
         L += ["", "Failures:", ""] + [f"- {m_} {f_} ({k.split('_')[0]}): {e}" for m_, f_, k, e in errs]
     # Targets (reported, not asserted).

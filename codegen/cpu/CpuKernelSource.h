@@ -17,15 +17,21 @@ namespace llmc::codegen {
 struct MatvecSpec {
   DType dtype;
   int64_t cols;
-  std::string symbol() const; // llmc_mv_<format>_<cols>
+  std::string symbol() const;      // llmc_mv_<format>_<cols>: codegen::MatvecFn
+  std::string rows8Symbol() const; // llmc_r8_<format>_<cols>: codegen::Rows8Fn
 };
+
+/// Formats that also get an int8-activation kernel over the eight-row
+/// layout (q8_0, q4_0, q4_1).
+bool hasRows8Kernel(DType dtype);
 
 /// Formats the generator has kernels for (f32, f16, bf16, q8_0, q4_0, q4_1);
 /// products in other formats run the runtime's library kernels.
 bool canGenerate(DType dtype, int64_t cols);
 
-/// The translation unit: kernels for `specs` (deduplicated, in order) and
-/// llmc_codegen_abi().
+/// The translation unit: kernels for `specs` (deduplicated, in order; the
+/// eight-row int8 kernel after the matrix-vector one where the format has
+/// it) and llmc_codegen_abi().
 std::string kernelSource(const std::vector<MatvecSpec> &specs);
 
 } // namespace llmc::codegen

@@ -90,9 +90,17 @@ void generateKernels(CompiledModel &out, const std::function<void(const std::str
   out.tensors.push_back({"codegen.kernels.cpp", DType::U8, {int64_t(src.size())},
                          int64_t(src.size()), src.data()});
   nlohmann::json kernels = nlohmann::json::array();
-  for (const cg::MatvecSpec &s : specs)
-    kernels.push_back({{"symbol", s.symbol()}, {"dtype", std::string(dtypeName(s.dtype))},
-                       {"cols", s.cols}});
+  int count = 0;
+  for (const cg::MatvecSpec &s : specs) {
+    const std::string dt(dtypeName(s.dtype));
+    kernels.push_back({{"symbol", s.symbol()}, {"kind", "matvec"}, {"dtype", dt}, {"cols", s.cols}});
+    ++count;
+    if (cg::hasRows8Kernel(s.dtype)) {
+      kernels.push_back(
+          {{"symbol", s.rows8Symbol()}, {"kind", "rows8_int8"}, {"dtype", dt}, {"cols", s.cols}});
+      ++count;
+    }
+  }
   nlohmann::json flags = nlohmann::json::object();
   for (cg::IsaLevel l : levels)
     flags[cg::isaName(l)] = cg::compileFlags(l);
@@ -101,9 +109,9 @@ void generateKernels(CompiledModel &out, const std::function<void(const std::str
                              {"compiler", compiler},      {"flags", flags}};
   char buf[256];
   snprintf(buf, sizeof buf,
-           "generated %zu kernels (%d products in other formats use library kernels), built "
-           "for %zu levels in %.2f s",
-           specs.size(), skipped, levels.size(), secondsSince(t0));
+           "generated %d kernels for %zu (format, width) pairs (%d products in other formats use "
+           "library kernels), built for %zu levels in %.2f s",
+           count, specs.size(), skipped, levels.size(), secondsSince(t0));
   say(buf);
 }
 

@@ -110,7 +110,7 @@ def main():
     calib_text = os.path.join(harness.SOURCE_DIR, "data", "calib", "default.txt")
     p = harness.run_llmc(["eval-long", model, "--task", "ppl", "--context", "512",
                           "--text", calib_text, "--score-tokens", "17", "--policies", sweep,
-                          "--json", "-q"],
+                          "--json", "-q", "--exact-activations"],  # as the compile's calibration
                          check=False, timeout=900)
     rows = {}
     for line in p.stdout.splitlines():

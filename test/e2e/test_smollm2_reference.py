@@ -39,8 +39,11 @@ def main():
     work = harness.work_dir("smollm2")
     checks = harness.Checks(f"SmolLM2-135M Q4_1: llmc vs NumPy reference ({model_path})")
 
-    got_logits = harness.llmc_logits(model_path, PROMPT, os.path.join(work, "direct.npy"))
-    got_ids = harness.llmc_greedy(model_path, PROMPT, N_GEN)
+    # f32 activations: the reference computes in f32 (the kernel engine's
+    # default int8 activations are checked by test_kernel_plan).
+    exact = ["--exact-activations"]
+    got_logits = harness.llmc_logits(model_path, PROMPT, os.path.join(work, "direct.npy"), exact)
+    got_ids = harness.llmc_greedy(model_path, PROMPT, N_GEN, exact)
 
     ref = load_gguf(model_path)
     ref_logits, ref_ids = ref.greedy(PROMPT, N_GEN)
@@ -55,7 +58,8 @@ def main():
     insp = harness.run_llmc(["inspect", art], check=False)
     checks.check(insp.returncode == 0 and "llama" in insp.stdout.lower(), "inspect the artifact",
                  f"exit {insp.returncode}")
-    art_logits, art_ids = harness.llmc_logits_and_greedy(art, PROMPT, N_GEN, os.path.join(work, "artifact.npy"))
+    art_logits, art_ids = harness.llmc_logits_and_greedy(art, PROMPT, N_GEN,
+                                                         os.path.join(work, "artifact.npy"), exact)
     diff = (float(np.abs(art_logits.astype(np.float64) - got_logits).max())
             if art_logits.shape == got_logits.shape else float("inf"))
     checks.check(diff == 0.0, "artifact logits identical to the direct run", f"max abs diff {diff:.3g}")

@@ -2,12 +2,16 @@
 // Every generated format on random rows of several widths (odd ones for
 // the float formats), 1..4 tokens and odd row ranges, built for the baseline
 // x86-64 level and this CPU's level by the host compiler, loaded and
-// compared with dequantizeRow + a double-precision dot.
+// compared with dequantizeRow + a double-precision dot. The int8 kernels
+// over the eight-row layout (q8_0, q4_0, q4_1) are compared with the
+// runtime's portable eight-row kernel at both levels.
 //===----------------------------------------------------------------------===//
 #include "codegen/cpu/CpuKernelSource.h"
 #include "llmc/codegen.h"
 #include "llmc/dtype.h"
 #include "../../runtime/src/codegen/GeneratedKernels.h"
+#include "../../runtime/src/kernels/dot_int8.h"
+#include "../../runtime/src/kernels/rows8.h"
 
 #include <gtest/gtest.h>
 
@@ -128,12 +132,77 @@ TEST(CodegenKernels, MatchTheScalarReferenceAtEveryLevel) {
   }
 }
 
+TEST(CodegenKernels, EightRowInt8KernelsMatchTheLibraryAtEveryLevel) {
+  if (findHostCompiler().empty())
+    GTEST_SKIP() << "no C++ compiler to build generated kernels";
+  std::vector<MatvecSpec> specs;
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1})
+    for (int64_t cols : {32, 96, 576, 1536})
+      specs.push_back({t, cols});
+  const std::string source = kernelSource(specs);
+  std::vector<IsaLevel> levels = {IsaLevel::X86_64};
+  if (hostIsa() != IsaLevel::X86_64)
+    levels.push_back(hostIsa());
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (IsaLevel level : levels) {
+    Loaded obj;
+    load(obj, source, level);
+    if (HasFatalFailure())
+      return;
+    for (const MatvecSpec &spec : specs) {
+      auto fn = reinterpret_cast<Rows8Fn>(dlsym(obj.h, spec.rows8Symbol().c_str()));
+      ASSERT_NE(fn, nullptr) << spec.rows8Symbol();
+      const int64_t rows = 24, cols = spec.cols, stride = rowBytes(spec.dtype, cols);
+      std::vector<float> wf(static_cast<size_t>(rows * cols));
+      for (float &v : wf)
+        v = nd(rng);
+      std::vector<uint8_t> w(size_t(rows * stride)), packed(size_t(rows * stride));
+      for (int64_t r = 0; r < rows; ++r)
+        quantizeRowRef(spec.dtype, wf.data() + r * cols, w.data() + r * stride, cols);
+      kernels::packRows8(spec.dtype, w.data(), stride, rows, cols, packed.data());
+      const int64_t ldq = cols + 32, ldd = cols / 32 + 2, ldy = rows + 3, gb = 8 * stride;
+      for (int T = 1; T <= kMaxRows; ++T) {
+        std::vector<float> x(static_cast<size_t>(T * cols));
+        for (float &v : x)
+          v = nd(rng);
+        std::vector<int8_t> q(size_t(T * ldq));
+        std::vector<float> d(size_t(T * ldd)), sums(size_t(T * ldd));
+        for (int t = 0; t < T; ++t)
+          kernels::quantizeRowInt8(x.data() + t * cols, cols, q.data() + t * ldq,
+                                   d.data() + t * ldd, sums.data() + t * ldd);
+        std::vector<float> y(size_t(T * ldy), -7.0f), ref(size_t(T * ldy), 0.0f);
+        fn(packed.data(), q.data(), d.data(), sums.data(), ldq, ldd, T, y.data(), ldy, 1, 3);
+        const kernels::Rows8DotFn lib = kernels::rows8DotKernelScalar(spec.dtype, T);
+        for (int64_t g = 0; g < 3; ++g)
+          lib(packed.data() + g * gb, cols, q.data(), d.data(), sums.data(), ldq, ldd,
+              ref.data() + g * 8, ldy);
+        for (int t = 0; t < T; ++t)
+          for (int64_t r = 0; r < rows; ++r) {
+            const float got = y[size_t(t * ldy + r)];
+            if (r < 8) {
+              ASSERT_EQ(got, -7.0f) << spec.rows8Symbol() << " wrote row " << r;
+              continue;
+            }
+            double mag = 0;
+            for (int64_t k = 0; k < cols; ++k)
+              mag += std::fabs(double(wf[size_t(r * cols + k)]) * x[size_t(t * cols + k)]);
+            ASSERT_NEAR(got, ref[size_t(t * ldy + r)], 1e-5 * mag + 1e-6)
+                << spec.rows8Symbol() << " at " << isaName(level) << ", T " << T << ", row " << r;
+          }
+      }
+    }
+  }
+}
+
 TEST(CodegenKernels, SourceIsDeterministicAndRejectsOtherFormats) {
   std::vector<MatvecSpec> specs = {{DType::Q4_0, 576}, {DType::Q8_0, 576}, {DType::Q4_0, 576}};
   EXPECT_EQ(kernelSource(specs), kernelSource(specs));
   // Duplicates are emitted once.
   const std::string src = kernelSource(specs);
   EXPECT_EQ(src.find("void llmc_mv_q4_0_576("), src.rfind("void llmc_mv_q4_0_576("));
+  EXPECT_NE(src.find("void llmc_r8_q4_0_576("), std::string::npos);
+  EXPECT_EQ(src.find("void llmc_r8_q4_0_576("), src.rfind("void llmc_r8_q4_0_576("));
   EXPECT_FALSE(canGenerate(DType::Q4_K, 576));
   EXPECT_FALSE(canGenerate(DType::Q8_0, 40)); // not a whole number of blocks
   EXPECT_THROW(kernelSource({{DType::Q4_K, 256}}), std::invalid_argument);

@@ -215,9 +215,11 @@ TEST(Int8Dot, MatmulWithInt8ActivationsMatchesTheF32Product) {
           v = nd(rng);
         std::vector<float> y8(size_t(T * rows), NAN), yf(y8);
         MatmulJob job{&w, y8.data(), rows, nullptr};
-        matmulMany(pool, &job, 1, x.data(), T, cols, nullptr, nullptr, true);
+        MatmulPaths int8;
+        int8.int8 = true;
+        matmulMany(pool, &job, 1, x.data(), T, cols, nullptr, int8);
         job.y = yf.data();
-        matmulMany(pool, &job, 1, x.data(), T, cols, nullptr, nullptr, false);
+        matmulMany(pool, &job, 1, x.data(), T, cols);
         std::vector<float> wr(static_cast<size_t>(cols));
         for (int64_t r = 0; r < rows; ++r) {
           dequantizeRow(t, m.data() + r * stride, wr.data(), cols);

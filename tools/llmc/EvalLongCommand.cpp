@@ -31,6 +31,7 @@ namespace {
 using namespace longctx;
 
 struct EvalLongArgs {
+  EngineChoice engine;
   std::string input, task, text, pipeline, tokenizer, policies;
   int64_t context = 0, scoreTokens = 256;
   int trials = 5, threads = 0;
@@ -101,6 +102,7 @@ Report runRetrieval(const EvalLongArgs &a, Task task, const Artifact &art, int64
       multi ? multiNeedleTrials(a.trials, a.seed) : passkeyTrials(a.trials, a.seed);
 
   ExecutorOptions eo;
+  a.engine.apply(eo);
   eo.threads = a.threads;
   eo.max_context = context + maxNew + kContextMargin;
   Executor exec(art, eo);
@@ -151,6 +153,7 @@ Report runPpl(const EvalLongArgs &a, const Artifact &art, int64_t context, int64
   std::string text = readEvalText(textPath);
   requireTokenizer(art, a.input, textPath);
   ExecutorOptions eo;
+  a.engine.apply(eo);
   eo.threads = a.threads;
   eo.max_context = context;
   Executor exec(art, eo);
@@ -198,6 +201,7 @@ ExitCode runSweep(const EvalLongArgs &a, Task task, const Artifact &art, int64_t
   const bool multi = task == Task::MultiNeedle;
   const int maxNew = multi ? kMultiNeedleNewTokens : kPasskeyNewTokens;
   ExecutorOptions eo;
+  a.engine.apply(eo);
   eo.threads = a.threads;
   eo.kv_record = true;
   eo.max_context = retrieval ? context + maxNew + kContextMargin : context;
@@ -351,6 +355,7 @@ std::function<int()> addEvalLongCommand(CLI::App &app) {
                   "with --json");
   cmd->add_flag("--json", a->json, "print one JSON object on stdout");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
+  addEngineOptions(cmd, a->engine);
 
   return [a, scoreOpt]() {
     auto t0 = std::chrono::steady_clock::now();

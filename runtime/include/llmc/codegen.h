@@ -17,7 +17,7 @@
 namespace llmc::codegen {
 
 /// Version of the generated kernels' calling convention (llmc_codegen_abi()).
-inline constexpr int kAbi = 1;
+inline constexpr int kAbi = 2;
 
 /// A generated kernel: y[t*ldy + r] = dot(W row r, x + t*ldx) for t < T
 /// (1..kMaxRows) and r in [r0, r1); W rows are `stride` bytes apart, in the
@@ -25,6 +25,16 @@ inline constexpr int kAbi = 1;
 using MatvecFn = void (*)(const uint8_t *w, int64_t stride, const float *x, int64_t ldx,
                           int32_t T, float *y, int64_t ldy, int64_t r0, int64_t r1);
 inline constexpr int kMaxRows = 4;
+
+/// A generated int8-activation kernel (abi 2) over the runtime's eight-row
+/// interleaved copy of a Q8_0/Q4_0/Q4_1 matrix (runtime/src/kernels/rows8.h):
+/// y[t*ldy + 8g + r] = dot(row 8g + r, activation row t) for groups g in
+/// [g0, g1), r < 8, t < T (1..kMaxRows); activation row t is int8 values at
+/// xq + t*ldq with per-32 scales and scaled sums at xd / xs + t*ldd
+/// (runtime/src/kernels/dot_int8.h).
+using Rows8Fn = void (*)(const uint8_t *packed, const int8_t *xq, const float *xd,
+                         const float *xs, int64_t ldq, int64_t ldd, int32_t T, float *y,
+                         int64_t ldy, int64_t g0, int64_t g1);
 
 
 enum class IsaLevel { X86_64 = 0, V2 = 1, V3 = 2, V4 = 3 };

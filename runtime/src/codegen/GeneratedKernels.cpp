@@ -73,6 +73,12 @@ std::unique_ptr<GeneratedKernels> GeneratedKernels::load(const Artifact &art, st
   }
   const std::string ctx = art.path() + ": codegen";
   const nlohmann::json &cg = m["codegen"];
+  if (cg.is_object() && cg.contains("abi") && cg["abi"].is_number_integer() &&
+      cg["abi"].get<int>() != kAbi) {
+    how = "generated kernels of abi " + std::to_string(cg["abi"].get<int>()) +
+          " (this runtime runs abi " + std::to_string(kAbi) + "; recompile the artifact)";
+    return nullptr;
+  }
   if (!cg.is_object() || cg.value("abi", 0) != kAbi || !cg.contains("kernels") ||
       !cg["kernels"].is_array() || !cg.contains("source") || !cg["source"].is_string())
     throw std::runtime_error(ctx + ": malformed section (expected abi " + std::to_string(kAbi) +
@@ -139,10 +145,16 @@ std::unique_ptr<GeneratedKernels> GeneratedKernels::load(const Artifact &art, st
     auto dtype = dtypeFromName(dt);
     if (sym.empty() || !dtype || cols <= 0)
       throw std::runtime_error(ctx + ": malformed kernel entry " + k.dump());
-    auto fn = reinterpret_cast<MatvecFn>(::dlsym(h, sym.c_str()));
+    const std::string kind = k.value("kind", "matvec");
+    if (kind != "matvec" && kind != "rows8_int8")
+      throw std::runtime_error(ctx + ": unknown kernel kind '" + kind + "' in " + k.dump());
+    void *fn = ::dlsym(h, sym.c_str());
     if (!fn)
       throw std::runtime_error(ctx + ": " + path + " has no symbol " + sym);
-    g->fns_[{*dtype, cols}] = fn;
+    if (kind == "matvec")
+      g->fns_[{*dtype, cols}] = reinterpret_cast<MatvecFn>(fn);
+    else
+      g->rows8_[{*dtype, cols}] = reinterpret_cast<Rows8Fn>(fn);
   }
   return g;
 }
@@ -155,6 +167,11 @@ GeneratedKernels::~GeneratedKernels() {
 MatvecFn GeneratedKernels::find(DType dtype, int64_t cols) const {
   auto it = fns_.find({dtype, cols});
   return it == fns_.end() ? nullptr : it->second;
+}
+
+Rows8Fn GeneratedKernels::findRows8(DType dtype, int64_t cols) const {
+  auto it = rows8_.find({dtype, cols});
+  return it == rows8_.end() ? nullptr : it->second;
 }
 
 } // namespace llmc::codegen

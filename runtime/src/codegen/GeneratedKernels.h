@@ -31,14 +31,18 @@ public:
   static std::unique_ptr<GeneratedKernels> load(const Artifact &art, std::string &how);
   ~GeneratedKernels();
 
+  /// The f32-activation kernel of rows of (dtype, cols), or nullptr.
   MatvecFn find(DType dtype, int64_t cols) const;
-  size_t size() const { return fns_.size(); }
+  /// The int8-activation eight-row kernel (abi 2), or nullptr.
+  Rows8Fn findRows8(DType dtype, int64_t cols) const;
+  size_t size() const { return fns_.size() + rows8_.size(); }
   const std::string &isa() const { return isa_; }
 
 private:
   void *handle_ = nullptr;
   std::string isa_;
   std::map<std::pair<DType, int64_t>, MatvecFn> fns_;
+  std::map<std::pair<DType, int64_t>, Rows8Fn> rows8_;
 };
 
 /// Where JIT-compiled and unpacked objects go (created on demand).

@@ -480,6 +480,7 @@ void Executor::Impl::buildPlan(const ExecutorOptions &o) {
   };
   bind.int8_activations = !o.exact_activations;
   bind.release = [this](const uint8_t *data, int64_t bytes) { art.releasePages(data, uint64_t(bytes)); };
+  bind.pool = &pool;
   if (o.generated_kernels) {
     generated = codegen::GeneratedKernels::load(art, generatedHow);
     bind.generated = generated.get();

@@ -178,11 +178,19 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
     if (bind.generated && (s.kernel == PlanKernel::NormMatmul ||
                            s.kernel == PlanKernel::NormGatedMatmul ||
                            s.kernel == PlanKernel::MatmulAdd)) {
-      for (const WeightMatrix &w : s.w)
+      for (const WeightMatrix &w : s.w) {
         s.gen.push_back(bind.generated->find(w.dtype, w.cols));
+        s.gen8.push_back(w.rows8 ? bind.generated->findRows8(w.dtype, w.cols) : nullptr);
+      }
       if (std::find(s.gen.begin(), s.gen.end(), nullptr) != s.gen.end())
         s.gen.clear();
-      generatedProducts_ += int(s.gen.size());
+      const int int8Gen = int(s.w.size() - std::count(s.gen8.begin(), s.gen8.end(), nullptr));
+      if (int8Gen == 0)
+        s.gen8.clear();
+      // A product runs generated code when its int8 kernel exists (int8
+      // activations) or, with f32 activations, when the step has a matvec
+      // kernel for every weight.
+      generatedProducts_ += int8_ ? int8Gen : int(s.gen.size());
     }
     if (s.out.offset >= 0)
       written.insert({s.out.offset, s.out.width});
@@ -202,7 +210,15 @@ void PlanEngine::packRows8(WeightMatrix &w, const PlanBindings &bind) {
     auto *p = static_cast<uint8_t *>(std::aligned_alloc(64, size_t((bytes + 63) / 64 * 64)));
     if (!p)
       throw std::bad_alloc();
-    kernels::packRows8(w.dtype, w.data, w.rowStride, w.rows, w.cols, p);
+    const int64_t groups = w.rows / kernels::kRows8, gb = kernels::rows8GroupBytes(w.dtype, w.cols);
+    auto pack = [&](int64_t g0, int64_t g1) {
+      kernels::packRows8(w.dtype, w.data + g0 * kernels::kRows8 * w.rowStride, w.rowStride,
+                         (g1 - g0) * kernels::kRows8, w.cols, p + g0 * gb);
+    };
+    if (bind.pool)
+      bind.pool->parallelFor(0, groups, std::max<int64_t>(1, groups / 64), pack);
+    else
+      pack(0, groups);
     it = rows8_.emplace(w.data, std::unique_ptr<uint8_t, FreeDeleter>(p)).first;
     rows8Bytes_ += bytes;
     if (bind.release)
@@ -211,10 +227,13 @@ void PlanEngine::packRows8(WeightMatrix &w, const PlanBindings &bind) {
   w.rows8 = it->second.get();
 }
 
-namespace {
-/// The step's generated kernels (one per weight), or nullptr.
-const codegen::MatvecFn *gen(const PlanStep &s) { return s.gen.empty() ? nullptr : s.gen.data(); }
-} // namespace
+MatmulPaths PlanEngine::paths(const PlanStep &s) const {
+  MatmulPaths p;
+  p.int8 = int8_;
+  p.generated8 = s.gen8.empty() ? nullptr : s.gen8.data();
+  p.generated = s.gen.empty() ? nullptr : s.gen.data();
+  return p;
+}
 
 void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
                      const std::vector<int32_t> &tokens, int64_t pos, bool allLogits,
@@ -259,7 +278,7 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
           jobs[k] = MatmulJob{&s.w[k], out + col, W, nullptr};
           col += s.w[k].rows;
         }
-        matmulMany(pool, jobs, int(s.w.size()), x, rows, D, nullptr, gen(s), int8_);
+        matmulMany(pool, jobs, int(s.w.size()), x, rows, D, nullptr, paths(s));
       } else {
         if (kv_.size() < size_t(rows * W))
           kv_.resize(size_t(rows * W));
@@ -269,7 +288,7 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
           for (int64_t t = 0; t < rows; ++t)
             ops::gatedActivation(s.act, out + t * W + r0, up + t * W + r0, nr);
         };
-        matmulMany(pool, jobs, 2, x, rows, D, &act, gen(s), int8_);
+        matmulMany(pool, jobs, 2, x, rows, D, &act, paths(s));
       }
       break;
     }
@@ -279,7 +298,7 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
         std::copy(res, res + rows * W, out);
       MatmulJob job{&s.w[0], out, W, nullptr};
       job.accumulate = true;
-      matmulMany(pool, &job, 1, in(0), rows, s.in[0].width, nullptr, gen(s), int8_);
+      matmulMany(pool, &job, 1, in(0), rows, s.in[0].width, nullptr, paths(s));
       break;
     }
     case PlanKernel::RopeKvAppend: {

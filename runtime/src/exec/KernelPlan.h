@@ -7,8 +7,7 @@
 // attention kernels use the executor's per-layer KV caches.
 //===----------------------------------------------------------------------===//
 #pragma once
-#include <map>
-#include <memory>
+#include "Matmul.h"
 #include "Ops.h"
 #include "ThreadPool.h"
 #include "WeightMatrix.h"
@@ -16,6 +15,8 @@
 #include "../kv/KvCache.h"
 
 #include <functional>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -39,6 +40,9 @@ struct PlanStep {
   /// The generated kernel of each weight (all set, or the step uses the
   /// library kernels for decode-sized steps too).
   std::vector<codegen::MatvecFn> gen;
+  /// The generated int8 kernel of each weight over its eight-row copy (null
+  /// entries: the library's; empty: none).
+  std::vector<codegen::Rows8Fn> gen8;
   std::vector<float> norm;     // RMSNorm weight when fused (empty: none)
   float eps = 1e-5f;
   Activation act = Activation::SiLU;
@@ -64,6 +68,8 @@ struct PlanBindings {
   /// on each source range, whose pages the engine no longer reads (may be
   /// empty).
   std::function<void(const uint8_t *data, int64_t bytes)> release;
+  /// Builds the eight-row copies in parallel (null: on the calling thread).
+  ThreadPool *pool = nullptr;
 };
 
 class PlanEngine {
@@ -81,7 +87,8 @@ public:
   int64_t vocab() const { return steps_.back().out.width; }
   int64_t arenaFloatsPerToken() const { return arenaPerToken_; }
   size_t size() const { return steps_.size(); }
-  /// Products (weights) that run generated kernels when T <= kMaxRows.
+  /// Products (weights) that run generated kernels: with int8 activations
+  /// at every step size, with f32 ones when T <= kMaxRows.
   int generatedProducts() const { return generatedProducts_; }
   /// Products that quantize their activations to int8 (0 without
   /// int8_activations or block-format weights).
@@ -102,6 +109,7 @@ private:
   std::map<const uint8_t *, std::unique_ptr<uint8_t, FreeDeleter>> rows8_;
   int64_t rows8Bytes_ = 0;
   void packRows8(WeightMatrix &w, const PlanBindings &bind);
+  MatmulPaths paths(const PlanStep &s) const;
   std::vector<float> arena_, xn_, kv_;
 };
 

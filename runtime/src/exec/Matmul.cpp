@@ -242,7 +242,7 @@ void fusedMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *
 /// group of up to kMaxInt8Rows tokens (the tokens outer, so a group's
 /// quantized rows and the block's weight rows stay in L1 across the block).
 void int8Many(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x, int64_t T,
-              int64_t ldx, const RowEpilogue *paired) {
+              int64_t ldx, const RowEpilogue *paired, const codegen::Rows8Fn *generated8) {
   const int64_t cols = jobs[0].w->cols;
   constexpr int64_t G = kernels::kMaxInt8Rows;
   const int64_t fullT = T / G * G;
@@ -280,12 +280,17 @@ void int8Many(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x
     // Row blocks start at multiples of kFusedRowBlock (a multiple of 8).
     const int64_t n8 = w.rows8 ? nr / kernels::kRows8 * kernels::kRows8 : 0;
     const int64_t gb = w.rows8 ? kernels::rows8GroupBytes(w.dtype, cols) : 0;
+    const codegen::Rows8Fn gen8 = w.rows8 && generated8 ? generated8[j] : nullptr;
     for (int64_t t = 0; t < T; t += G) {
       const kernels::Int8DotFn fn = t < fullT ? full[j] : rest[j];
       const kernels::Rows8DotFn fn8 = t < fullT ? full8[j] : rest8[j];
-      for (int64_t r = r0; r < r0 + n8; r += kernels::kRows8)
-        fn8(w.rows8 + (r / kernels::kRows8) * gb, cols, q + t * cols, d + t * nb, s + t * nb, cols,
-            nb, job.y + t * job.ldy + r, job.ldy);
+      if (gen8)
+        gen8(w.rows8, q + t * cols, d + t * nb, s + t * nb, cols, nb, int32_t(std::min(G, T - t)),
+             job.y + t * job.ldy, job.ldy, r0 / kernels::kRows8, (r0 + n8) / kernels::kRows8);
+      else
+        for (int64_t r = r0; r < r0 + n8; r += kernels::kRows8)
+          fn8(w.rows8 + (r / kernels::kRows8) * gb, cols, q + t * cols, d + t * nb, s + t * nb,
+              cols, nb, job.y + t * job.ldy + r, job.ldy);
       for (int64_t r = r0 + n8; r < r0 + nr; ++r)
         fn(w.row(r), cols, q + t * cols, d + t * nb, s + t * nb, cols, nb, job.y + t * job.ldy + r,
            job.ldy);
@@ -367,8 +372,7 @@ void blockedMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float
 } // namespace
 
 void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x, int64_t T,
-                int64_t ldx, const RowEpilogue *paired, const codegen::MatvecFn *generated,
-                bool int8Activations) {
+                int64_t ldx, const RowEpilogue *paired, const MatmulPaths &paths) {
   if (njobs <= 0 || T <= 0)
     return;
   if (njobs > 8)
@@ -403,7 +407,7 @@ void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float 
         at += T * jobs[j].w->rows;
       }
     }
-    matmulMany(pool, plain, njobs, x, T, ldx, paired, generated, int8Activations);
+    matmulMany(pool, plain, njobs, x, T, ldx, paired, paths);
     for (int j = 0; j < njobs; ++j) {
       if (!jobs[j].accumulate)
         continue;
@@ -417,18 +421,18 @@ void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float 
     }
     return;
   }
-  if (generated && T <= codegen::kMaxRows) {
-    generatedMany(pool, jobs, generated, njobs, x, T, ldx, paired);
-    return;
-  }
-  if (int8Activations) {
+  if (paths.int8) {
     bool int8 = jobs[0].w->cols % kernels::kInt8Block == 0;
     for (int j = 0; j < njobs; ++j)
       int8 = int8 && kernels::hasInt8Dot(jobs[j].w->dtype);
     if (int8) {
-      int8Many(pool, jobs, njobs, x, T, ldx, paired);
+      int8Many(pool, jobs, njobs, x, T, ldx, paired, paths.generated8);
       return;
     }
+  }
+  if (paths.generated && T <= codegen::kMaxRows) {
+    generatedMany(pool, jobs, paths.generated, njobs, x, T, ldx, paired);
+    return;
   }
   bool fused = T <= kFusedMaxT;
   for (int j = 0; j < njobs; ++j)

@@ -34,17 +34,26 @@ struct MatmulJob {
 /// written them (for every token); runs on the thread that computed them.
 using RowEpilogue = std::function<void(int64_t r0, int64_t nr)>;
 
+/// Which kernels matmulMany may use beyond the library's f32-activation ones.
+struct MatmulPaths {
+  /// With every job's weights in a 32-weight block format (int8 kernels,
+  /// kernels/dot_int8.h), quantize X to int8 per 32 and run integer dots:
+  /// from the job's eight-row copy (WeightMatrix::rows8) where it has one.
+  bool int8 = false;
+  /// Per job, the artifact's generated int8 kernel over the eight-row copy
+  /// (null entries, or a null array: the library's).
+  const codegen::Rows8Fn *generated8 = nullptr;
+  /// Per job (all set), the generated f32-activation kernels, used for
+  /// T <= codegen::kMaxRows when the int8 path does not apply.
+  const codegen::MatvecFn *generated = nullptr;
+};
+
 /// Runs every job (all with w->cols equal to X's width) in one parallel loop.
 /// With `paired` (all jobs then have the same rows), each work item computes
 /// the same row block of every job and then calls the epilogue on it, e.g.
-/// the gated activation of gate and up. With `generated` (one kernel per job)
-/// and T <= codegen::kMaxRows, the row blocks run those generated kernels
-/// instead of the library's fused dots. With `int8Activations`, products
-/// whose weights have int8-activation kernels (kernels/dot_int8.h: the
-/// 32-weight block formats) quantize X to int8 per 32 and run those.
+/// the gated activation of gate and up.
 void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x, int64_t T,
-                int64_t ldx, const RowEpilogue *paired = nullptr,
-                const codegen::MatvecFn *generated = nullptr, bool int8Activations = false);
+                int64_t ldx, const RowEpilogue *paired = nullptr, const MatmulPaths &paths = {});
 
 /// Largest T that uses the fused (decode) kernels.
 inline constexpr int64_t kFusedMaxT = 4;

@@ -79,8 +79,10 @@ def compile_and_eval(work, name, pipeline, model=None, eval_tokens=512, compile_
     t0 = time.time()
     run_llmc(["compile", model, "-o", out, "-q", "--pipeline", pipeline], timeout=compile_timeout)
     secs = time.time() - t0
-    p = run_llmc(["eval", out, "--ref", model, "--json", "--max-tokens", str(eval_tokens)],
-                 timeout=600)
+    # f32 activations on both sides: the score is the weight method's alone
+    # (not the kernel engine's int8 activations, test_kernel_plan covers those).
+    p = run_llmc(["eval", out, "--ref", model, "--json", "--max-tokens", str(eval_tokens),
+                  "--exact-activations"], timeout=600)
     r = json.loads(p.stdout)
     r["compile_s"] = secs
     return out, r
@@ -230,7 +232,7 @@ def compare_generated_models(work, title, models, load_ref, prompt, n_gen, rel_t
         ref_logits, ref_ids = ref.greedy(prompt, n_gen)
         try:
             got_logits, got_ids = llmc_logits_and_greedy(
-                path, prompt, n_gen, os.path.join(work, f"{name}.npy"))
+                path, prompt, n_gen, os.path.join(work, f"{name}.npy"), ["--exact-activations"])
         except RuntimeError as e:
             checks.check(False, f"{name}: llmc run", str(e).splitlines()[-1])
             continue
