@@ -103,22 +103,37 @@ bool hasRows8(DType t) { return t == DType::Q4_0 || t == DType::Q4_1 || t == DTy
 
 int64_t rows8GroupBytes(DType t, int64_t cols) { return kRows8 * (cols / 32) * geometry(t).srcBlock; }
 
+namespace {
+/// The interleave with the block geometry as constants (the copies become
+/// plain 2- and 4-byte moves).
+template <int kSrcBlock, int kScales, int kQuant>
+void packAs(const uint8_t *src, int64_t rowStride, int64_t rows, int64_t nb, uint8_t *dst) {
+  constexpr int kQuantAt = 16 * kScales;
+  for (int64_t r0 = 0; r0 < rows; r0 += kRows8)
+    for (int64_t b = 0; b < nb; ++b, dst += kRows8 * kSrcBlock)
+      for (int r = 0; r < kRows8; ++r) {
+        const uint8_t *blk = src + (r0 + r) * rowStride + b * kSrcBlock;
+        for (int h = 0; h < kScales; ++h) // d then m, fp16 each, first in the block
+          std::memcpy(dst + 16 * h + 2 * r, blk + 2 * h, 2);
+        const uint8_t *qs = blk + 2 * kScales;
+        for (int s = 0; s < kQuant / 4; ++s)
+          std::memcpy(dst + kQuantAt + s * 32 + r * 4, qs + 4 * s, 4);
+      }
+}
+} // namespace
+
 void packRows8(DType t, const uint8_t *src, int64_t rowStride, int64_t rows, int64_t cols,
                uint8_t *dst) {
-  const Geometry g = geometry(t);
+  geometry(t); // throws for types without the layout
   if (rows % kRows8 != 0 || cols % 32 != 0)
     throw std::runtime_error("rows8: rows must be a multiple of 8 and columns of 32");
-  const int64_t nb = cols / 32, quantAt = 16 * g.scales;
-  for (int64_t r0 = 0; r0 < rows; r0 += kRows8)
-    for (int64_t b = 0; b < nb; ++b, dst += kRows8 * g.srcBlock)
-      for (int r = 0; r < kRows8; ++r) {
-        const uint8_t *blk = src + (r0 + r) * rowStride + b * g.srcBlock;
-        for (int64_t h = 0; h < g.scales; ++h) // d then m, fp16 each, first in the block
-          std::memcpy(dst + 16 * h + 2 * r, blk + 2 * h, 2);
-        const uint8_t *qs = blk + 2 * g.scales;
-        for (int64_t s = 0; s < g.quant / 4; ++s)
-          std::memcpy(dst + quantAt + s * 32 + r * 4, qs + 4 * s, 4);
-      }
+  const int64_t nb = cols / 32;
+  if (t == DType::Q4_0)
+    packAs<18, 1, 16>(src, rowStride, rows, nb, dst);
+  else if (t == DType::Q4_1)
+    packAs<20, 2, 16>(src, rowStride, rows, nb, dst);
+  else
+    packAs<34, 1, 32>(src, rowStride, rows, nb, dst);
 }
 
 Rows8DotFn rows8DotKernelScalar(DType t, int nx) {
