@@ -184,13 +184,16 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
       }
       if (std::find(s.gen.begin(), s.gen.end(), nullptr) != s.gen.end())
         s.gen.clear();
-      const int int8Gen = int(s.w.size() - std::count(s.gen8.begin(), s.gen8.end(), nullptr));
-      if (int8Gen == 0)
+      // A product runs generated code through its int8 kernel when it takes
+      // int8 activations, else when the step has a matvec kernel for every
+      // weight (decode-sized steps).
+      for (size_t k = 0; k < s.w.size(); ++k) {
+        const bool int8 = int8_ && kernels::hasInt8Dot(s.w[k].dtype) &&
+                          s.w[k].cols % kernels::kInt8Block == 0;
+        generatedProducts_ += int8 ? s.gen8[k] != nullptr : !s.gen.empty();
+      }
+      if (std::count(s.gen8.begin(), s.gen8.end(), nullptr) == std::ptrdiff_t(s.gen8.size()))
         s.gen8.clear();
-      // A product runs generated code when its int8 kernel exists (int8
-      // activations) or, with f32 activations, when the step has a matvec
-      // kernel for every weight.
-      generatedProducts_ += int8_ ? int8Gen : int(s.gen.size());
     }
     if (s.out.offset >= 0)
       written.insert({s.out.offset, s.out.width});
