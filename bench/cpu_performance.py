@@ -535,8 +535,9 @@ def markdown(res):
         L += ["", "## Int8 activations vs f32 activations", "",
               "llmc's kernel engine quantizes the activations of products with 32-weight block "
               "formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) to int8 per 32 values and runs integer "
-              "dots, from eight-row interleaved weight copies for Q8_0/Q4_0/Q4_1 (as llama.cpp "
-              "does with its Q8_0 activations and repacked Q4_0). `--exact-activations` keeps "
+              "dots, from eight-row interleaved weight copies for Q8_0/Q4_0/Q4_1 and llmc's "
+              "grouped integers gq4s/gq4a/gq8s with groups of 32k (as llama.cpp does with its "
+              "Q8_0 activations and repacked Q4_0). `--exact-activations` keeps "
               "f32 activations (what the reference engine computes). The table above is the "
               "default (int8); this is the same artifact both ways.", "",
               "| Model | Format | prefill int8 | prefill f32 | int8 / f32 | decode int8 "

@@ -208,6 +208,7 @@ TEST(Int8Dot, MatmulWithInt8ActivationsMatchesTheF32Product) {
           packed.resize(size_t(rows * stride));
           kernels::packRows8(t, m.data(), stride, rows, cols, packed.data());
           w.rows8 = packed.data();
+          w.rows8Type = t;
         }
         std::normal_distribution<float> nd(0.0f, 1.0f);
         std::vector<float> x(static_cast<size_t>(T * cols));
@@ -238,4 +239,48 @@ TEST(Int8Dot, MatmulWithInt8ActivationsMatchesTheF32Product) {
           }
         }
       }
+}
+
+TEST(Rows8, GroupedIntegersPackIntoTheBlockLayouts) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const struct {
+    const char *name;
+    DType layout;
+  } cases[] = {{"gq4s_g32", DType::Q4_0}, {"gq4s_g64", DType::Q4_0}, {"gq4a_g64", DType::Q4_1},
+               {"gq4a_g128", DType::Q4_1}, {"gq8s_g32", DType::Q8_0}};
+  for (const auto &c : cases) {
+    const DType t = *dtypeFromName(c.name);
+    ASSERT_EQ(kernels::rows8Layout(t), c.layout) << c.name;
+    const int64_t rows = 16, cols = 256, stride = rowBytes(t, cols);
+    std::vector<float> wf(static_cast<size_t>(rows * cols));
+    for (float &v : wf)
+      v = nd(rng);
+    std::vector<uint8_t> m(size_t(rows * stride));
+    for (int64_t r = 0; r < rows; ++r)
+      quantizeRowRef(t, wf.data() + r * cols, m.data() + r * stride, cols);
+    const int64_t gb = kernels::rows8GroupBytes(c.layout, cols);
+    std::vector<uint8_t> packed(size_t(rows / 8 * gb));
+    kernels::packRows8(t, m.data(), stride, rows, cols, packed.data());
+    for (int nx = 1; nx <= 4; ++nx) {
+      Acts a(nx, cols, rng);
+      std::vector<float> out(size_t(nx * rows), NAN);
+      for (int64_t g = 0; g < rows / 8; ++g)
+        kernels::rows8DotKernel(c.layout, nx)(packed.data() + g * gb, cols, a.q.data(),
+                                              a.d.data(), a.s.data(), a.ldq, a.ldd,
+                                              out.data() + g * 8, rows);
+      std::vector<float> w(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        dequantizeRow(t, m.data() + r * stride, w.data(), cols);
+        for (int j = 0; j < nx; ++j) {
+          const Expect e = expected(w, a, j);
+          EXPECT_NEAR(out[size_t(j * rows + r)], e.exact, 2e-5 * e.magnitude + 1e-30)
+              << c.name << " nx=" << nx << " row " << r << " token " << j;
+        }
+      }
+    }
+  }
+  EXPECT_FALSE(kernels::rows8Layout(*dtypeFromName("gq4s_g16"))); // groups below 32
+  EXPECT_FALSE(kernels::rows8Layout(*dtypeFromName("gq3s_g32"))); // no 3-bit layout
+  EXPECT_FALSE(kernels::rows8Layout(*dtypeFromName("gq8a_g32")));
 }

@@ -72,7 +72,7 @@ void addEngineOptions(CLI::App *cmd, EngineChoice &choice) {
                 "the runtime's library kernels");
   cmd->add_flag("--exact-activations", choice.exact,
                 "kernel engine: keep every product's activations in f32 (by default products "
-                "with Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 weights quantize them to int8 per 32 values and "
-                "run integer dots, as llama.cpp does)");
+                "with Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 or gq4s/gq4a/gq8s weights quantize them to int8 "
+                "per 32 values and run integer dots, as llama.cpp does)");
 }
 } // namespace llmc::tool

@@ -65,9 +65,10 @@ struct ExecutorOptions {
   /// hand-written AVX2 kernels (docs/results/cpu-performance.md).
   bool generated_kernels = false;
   /// The kernel engine quantizes the activations of products with 32-weight
-  /// block weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) to int8 per 32 and runs
-  /// integer dots, as llama.cpp does; true keeps them f32 (what the
-  /// reference engine computes, up to float re-association).
+  /// block weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, and grouped integers
+  /// gq4s/gq4a/gq8s with groups of 32k) to int8 per 32 and runs integer
+  /// dots, as llama.cpp does; true keeps them f32 (what the reference engine
+  /// computes, up to float re-association).
   bool exact_activations = false;
 };
 

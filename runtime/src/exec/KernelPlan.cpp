@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -173,14 +174,15 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
                   s.kernel == PlanKernel::MatmulAdd))
       for (WeightMatrix &w : s.w) {
         packRows8(w, bind);
-        int8Products_ += kernels::hasInt8Dot(w.dtype) && w.cols % kernels::kInt8Block == 0;
+        int8Products_ += (kernels::hasInt8Dot(w.dtype) || w.rows8) && w.cols % kernels::kInt8Block == 0;
       }
     if (bind.generated && (s.kernel == PlanKernel::NormMatmul ||
                            s.kernel == PlanKernel::NormGatedMatmul ||
                            s.kernel == PlanKernel::MatmulAdd)) {
       for (const WeightMatrix &w : s.w) {
         s.gen.push_back(bind.generated->find(w.dtype, w.cols));
-        s.gen8.push_back(w.rows8 ? bind.generated->findRows8(w.dtype, w.cols) : nullptr);
+        s.gen8.push_back(w.rows8 && w.rows8Type == w.dtype ? bind.generated->findRows8(w.dtype, w.cols)
+                                                           : nullptr);
       }
       if (std::find(s.gen.begin(), s.gen.end(), nullptr) != s.gen.end())
         s.gen.clear();
@@ -188,7 +190,7 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
       // int8 activations, else when the step has a matvec kernel for every
       // weight (decode-sized steps).
       for (size_t k = 0; k < s.w.size(); ++k) {
-        const bool int8 = int8_ && kernels::hasInt8Dot(s.w[k].dtype) &&
+        const bool int8 = int8_ && (kernels::hasInt8Dot(s.w[k].dtype) || s.w[k].rows8) &&
                           s.w[k].cols % kernels::kInt8Block == 0;
         generatedProducts_ += int8 ? s.gen8[k] != nullptr : !s.gen.empty();
       }
@@ -204,16 +206,18 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
 void PlanEngine::FreeDeleter::operator()(uint8_t *p) const { std::free(p); }
 
 void PlanEngine::packRows8(WeightMatrix &w, const PlanBindings &bind) {
-  if (!kernels::hasRows8(w.dtype) || w.rows % kernels::kRows8 != 0 || w.cols % 32 != 0 ||
-      w.rowStride * kernels::kRows8 != kernels::rows8GroupBytes(w.dtype, w.cols))
+  const std::optional<DType> layout = kernels::rows8Layout(w.dtype);
+  if (!layout || w.rows % kernels::kRows8 != 0 || w.cols % 32 != 0 ||
+      (*layout == w.dtype &&
+       w.rowStride * kernels::kRows8 != kernels::rows8GroupBytes(w.dtype, w.cols)))
     return;
   auto it = rows8_.find(w.data);
   if (it == rows8_.end()) {
-    const int64_t bytes = w.rows / kernels::kRows8 * kernels::rows8GroupBytes(w.dtype, w.cols);
+    const int64_t bytes = w.rows / kernels::kRows8 * kernels::rows8GroupBytes(*layout, w.cols);
     auto *p = static_cast<uint8_t *>(std::aligned_alloc(64, size_t((bytes + 63) / 64 * 64)));
     if (!p)
       throw std::bad_alloc();
-    const int64_t groups = w.rows / kernels::kRows8, gb = kernels::rows8GroupBytes(w.dtype, w.cols);
+    const int64_t groups = w.rows / kernels::kRows8, gb = kernels::rows8GroupBytes(*layout, w.cols);
     auto pack = [&](int64_t g0, int64_t g1) {
       kernels::packRows8(w.dtype, w.data + g0 * kernels::kRows8 * w.rowStride, w.rowStride,
                          (g1 - g0) * kernels::kRows8, w.cols, p + g0 * gb);
@@ -228,6 +232,7 @@ void PlanEngine::packRows8(WeightMatrix &w, const PlanBindings &bind) {
       bind.release(w.data, w.rows * w.rowStride);
   }
   w.rows8 = it->second.get();
+  w.rows8Type = *layout;
 }
 
 MatmulPaths PlanEngine::paths(const PlanStep &s) const {

@@ -249,12 +249,17 @@ void int8Many(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x
   kernels::Int8DotFn full[8], rest[8];
   kernels::Rows8DotFn full8[8] = {}, rest8[8] = {};
   for (int j = 0; j < njobs; ++j) {
-    const DType t = jobs[j].w->dtype;
-    full[j] = kernels::int8DotKernel(t, int(G));
-    rest[j] = T > fullT ? kernels::int8DotKernel(t, int(T - fullT)) : nullptr;
-    if (jobs[j].w->rows8) {
-      full8[j] = kernels::rows8DotKernel(t, int(G));
-      rest8[j] = T > fullT ? kernels::rows8DotKernel(t, int(T - fullT)) : nullptr;
+    const WeightMatrix &w = *jobs[j].w;
+    // Rows outside the eight-row copy (none for grouped integers, whose
+    // copies cover every row) take the row kernels of the block formats.
+    full[j] = rest[j] = nullptr;
+    if (kernels::hasInt8Dot(w.dtype)) {
+      full[j] = kernels::int8DotKernel(w.dtype, int(G));
+      rest[j] = T > fullT ? kernels::int8DotKernel(w.dtype, int(T - fullT)) : nullptr;
+    }
+    if (w.rows8) {
+      full8[j] = kernels::rows8DotKernel(w.rows8Type, int(G));
+      rest8[j] = T > fullT ? kernels::rows8DotKernel(w.rows8Type, int(T - fullT)) : nullptr;
     }
   }
   const int64_t nb = cols / kernels::kInt8Block;
@@ -279,7 +284,7 @@ void int8Many(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x
     const WeightMatrix &w = *job.w;
     // Row blocks start at multiples of kFusedRowBlock (a multiple of 8).
     const int64_t n8 = w.rows8 ? nr / kernels::kRows8 * kernels::kRows8 : 0;
-    const int64_t gb = w.rows8 ? kernels::rows8GroupBytes(w.dtype, cols) : 0;
+    const int64_t gb = w.rows8 ? kernels::rows8GroupBytes(w.rows8Type, cols) : 0;
     const codegen::Rows8Fn gen8 = w.rows8 && generated8 ? generated8[j] : nullptr;
     for (int64_t t = 0; t < T; t += G) {
       const kernels::Int8DotFn fn = t < fullT ? full[j] : rest[j];
@@ -424,7 +429,8 @@ void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float 
   if (paths.int8) {
     bool int8 = jobs[0].w->cols % kernels::kInt8Block == 0;
     for (int j = 0; j < njobs; ++j)
-      int8 = int8 && kernels::hasInt8Dot(jobs[j].w->dtype);
+      int8 = int8 && (kernels::hasInt8Dot(jobs[j].w->dtype) ||
+                      (jobs[j].w->rows8 && jobs[j].w->rows % kernels::kRows8 == 0));
     if (int8) {
       int8Many(pool, jobs, njobs, x, T, ldx, paired, paths.generated8);
       return;

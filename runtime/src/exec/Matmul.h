@@ -37,8 +37,9 @@ using RowEpilogue = std::function<void(int64_t r0, int64_t nr)>;
 /// Which kernels matmulMany may use beyond the library's f32-activation ones.
 struct MatmulPaths {
   /// With every job's weights in a 32-weight block format (int8 kernels,
-  /// kernels/dot_int8.h), quantize X to int8 per 32 and run integer dots:
-  /// from the job's eight-row copy (WeightMatrix::rows8) where it has one.
+  /// kernels/dot_int8.h) or in an eight-row copy (WeightMatrix::rows8, which
+  /// grouped integers gq4s/gq4a/gq8s get too), quantize X to int8 per 32
+  /// and run integer dots, from the eight-row copy where there is one.
   bool int8 = false;
   /// Per job, the artifact's generated int8 kernel over the eight-row copy
   /// (null entries, or a null array: the library's).

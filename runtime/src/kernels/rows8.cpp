@@ -4,12 +4,13 @@
 // both give the same bits.
 //===----------------------------------------------------------------------===//
 #include "rows8.h"
-#include "dot_int8.h"
+#include "llmc/format/grouped_int.h"
 
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace llmc::kernels {
 
@@ -99,7 +100,18 @@ template <DType T> Rows8DotFn scalarFor(int nx) {
 
 } // namespace
 
-bool hasRows8(DType t) { return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0; }
+std::optional<DType> rows8Layout(DType t) {
+  if (t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0)
+    return t;
+  const std::optional<GroupedIntSpec> g = groupedIntSpec(t);
+  if (!g || g->group % 32 != 0)
+    return std::nullopt;
+  if (g->bits == 4)
+    return g->sym ? DType::Q4_0 : DType::Q4_1;
+  if (g->bits == 8 && g->sym)
+    return DType::Q8_0;
+  return std::nullopt;
+}
 
 int64_t rows8GroupBytes(DType t, int64_t cols) { return kRows8 * (cols / 32) * geometry(t).srcBlock; }
 
@@ -120,13 +132,57 @@ void packAs(const uint8_t *src, int64_t rowStride, int64_t rows, int64_t nb, uin
           std::memcpy(dst + kQuantAt + s * 32 + r * 4, qs + 4 * s, 4);
       }
 }
+
+/// Grouped integers: each 32-weight block of a row rewritten as the layout's
+/// source block (fp16 d [, m], then Q4_0/Q4_1 nibbles or Q8_0 bytes), then
+/// interleaved like those.
+void packGrouped(const GroupedIntSpec &g, DType layout, const uint8_t *src, int64_t rowStride,
+                 int64_t rows, int64_t cols, uint8_t *dst) {
+  const Geometry geo = geometry(layout);
+  const int64_t nb = cols / 32, blockBytes = groupedIntBlockBytes(g.bits, g.sym, g.group);
+  const int codesAt = g.sym ? 2 : 4;
+  std::vector<uint8_t> rowBlocks(size_t(kRows8 * nb * geo.srcBlock));
+  for (int64_t r0 = 0; r0 < rows; r0 += kRows8) {
+    for (int r = 0; r < kRows8; ++r) {
+      const uint8_t *row = src + (r0 + r) * rowStride;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t *grp = row + (b * 32 / g.group) * blockBytes;
+        const int64_t first = (b * 32) % g.group; // this block's first code in its group
+        uint8_t *out = rowBlocks.data() + (r * nb + b) * geo.srcBlock;
+        std::memcpy(out, grp, size_t(2 * geo.scales)); // d (and m) as stored
+        uint8_t *qs = out + 2 * geo.scales;
+        for (int k = 0; k < 32; ++k) {
+          const int64_t j = first + k;
+          const uint8_t code = g.bits == 8 ? grp[codesAt + j]
+                                           : uint8_t((grp[codesAt + j / 2] >> (4 * (j & 1))) & 15);
+          if (layout == DType::Q8_0)
+            qs[k] = uint8_t(int(code) - 128);
+          else if (k < 16)
+            qs[k] = code; // low nibble: weight k
+          else
+            qs[k - 16] = uint8_t(qs[k - 16] | (code << 4)); // high nibble: weight k
+        }
+      }
+    }
+    // The 8 rewritten rows in the layout's own packing.
+    packRows8(layout, rowBlocks.data(), nb * geo.srcBlock, kRows8, cols,
+              dst + (r0 / kRows8) * kRows8 * nb * geo.srcBlock);
+  }
+}
+
 } // namespace
 
 void packRows8(DType t, const uint8_t *src, int64_t rowStride, int64_t rows, int64_t cols,
                uint8_t *dst) {
-  geometry(t); // throws for types without the layout
+  const std::optional<DType> layout = rows8Layout(t);
+  if (!layout)
+    geometry(t); // throws the message
   if (rows % kRows8 != 0 || cols % 32 != 0)
     throw std::runtime_error("rows8: rows must be a multiple of 8 and columns of 32");
+  if (*layout != t) {
+    packGrouped(*groupedIntSpec(t), *layout, src, rowStride, rows, cols, dst);
+    return;
+  }
   const int64_t nb = cols / 32;
   if (t == DType::Q4_0)
     packAs<18, 1, 16>(src, rowStride, rows, nb, dst);

@@ -21,17 +21,25 @@
 #include "llmc/dtype.h"
 
 #include <cstdint>
+#include <optional>
 
 namespace llmc::kernels {
 
 inline constexpr int64_t kRows8 = 8;
 
-/// Whether t has an eight-row layout (Q4_0, Q4_1, Q8_0).
-bool hasRows8(DType t);
-/// Bytes of one 8-row group of cols columns (8 source rows' bytes).
+/// The eight-row layout a matrix of type t is packed into: Q4_0, Q4_1 and
+/// Q8_0 their own; llmc's grouped integers with a group a multiple of 32
+/// that the layout holds exactly: gq4s_g* as Q4_0 (d (q - 8)), gq4a_g* as
+/// Q4_1 (d q + m), gq8s_g* as Q8_0 (d (q - 128)), each group's scale (and
+/// minimum) repeated for its 32-weight blocks. nullopt for any other type.
+std::optional<DType> rows8Layout(DType t);
+inline bool hasRows8(DType t) { return rows8Layout(t).has_value(); }
+/// Bytes of one 8-row group of cols columns in layout t (Q4_0, Q4_1, Q8_0;
+/// 8 source rows' bytes for those types).
 int64_t rows8GroupBytes(DType t, int64_t cols);
 /// Rewrite rows [0, rows) (rows a multiple of 8, cols of 32) of a matrix
-/// whose row r starts at src + r * rowStride into dst (rows / 8 groups).
+/// of type t whose row r starts at src + r * rowStride into dst (rows / 8
+/// groups of layout rows8Layout(t)).
 void packRows8(DType t, const uint8_t *src, int64_t rowStride, int64_t rows, int64_t cols,
                uint8_t *dst);
 
