@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <stdexcept>
 #include <vector>
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include "../kernels/avx2_util.h"
 #define LLMC_AVX2 1
 #endif
 
@@ -21,12 +21,7 @@ namespace {
 constexpr int64_t kRowBlock = 16; // weight rows converted per block
 
 #ifdef LLMC_AVX2
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using kernels::avx2::hsum;
 #endif
 
 /// out[i] = dot(r[i], x) for 4 rows.

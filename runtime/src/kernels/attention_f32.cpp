@@ -11,8 +11,8 @@
 #include <cmath>
 #include <cstring>
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include "avx2_util.h"
 #define LLMC_ATT_AVX2 1
 #endif
 
@@ -71,12 +71,7 @@ inline __m256 expVec(__m256 x) {
   return _mm256_blendv_ps(e, _mm256_set1_ps(INFINITY), over);
 }
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using avx2::hsum;
 #endif
 
 } // namespace
