@@ -6,6 +6,7 @@
 // its kernels (see runtime/src/codegen/GeneratedKernels.h for the ABI).
 //===----------------------------------------------------------------------===//
 #pragma once
+#include "codegen/cpu/CpuOpKernels.h"
 #include "llmc/dtype.h"
 
 #include <cstdint>
@@ -31,7 +32,13 @@ bool canGenerate(DType dtype, int64_t cols);
 
 /// The translation unit: kernels for `specs` (deduplicated, in order; the
 /// eight-row int8 kernel after the matrix-vector one where the format has
-/// it) and llmc_codegen_abi().
-std::string kernelSource(const std::vector<MatvecSpec> &specs);
+/// it), then the op kernels `ops` (CpuOpKernels.h), and llmc_codegen_abi().
+std::string kernelSource(const std::vector<MatvecSpec> &specs,
+                         const std::vector<OpKernelSpec> &ops = {});
+
+/// extern "C" void `name`(const unsigned char *row, float *out): one row of
+/// `cols` in `dtype` (a canGenerate() format) decoded to floats, scale and
+/// minimum applied (an embedding lookup).
+std::string rowDecoderSource(DType dtype, int64_t cols, const std::string &name);
 
 } // namespace llmc::codegen

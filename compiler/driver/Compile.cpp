@@ -1,6 +1,7 @@
 //===- Compile.cpp - SourceModel -> artifact --------------------*- C++ -*-===//
 #include "compiler/driver/Compile.h"
 #include "codegen/cpu/CpuKernelSource.h"
+#include "codegen/cpu/CpuOpKernels.h"
 #include "compiler/artifact/KernelPlanExport.h"
 #include "llmc/codegen.h"
 #include "compiler/artifact/ProgramExport.h"
@@ -35,8 +36,71 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-/// The matrix-vector kernels of every product in the kernel plan, as C++
-/// built for the baseline and this host's instruction-set level.
+/// The op kernels of the plan's other steps (embedding, norms, gated
+/// activations, RoPE, attention, adds). `library` counts the ops left to the
+/// runtime's library kernels (an embedding table in another format).
+std::vector<codegen::OpKernelSpec>
+opKernelSpecs(const nlohmann::json &plan,
+              const std::map<std::string, const ArtifactWriter::Tensor *> &byName, int &library) {
+  using Spec = codegen::OpKernelSpec;
+  std::vector<Spec> ops;
+  std::set<std::string> seen;
+  auto add = [&](const Spec &s) {
+    if (seen.insert(s.symbol()).second)
+      ops.push_back(s);
+  };
+  for (const nlohmann::json &step : plan["steps"]) {
+    const std::string k = step["kernel"];
+    const nlohmann::json attrs = step.value("attrs", nlohmann::json::object());
+    const int64_t inW = step.contains("in") && !step["in"].empty() ? step["in"][0][1].get<int64_t>() : 0;
+    Spec s;
+    if (k == "embed") {
+      const ArtifactWriter::Tensor *t = byName.at(step["weights"][0].get<std::string>());
+      s.kind = Spec::Kind::Embed;
+      s.dtype = t->dtype;
+      s.cols = t->shape.back();
+      if (codegen::canGenerateEmbed(s.dtype, s.cols))
+        add(s);
+      else
+        ++library;
+      continue;
+    }
+    if ((k == "norm_matmul" || k == "norm_gated_matmul") && step.contains("norm")) {
+      s.kind = Spec::Kind::RmsNorm;
+      s.cols = inW;
+      add(s);
+    }
+    if (k == "norm_gated_matmul") {
+      s.kind = Spec::Kind::Gate;
+      s.activation = attrs.at("activation").get<std::string>();
+      add(s);
+    } else if (k == "rms_norm") {
+      s.kind = Spec::Kind::RmsNorm;
+      s.cols = inW;
+      add(s);
+    } else if (k == "rope_kv_append") {
+      s.kind = Spec::Kind::Rope;
+      s.heads = attrs.at("num_heads").get<int64_t>();
+      s.kvHeads = attrs.at("num_kv_heads").get<int64_t>();
+      s.headDim = attrs.at("head_dim").get<int64_t>();
+      s.theta = attrs.at("rope_theta").get<double>();
+      s.interleaved = attrs.at("rope_style").get<std::string>() == "interleaved";
+      add(s);
+    } else if (k == "attend") {
+      s.kind = Spec::Kind::AttendF32;
+      s.headDim = attrs.at("head_dim").get<int64_t>();
+      add(s);
+    } else if (k == "add") {
+      s.kind = Spec::Kind::Add;
+      add(s);
+    }
+  }
+  return ops;
+}
+
+/// The matrix-vector kernels of every product in the kernel plan and the
+/// op kernels of its other steps, as C++ built for the baseline and this
+/// host's instruction-set level.
 void generateKernels(CompiledModel &out, const std::function<void(const std::string &)> &say) {
   namespace cg = codegen;
   const nlohmann::json &plan = out.manifest["kernel_plan"];
@@ -61,12 +125,14 @@ void generateKernels(CompiledModel &out, const std::function<void(const std::str
         specs.push_back({t->dtype, cols});
     }
   }
-  if (specs.empty()) {
-    say("no generated kernels: no product of the plan is in a generated format");
+  int libraryOps = 0;
+  const std::vector<cg::OpKernelSpec> ops = opKernelSpecs(plan, byName, libraryOps);
+  if (specs.empty() && ops.empty()) {
+    say("no generated kernels: the plan has no step in a generated format");
     return;
   }
   auto t0 = std::chrono::steady_clock::now();
-  std::string source = cg::kernelSource(specs);
+  std::string source = cg::kernelSource(specs, ops);
   std::set<cg::IsaLevel> levels = {cg::IsaLevel::X86_64, cg::hostIsa()};
   nlohmann::json objects = nlohmann::json::object();
   std::string compiler;
@@ -101,6 +167,10 @@ void generateKernels(CompiledModel &out, const std::function<void(const std::str
       ++count;
     }
   }
+  for (const cg::OpKernelSpec &o : ops) {
+    kernels.push_back(o.manifestEntry());
+    ++count;
+  }
   nlohmann::json flags = nlohmann::json::object();
   for (cg::IsaLevel l : levels)
     flags[cg::isaName(l)] = cg::compileFlags(l);
@@ -109,9 +179,10 @@ void generateKernels(CompiledModel &out, const std::function<void(const std::str
                              {"compiler", compiler},      {"flags", flags}};
   char buf[256];
   snprintf(buf, sizeof buf,
-           "generated %d kernels for %zu (format, width) pairs (%d products in other formats use "
-           "library kernels), built for %zu levels in %.2f s",
-           count, specs.size(), skipped, levels.size(), secondsSince(t0));
+           "generated %d kernels: %zu (format, width) product pairs (%d products in other formats "
+           "use library kernels) and %zu op kernels (%d ops use library kernels), built for %zu "
+           "levels in %.2f s",
+           count, specs.size(), skipped, ops.size(), libraryOps, levels.size(), secondsSince(t0));
   say(buf);
 }
 

@@ -15,23 +15,30 @@ Q4_0 by llm-quantize-rtn, and with a SnapKV 50% KV policy):
   the prompt logits stay within a mean KL of 0.05 of the reference's
   (measured 0.005-0.006 on this random-token prompt); stories260K (f32) keeps
   f32 activations and the reference logits;
+- with --generated-kernels (and --exact-activations) every op of the plan
+  runs the artifact's generated code: the products (prefill in token groups
+  of 4) and the 5 per layer + 2 others (embedding, fused and final RMSNorms,
+  SiLU gate, RoPE with the K/V split, attention over the f32 cache); `run`
+  says "N of N other ops", and the logits and greedy tokens equal the
+  reference's within 1e-4;
 - `--no-kernels` artifacts have no plan, run on the reference engine under
   --engine auto, and `--engine kernels` on them is a clean error (exit 1).
 
 Generated kernels (codegen) on SmolLM2 Q4_1: the manifest lists an f32
 (matvec) and an int8 (eight-row) kernel per (format, width) of the plan's
-products and objects for x86-64 and this CPU's level; with
---generated-kernels every one of the 211 products runs generated code, and
-a 9-token prompt (prefill on token groups of 4, 4, 1) plus 16 greedy tokens
-give the library int8 kernels' logits within 1e-4 and the same tokens at
-this CPU's level (stored object, the same AVX2 instructions), and stay
-within int8 noise of them (mean KL < 0.05: portable integer kernels, float
-sums in another order, flip some int8 roundings) forced to LLMC_ISA=x86-64
-(the stored baseline object) and to x86-64-v2 (no object: JIT-compiled into
-LLMC_JIT_CACHE, then reused from it); with no compiler (LLMC_CXX pointing
-nowhere) a v2 run falls back to the stored x86-64 object. With
---exact-activations the f32 generated kernels run decode and match the
-reference engine within 1e-4.
+products, the op kernels of its shapes (RMSNorm of 576, SiLU gate, RoPE of
+9/3 heads of 64 at theta 1e5, attention of head_dim 64, the q8_0
+embedding) and objects for x86-64 and this CPU's level; with
+--generated-kernels all 211 products and 152 other ops run generated code,
+and a 9-token prompt (prefill on token groups of 4, 4, 1) plus 16 greedy
+tokens stay within int8 noise (mean KL < 0.05: the generated norms and exp
+round last bits differently, which flips some int8 roundings) of the
+library int8 kernels at this CPU's level (stored object), forced to
+LLMC_ISA=x86-64 (the stored baseline object) and to x86-64-v2 (no object:
+JIT-compiled into LLMC_JIT_CACHE, then reused from it); with no compiler
+(LLMC_CXX pointing nowhere) a v2 run falls back to the stored x86-64
+object. With --exact-activations the generated kernels match the reference
+engine within 1e-4.
 """
 import json
 import os
@@ -82,6 +89,26 @@ def check_model(checks, work, label, source, pipeline, layers, arena, prompt, n_
                            rel_tol=1e-4)
     checks.check(got_ids == ref_ids, f"{label}: {n_gen} greedy tokens equal",
                  f"kernels {got_ids[:12]}... reference {ref_ids[:12]}...")
+    # Generated kernels for every op: the products (prefill in token groups
+    # of 4) and the embedding, norms, gated activations, RoPE, attention.
+    ops = 5 * layers + 2
+    npy = os.path.join(work, label + "-g.npy")
+    p = harness.run_llmc(["run", art, "--prompt-tokens", ",".join(map(str, prompt)), "-n",
+                          str(n_gen), "--dump-logits", npy, "--print-ids", "--ignore-eos",
+                          "--engine", "kernels", "--exact-activations", "--generated-kernels"],
+                         env={"LLMC_JIT_CACHE": os.path.join(work, "jit-cache")}, timeout=300)
+    info = [l for l in p.stderr.splitlines() if "generated kernels:" in l]
+    info = info[-1] if info else p.stderr.strip()[-200:]
+    products = 7 * layers + 1
+    checks.check(f"for {products} products and {ops} of {ops} other ops" in info,
+                 f"{label}: generated kernels back every op ({products} products, {ops} others)",
+                 info)
+    gen = np.load(npy)
+    harness.compare_logits(checks, f"{label}: generated kernels (f32 activations) vs reference",
+                           gen, ref, rel_tol=1e-4)
+    gen_ids = [int(t) for t in p.stdout.split()]
+    checks.check(gen_ids == ref_ids, f"{label}: generated kernels, {n_gen} greedy tokens equal",
+                 f"generated {gen_ids[:12]}... reference {ref_ids[:12]}...")
     # The default: int8 activations for products with 32-weight block formats.
     npy = os.path.join(work, label + "-i8.npy")
     p = harness.run_llmc(["run", art, "--prompt-tokens", ",".join(map(str, prompt)), "-n", "1",
@@ -103,12 +130,25 @@ def check_model(checks, work, label, source, pipeline, layers, arena, prompt, n_
 def check_codegen(checks, work, sm):
     art = os.path.join(work, "smollm2-q4_1.llmc")  # compiled by check_model
     cg = manifest(art).get("codegen", {})
-    kernels = sorted((k["dtype"], k["cols"], k.get("kind")) for k in cg.get("kernels", []))
+    entries = cg.get("kernels", [])
+    kernels = sorted((k["dtype"], k["cols"], k["kind"]) for k in entries
+                     if k.get("kind") in ("matvec", "rows8_int8"))
     want = sorted((d, c, k) for d, c in [("q4_1", 576), ("q4_1", 1536), ("q8_0", 576)]
                   for k in ("matvec", "rows8_int8"))
     checks.check(kernels == want and "x86-64" in cg.get("objects", {}),
                  "codegen: an f32 and an int8 kernel per (format, width), a baseline x86-64 object",
                  f"kernels {kernels}, objects {sorted(cg.get('objects', {}))}")
+    ops = {k["kind"]: k for k in entries if k.get("kind") not in ("matvec", "rows8_int8")}
+    rope = ops.get("rope", {})
+    checks.check(sorted(ops) == ["attend_f32", "embed", "gate", "rms_norm", "rope"] and
+                 ops["rms_norm"]["cols"] == 576 and ops["gate"]["activation"] == "silu" and
+                 (rope.get("num_heads"), rope.get("num_kv_heads"), rope.get("head_dim"),
+                  rope.get("rope_theta")) == (9, 3, 64, 100000.0) and
+                 ops["attend_f32"]["head_dim"] == 64 and
+                 (ops["embed"]["dtype"], ops["embed"]["cols"]) == ("q8_0", 576),
+                 "codegen: op kernels for SmolLM2's norm width, SiLU, RoPE (9/3 heads of 64, "
+                 "theta 1e5), attention (head_dim 64) and its q8_0 embedding",
+                 json.dumps(list(ops.values()))[:400])
     # 9 tokens: prefill runs the int8 kernels on token groups of 4, 4 and 1.
     prompt = [1, 504, 3458, 314, 2817, 28, 253, 1345, 30]
     ref, ref_ids = harness.llmc_logits_and_greedy(
@@ -135,26 +175,27 @@ def check_codegen(checks, work, sm):
                               "16", "--dump-logits", npy, "--print-ids", "--ignore-eos",
                               "--generated-kernels", *extra], env=env, check=False, timeout=300)
         info = [l for l in p.stderr.splitlines() if "generated kernels:" in l]
-        ok = p.returncode == 0 and info and how in info[-1] and "for 211 products" in info[-1]
-        checks.check(bool(ok), f"codegen {label}: loads, all 211 products generated",
+        ok = (p.returncode == 0 and info and how in info[-1] and
+              "for 211 products and 152 of 152 other ops" in info[-1])
+        checks.check(bool(ok), f"codegen {label}: loads, all 211 products and 152 other ops "
+                     "generated",
                      (info[-1] if info else p.stderr.strip()[-200:]))
         if p.returncode != 0:
             continue
         ids = [int(t) for t in p.stdout.split()]
         got = np.load(npy)
-        if extra or not env.get("LLMC_ISA"):
-            # f32 activations: the reference engine. int8 at this CPU's level:
-            # the same instructions as the library's int8 kernels, bit for bit.
-            want, want_ids, what = ((ref, ref_ids, "reference") if extra
-                                    else (lib, lib_ids, "library int8"))
-            harness.compare_logits(checks, f"codegen {label} vs {what}", got, want, rel_tol=1e-4)
-            checks.check(ids == want_ids, f"codegen {label}: 16 greedy tokens equal",
-                         f"{ids[:10]} vs {want_ids[:10]}")
+        if extra:
+            # f32 activations: the reference engine's logits.
+            harness.compare_logits(checks, f"codegen {label} vs reference", got, ref, rel_tol=1e-4)
+            checks.check(ids == ref_ids, f"codegen {label}: 16 greedy tokens equal",
+                         f"{ids[:10]} vs {ref_ids[:10]}")
             continue
-        # Portable int8 kernels (no AVX2 at x86-64 / v2): exact integer dots,
-        # float sums in another order. A last-bit difference in an activation
-        # can flip its int8 rounding, so the runs drift apart at the int8
-        # noise level (as library int8 vs f32 does), not to 1e-4.
+        # int8 activations: the generated op kernels (norms, exp) round their
+        # last bits differently from the library's, and the portable int8
+        # kernels (x86-64 / v2) sum floats in another order. A last-bit
+        # difference in an activation can flip its int8 rounding, so the runs
+        # drift apart at the int8 noise level (as library int8 vs f32 does),
+        # not to 1e-4.
         kl = mean_kl(got, lib)
         checks.check(kl < 0.05, f"codegen {label}: within int8 noise of the library int8 kernels",
                      f"mean KL {kl:.4g}, top-1 {np.mean(got.argmax(-1) == lib.argmax(-1)) * 100:.0f}%, "

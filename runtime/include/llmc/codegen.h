@@ -17,7 +17,7 @@
 namespace llmc::codegen {
 
 /// Version of the generated kernels' calling convention (llmc_codegen_abi()).
-inline constexpr int kAbi = 2;
+inline constexpr int kAbi = 3;
 
 /// A generated kernel: y[t*ldy + r] = dot(W row r, x + t*ldx) for t < T
 /// (1..kMaxRows) and r in [r0, r1); W rows are `stride` bytes apart, in the
@@ -35,6 +35,27 @@ inline constexpr int kMaxRows = 4;
 using Rows8Fn = void (*)(const uint8_t *packed, const int8_t *xq, const float *xd,
                          const float *xs, int64_t ldq, int64_t ldd, int32_t T, float *y,
                          int64_t ldy, int64_t g0, int64_t g1);
+
+// Op kernels (abi 3): the plan's other kernels, specialised to the model's
+// widths, head shapes, RoPE frequencies and embedding format.
+
+/// y = x * rsqrt(mean(x^2) + eps) * w for `rows` rows of the kernel's width.
+using RmsNormFn = void (*)(const float *x, const float *w, float *y, int64_t rows, float eps);
+/// g[i] = act(g[i]) * u[i] for i < n (the kernel's activation).
+using GateFn = void (*)(float *g, const float *u, int64_t n);
+/// For T rows of [q | k | v] (ld floats apart) at positions pos..: q rotated
+/// into q ([T, heads*head_dim]), k rotated and v copied into kv ([T, 2 *
+/// kv_heads*head_dim], k then v).
+using RopeFn = void (*)(const float *qkv, int64_t ld, float *q, float *kv, int64_t T,
+                        int64_t pos);
+/// One query head against n cached key and value rows (head_dim floats
+/// each): w[j] = softmax_j(dot(q, k_j) / sqrt(head_dim)), out = sum_j w[j] v_j.
+using AttendFn = void (*)(const float *q, const float *k, const float *v, int64_t n, float *w,
+                          float *out);
+/// One embedding row (the kernel's format and width) to floats.
+using EmbedFn = void (*)(const uint8_t *row, float *out);
+/// y[i] = a[i] + b[i] for i < n.
+using AddFn = void (*)(const float *a, const float *b, float *y, int64_t n);
 
 
 enum class IsaLevel { X86_64 = 0, V2 = 1, V3 = 2, V4 = 3 };

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 namespace llmc::codegen {
 
@@ -51,6 +52,61 @@ std::string blob(const Artifact &art, const std::string &name, const std::string
   if (!t || t->dtype != DType::U8)
     throw std::runtime_error(ctx + ": tensor '" + name + "' is missing or not u8");
   return std::string(static_cast<const char *>(t->data), size_t(t->nbytes));
+}
+
+/// The lookup key of an op kernel from its manifest fields (what a plan
+/// step is matched on).
+std::string opKey(const std::string &kind, const std::vector<std::string> &fields) {
+  std::string k = kind;
+  for (const std::string &f : fields)
+    k += ":" + f;
+  return k;
+}
+
+std::string exactDouble(double v) {
+  char b[40];
+  snprintf(b, sizeof b, "%.17g", v);
+  return b;
+}
+
+std::string ropeKey(int64_t heads, int64_t kvHeads, int64_t headDim, double theta, bool interleaved) {
+  return opKey("rope", {std::to_string(heads), std::to_string(kvHeads), std::to_string(headDim),
+                        exactDouble(theta), interleaved ? "interleaved" : "half"});
+}
+
+/// The key of a manifest op entry; "" when `kind` is not an op kernel.
+std::string opEntryKey(const nlohmann::json &k, const std::string &kind, const std::string &ctx) {
+  auto i64 = [&](const char *f) {
+    if (!k.contains(f) || !k[f].is_number_integer() || k[f].get<int64_t>() <= 0)
+      throw std::runtime_error(ctx + ": kernel entry without a positive '" + f + "': " + k.dump());
+    return k[f].get<int64_t>();
+  };
+  auto str = [&](const char *f) {
+    if (!k.contains(f) || !k[f].is_string())
+      throw std::runtime_error(ctx + ": kernel entry without '" + f + "': " + k.dump());
+    return k[f].get<std::string>();
+  };
+  if (kind == "rms_norm")
+    return opKey(kind, {std::to_string(i64("cols"))});
+  if (kind == "gate")
+    return opKey(kind, {str("activation")});
+  if (kind == "rope") {
+    if (!k.contains("rope_theta") || !k["rope_theta"].is_number())
+      throw std::runtime_error(ctx + ": rope kernel entry without 'rope_theta': " + k.dump());
+    return ropeKey(i64("num_heads"), i64("num_kv_heads"), i64("head_dim"),
+                   k["rope_theta"].get<double>(), str("rope_style") == "interleaved");
+  }
+  if (kind == "attend_f32")
+    return opKey(kind, {std::to_string(i64("head_dim"))});
+  if (kind == "embed") {
+    auto dtype = dtypeFromName(str("dtype"));
+    if (!dtype)
+      throw std::runtime_error(ctx + ": embed kernel entry of an unknown format: " + k.dump());
+    return opKey(kind, {std::string(dtypeName(*dtype)), std::to_string(i64("cols"))});
+  }
+  if (kind == "add")
+    return opKey(kind, {});
+  return "";
 }
 
 } // namespace
@@ -140,17 +196,23 @@ std::unique_ptr<GeneratedKernels> GeneratedKernels::load(const Artifact &art, st
     throw std::runtime_error(ctx + ": " + path + " is not an llmc kernel object of abi " +
                              std::to_string(kAbi));
   for (const nlohmann::json &k : cg["kernels"]) {
-    const std::string sym = k.value("symbol", ""), dt = k.value("dtype", "");
-    const int64_t cols = k.value("cols", int64_t(0));
-    auto dtype = dtypeFromName(dt);
-    if (sym.empty() || !dtype || cols <= 0)
-      throw std::runtime_error(ctx + ": malformed kernel entry " + k.dump());
-    const std::string kind = k.value("kind", "matvec");
-    if (kind != "matvec" && kind != "rows8_int8")
+    const std::string sym = k.value("symbol", ""), kind = k.value("kind", "matvec");
+    if (sym.empty())
+      throw std::runtime_error(ctx + ": kernel entry without a symbol: " + k.dump());
+    const std::string op = opEntryKey(k, kind, ctx);
+    if (op.empty() && kind != "matvec" && kind != "rows8_int8")
       throw std::runtime_error(ctx + ": unknown kernel kind '" + kind + "' in " + k.dump());
     void *fn = ::dlsym(h, sym.c_str());
     if (!fn)
       throw std::runtime_error(ctx + ": " + path + " has no symbol " + sym);
+    if (!op.empty()) {
+      g->ops_[op] = fn;
+      continue;
+    }
+    const int64_t cols = k.value("cols", int64_t(0));
+    auto dtype = dtypeFromName(k.value("dtype", ""));
+    if (!dtype || cols <= 0)
+      throw std::runtime_error(ctx + ": malformed kernel entry " + k.dump());
     if (kind == "matvec")
       g->fns_[{*dtype, cols}] = reinterpret_cast<MatvecFn>(fn);
     else
@@ -173,5 +235,34 @@ Rows8Fn GeneratedKernels::findRows8(DType dtype, int64_t cols) const {
   auto it = rows8_.find({dtype, cols});
   return it == rows8_.end() ? nullptr : it->second;
 }
+
+void *GeneratedKernels::findOp(const std::string &key) const {
+  auto it = ops_.find(key);
+  return it == ops_.end() ? nullptr : it->second;
+}
+
+RmsNormFn GeneratedKernels::findRmsNorm(int64_t cols) const {
+  return reinterpret_cast<RmsNormFn>(findOp(opKey("rms_norm", {std::to_string(cols)})));
+}
+
+GateFn GeneratedKernels::findGate(const std::string &activation) const {
+  return reinterpret_cast<GateFn>(findOp(opKey("gate", {activation})));
+}
+
+RopeFn GeneratedKernels::findRope(int64_t heads, int64_t kvHeads, int64_t headDim, double theta,
+                                  bool interleaved) const {
+  return reinterpret_cast<RopeFn>(findOp(ropeKey(heads, kvHeads, headDim, theta, interleaved)));
+}
+
+AttendFn GeneratedKernels::findAttendF32(int64_t headDim) const {
+  return reinterpret_cast<AttendFn>(findOp(opKey("attend_f32", {std::to_string(headDim)})));
+}
+
+EmbedFn GeneratedKernels::findEmbed(DType dtype, int64_t cols) const {
+  return reinterpret_cast<EmbedFn>(
+      findOp(opKey("embed", {std::string(dtypeName(dtype)), std::to_string(cols)})));
+}
+
+AddFn GeneratedKernels::findAdd() const { return reinterpret_cast<AddFn>(findOp(opKey("add", {}))); }
 
 } // namespace llmc::codegen

@@ -35,7 +35,15 @@ public:
   MatvecFn find(DType dtype, int64_t cols) const;
   /// The int8-activation eight-row kernel (abi 2), or nullptr.
   Rows8Fn findRows8(DType dtype, int64_t cols) const;
-  size_t size() const { return fns_.size() + rows8_.size(); }
+  /// Op kernels (abi 3), or nullptr when the artifact has none for the shape.
+  RmsNormFn findRmsNorm(int64_t cols) const;
+  GateFn findGate(const std::string &activation) const;
+  RopeFn findRope(int64_t heads, int64_t kvHeads, int64_t headDim, double theta,
+                  bool interleaved) const;
+  AttendFn findAttendF32(int64_t headDim) const;
+  EmbedFn findEmbed(DType dtype, int64_t cols) const;
+  AddFn findAdd() const;
+  size_t size() const { return fns_.size() + rows8_.size() + ops_.size(); }
   const std::string &isa() const { return isa_; }
 
 private:
@@ -43,6 +51,8 @@ private:
   std::string isa_;
   std::map<std::pair<DType, int64_t>, MatvecFn> fns_;
   std::map<std::pair<DType, int64_t>, Rows8Fn> rows8_;
+  std::map<std::string, void *> ops_; // by opKey()
+  void *findOp(const std::string &key) const;
 };
 
 /// Where JIT-compiled and unpacked objects go (created on demand).

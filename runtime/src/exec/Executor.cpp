@@ -809,7 +809,9 @@ std::string Executor::generatedKernelsInfo() const {
   if (!impl->generated)
     return impl->generatedHow;
   return impl->generatedHow + ", " + std::to_string(impl->generated->size()) + " kernels for " +
-         std::to_string(impl->plan->generatedProducts()) + " products";
+         std::to_string(impl->plan->generatedProducts()) + " products and " +
+         std::to_string(impl->plan->generatedOps()) + " of " + std::to_string(impl->plan->ops()) +
+         " other ops";
 }
 std::string Executor::activationsInfo() const {
   if (!impl->plan || impl->plan->int8Products() == 0)

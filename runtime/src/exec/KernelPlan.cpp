@@ -152,6 +152,7 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
         double theta = jsonf::getDouble(attrs, "rope_theta", ctx);
         need(theta > 0, ctx, "rope_theta must be positive");
         s.invFreq = ops::ropeFrequencies(theta, s.headDim);
+        s.theta = theta;
         const std::string style = jsonf::getString(attrs, "rope_style", ctx);
         need(style == "half" || style == "interleaved", ctx, "rope_style must be half or interleaved");
         s.rope = style == "half" ? RopeStyle::Half : RopeStyle::Interleaved;
@@ -197,9 +198,45 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
       if (std::count(s.gen8.begin(), s.gen8.end(), nullptr) == std::ptrdiff_t(s.gen8.size()))
         s.gen8.clear();
     }
+    bindGeneratedOps(s, bind.generated);
     if (s.out.offset >= 0)
       written.insert({s.out.offset, s.out.width});
     steps_.push_back(std::move(s));
+  }
+}
+
+void PlanEngine::bindGeneratedOps(PlanStep &s, const codegen::GeneratedKernels *g) {
+  auto count = [&](auto &slot, auto fn) {
+    ++ops_;
+    slot = g ? fn : nullptr;
+    generatedOps_ += slot != nullptr;
+  };
+  const int64_t inW = s.in.empty() ? 0 : s.in[0].width;
+  switch (s.kernel) {
+  case PlanKernel::Embed:
+    count(s.genEmbed, g ? g->findEmbed(s.w[0].dtype, s.w[0].cols) : nullptr);
+    break;
+  case PlanKernel::NormMatmul:
+  case PlanKernel::NormGatedMatmul:
+  case PlanKernel::RmsNorm:
+    if (!s.norm.empty())
+      count(s.genNorm, g ? g->findRmsNorm(inW) : nullptr);
+    if (s.kernel == PlanKernel::NormGatedMatmul)
+      count(s.genGate, g ? g->findGate(s.act == Activation::SiLU ? "silu" : "gelu") : nullptr);
+    break;
+  case PlanKernel::RopeKvAppend:
+    count(s.genRope, g ? g->findRope(s.heads, s.kvHeads, s.headDim, s.theta,
+                                     s.rope == RopeStyle::Interleaved)
+                       : nullptr);
+    break;
+  case PlanKernel::Attend:
+    count(s.genAttend, g ? g->findAttendF32(s.headDim) : nullptr);
+    break;
+  case PlanKernel::Add:
+    count(s.genAdd, g ? g->findAdd() : nullptr);
+    break;
+  case PlanKernel::MatmulAdd: // the residual add is the product's accumulation
+    break;
   }
 }
 
@@ -266,8 +303,12 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
     const int64_t W = s.out.width;
     switch (s.kernel) {
     case PlanKernel::Embed:
-      for (int64_t t = 0; t < T; ++t)
-        loadRow(s.w[0], tokens[size_t(t)], out + t * W);
+      for (int64_t t = 0; t < T; ++t) {
+        if (s.genEmbed)
+          s.genEmbed(s.w[0].row(tokens[size_t(t)]), out + t * W);
+        else
+          loadRow(s.w[0], tokens[size_t(t)], out + t * W);
+      }
       break;
     case PlanKernel::NormMatmul:
     case PlanKernel::NormGatedMatmul: {
@@ -276,7 +317,10 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
       if (!s.norm.empty()) {
         if (xn_.size() < size_t(rows * D))
           xn_.resize(size_t(rows * D));
-        ops::rmsNorm(x, s.norm.data(), xn_.data(), rows, D, s.eps);
+        if (s.genNorm)
+          s.genNorm(x, s.norm.data(), xn_.data(), rows, s.eps);
+        else
+          ops::rmsNorm(x, s.norm.data(), xn_.data(), rows, D, s.eps);
         x = xn_.data();
       }
       if (s.kernel == PlanKernel::NormMatmul) {
@@ -293,8 +337,12 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
         float *up = kv_.data();
         const MatmulJob jobs[2] = {{&s.w[0], out, W, nullptr}, {&s.w[1], up, W, nullptr}};
         const RowEpilogue act = [&](int64_t r0, int64_t nr) {
-          for (int64_t t = 0; t < rows; ++t)
-            ops::gatedActivation(s.act, out + t * W + r0, up + t * W + r0, nr);
+          for (int64_t t = 0; t < rows; ++t) {
+            if (s.genGate)
+              s.genGate(out + t * W + r0, up + t * W + r0, nr);
+            else
+              ops::gatedActivation(s.act, out + t * W + r0, up + t * W + r0, nr);
+          }
         };
         matmulMany(pool, jobs, 2, x, rows, D, &act, paths(s));
       }
@@ -317,6 +365,10 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
         kv_.resize(size_t(T * 2 * kvd));
       float *kv = kv_.data();
       pool.parallelFor(0, T, 0, [&](int64_t lo, int64_t hi) {
+        if (s.genRope) {
+          s.genRope(qkv + lo * Win, Win, out + lo * qd, kv + lo * 2 * kvd, hi - lo, pos + lo);
+          return;
+        }
         std::vector<float> cs(static_cast<size_t>(hd));
         for (int64_t t = lo; t < hi; ++t) {
           const float *src = qkv + t * Win;
@@ -332,15 +384,22 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
     }
     case PlanKernel::Attend: {
       kv::LayerCache &c = caches[size_t(s.cache)];
-      c.attend(pool, in(0), T, out);
+      c.attend(pool, in(0), T, out, s.genAttend);
       c.afterStep(in(0), T, pos);
       break;
     }
     case PlanKernel::RmsNorm:
-      ops::rmsNorm(in(0), s.norm.data(), out, rows, W, s.eps);
+      if (s.genNorm)
+        s.genNorm(in(0), s.norm.data(), out, rows, s.eps);
+      else
+        ops::rmsNorm(in(0), s.norm.data(), out, rows, W, s.eps);
       break;
     case PlanKernel::Add: {
       const float *a = in(0), *b = in(1);
+      if (s.genAdd) {
+        s.genAdd(a, b, out, rows * W);
+        break;
+      }
       for (int64_t k = 0; k < rows * W; ++k)
         out[k] = a[k] + b[k];
       break;

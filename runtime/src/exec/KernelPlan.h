@@ -43,12 +43,22 @@ struct PlanStep {
   /// The generated int8 kernel of each weight over its eight-row copy (null
   /// entries: the library's; empty: none).
   std::vector<codegen::Rows8Fn> gen8;
+  /// The generated kernels of the step's other ops (null: the library's):
+  /// the embedding lookup, the (fused) RMSNorm, the gated activation, RoPE
+  /// with the K/V split, attention over f32 caches, the add.
+  codegen::EmbedFn genEmbed = nullptr;
+  codegen::RmsNormFn genNorm = nullptr;
+  codegen::GateFn genGate = nullptr;
+  codegen::RopeFn genRope = nullptr;
+  codegen::AttendFn genAttend = nullptr;
+  codegen::AddFn genAdd = nullptr;
   std::vector<float> norm;     // RMSNorm weight when fused (empty: none)
   float eps = 1e-5f;
   Activation act = Activation::SiLU;
   int cache = -1; // index into the executor's caches (rope_kv_append, attend)
   int64_t heads = 0, kvHeads = 0, headDim = 0;
   std::vector<double> invFreq;
+  double theta = 0;
   RopeStyle rope = RopeStyle::Half;
 };
 
@@ -90,6 +100,11 @@ public:
   /// Products (weights) that run generated kernels: with int8 activations
   /// at every step size, with f32 ones when T <= kMaxRows.
   int generatedProducts() const { return generatedProducts_; }
+  /// The plan's ops besides products (embedding, RMSNorms fused or alone,
+  /// gated activations, RoPE, attention, adds) and how many of them have a
+  /// generated kernel.
+  int ops() const { return ops_; }
+  int generatedOps() const { return generatedOps_; }
   /// Products that quantize their activations to int8 (0 without
   /// int8_activations or block-format weights).
   int int8Products() const { return int8Products_; }
@@ -100,6 +115,7 @@ private:
   std::vector<PlanStep> steps_;
   int64_t arenaPerToken_ = 0;
   int generatedProducts_ = 0;
+  int ops_ = 0, generatedOps_ = 0;
   bool int8_ = false;
   int int8Products_ = 0;
   struct FreeDeleter {
@@ -110,6 +126,7 @@ private:
   int64_t rows8Bytes_ = 0;
   void packRows8(WeightMatrix &w, const PlanBindings &bind);
   MatmulPaths paths(const PlanStep &s) const;
+  void bindGeneratedOps(PlanStep &s, const codegen::GeneratedKernels *g);
   std::vector<float> arena_, xn_, kv_;
 };
 

@@ -302,13 +302,18 @@ void int8Many(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x
   });
 }
 
-/// T <= codegen::kMaxRows through the artifact's generated kernels.
+/// The artifact's generated f32-activation kernels: each block of rows
+/// against the tokens in groups of codegen::kMaxRows (prefill re-reads the
+/// block from cache, not memory, for each group).
 void generatedMany(ThreadPool &pool, const MatmulJob *jobs, const codegen::MatvecFn *fns,
                    int njobs, const float *x, int64_t T, int64_t ldx, const RowEpilogue *paired) {
   const WorkList work(jobs, njobs, kFusedRowBlock, paired != nullptr);
   auto runBlock = [&](int j, int64_t r0, int64_t nr) {
     const MatmulJob &job = jobs[j];
-    fns[j](job.w->data, job.w->rowStride, x, ldx, int32_t(T), job.y, job.ldy, r0, r0 + nr);
+    for (int64_t t = 0; t < T; t += codegen::kMaxRows)
+      fns[j](job.w->data, job.w->rowStride, x + t * ldx, ldx,
+             int32_t(std::min<int64_t>(codegen::kMaxRows, T - t)), job.y + t * job.ldy, job.ldy,
+             r0, r0 + nr);
     addBias(job, T, r0, nr);
   };
   pool.parallelFor(0, work.total, grainFor(pool, work.total), [&](int64_t lo, int64_t hi) {
@@ -431,7 +436,7 @@ void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float 
       return;
     }
   }
-  if (paths.generated && T <= codegen::kMaxRows) {
+  if (paths.generated) {
     generatedMany(pool, jobs, paths.generated, njobs, x, T, ldx, paired);
     return;
   }

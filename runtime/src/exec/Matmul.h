@@ -44,8 +44,8 @@ struct MatmulPaths {
   /// Per job, the artifact's generated int8 kernel over the eight-row copy
   /// (null entries, or a null array: the library's).
   const codegen::Rows8Fn *generated8 = nullptr;
-  /// Per job (all set), the generated f32-activation kernels, used for
-  /// T <= codegen::kMaxRows when the int8 path does not apply.
+  /// Per job (all set), the generated f32-activation kernels, used when the
+  /// int8 path does not apply (T > codegen::kMaxRows in token groups).
   const codegen::MatvecFn *generated = nullptr;
 };
 

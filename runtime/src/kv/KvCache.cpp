@@ -142,7 +142,8 @@ void LayerCache::append(const float *k, const float *v, int64_t T, int64_t strid
   }
 }
 
-void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out) {
+void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
+                        codegen::AttendFn gen) {
   const int64_t qd = H_ * hd_;
   const float scale = float(1.0 / std::sqrt(double(hd_)));
   // InertiaKV-Lazy gathers attention statistics only every score_every
@@ -180,6 +181,14 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out)
           if (!rdStored_ && !quantized()) { // f32 cache: the vectorized kernels
             const int64_t n = last + 1 - first;
             float *wf = w.data() + first;
+            if (gen) { // scores, softmax (probabilities left in wf) and values
+              gen(qh, c.k.data() + first * hd_, c.v.data() + first * hd_, n, wf,
+                  out + t * qd + h * hd_);
+              if (acc)
+                for (int64_t j = first; j <= last; ++j)
+                  stepSum[size_t(g)][size_t(j)] += w[size_t(j)] / float(group_);
+              continue;
+            }
             kernels::scoreKeys(qh, c.k.data() + first * hd_, n, hd_, scale, wf);
             kernels::softmaxInPlace(wf, n);
             if (acc)

@@ -15,6 +15,7 @@
 #pragma once
 #include "KvPolicy.h"
 #include "KvQuant.h"
+#include "llmc/codegen.h"
 
 #include <cstdint>
 #include <functional>
@@ -48,8 +49,11 @@ public:
   /// positions p0.. .
   void append(const float *k, const float *v, int64_t T, int64_t stride, int64_t p0);
   /// Causal attention of T query rows [T, heads*head_dim] (the rows just
-  /// appended) over the cache; out is [T, heads*head_dim].
-  void attend(ThreadPool &pool, const float *q, int64_t T, float *out);
+  /// appended) over the cache; out is [T, heads*head_dim]. `gen`, when
+  /// given, is a generated kernel for this head_dim that runs the f32
+  /// cache's attention (quantized and RDKV caches use the library's).
+  void attend(ThreadPool &pool, const float *q, int64_t T, float *out,
+              codegen::AttendFn gen = nullptr);
   /// Apply the policy after a step of T tokens whose queries were q.
   void afterStep(const float *q, int64_t T, int64_t p0);
 

@@ -1,0 +1,272 @@
+//===- CodegenOpKernelTest.cpp - Generated op kernels vs the library -------===//
+// The plan's non-product kernels as generated (codegen/cpu/CpuOpKernels.h),
+// built for the baseline x86-64 level and this CPU's, against the runtime's
+// library ops and double-precision references: RMSNorm (odd widths), SiLU
+// and GELU gates (lengths with and without a partial vector), RoPE (both
+// styles, two head shapes, large positions), attention over f32 rows (head
+// sizes with and without a multiple of 8, 1 to 300 keys, a dominant key),
+// embedding lookups in every generated format, the add.
+//===----------------------------------------------------------------------===//
+#include "codegen/cpu/CpuKernelSource.h"
+#include "codegen/cpu/CpuOpKernels.h"
+#include "llmc/codegen.h"
+#include "llmc/dtype.h"
+#include "../../runtime/src/exec/Ops.h"
+#include "GeneratedObject.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace llmc;
+using namespace llmc::codegen;
+using llmc::cgtest::GeneratedObject;
+using Spec = OpKernelSpec;
+
+namespace {
+
+Spec rmsNorm(int64_t cols) {
+  Spec s;
+  s.kind = Spec::Kind::RmsNorm;
+  s.cols = cols;
+  return s;
+}
+Spec gate(const char *act) {
+  Spec s;
+  s.kind = Spec::Kind::Gate;
+  s.activation = act;
+  return s;
+}
+Spec rope(int64_t h, int64_t kv, int64_t hd, double theta, bool interleaved) {
+  Spec s;
+  s.kind = Spec::Kind::Rope;
+  s.heads = h;
+  s.kvHeads = kv;
+  s.headDim = hd;
+  s.theta = theta;
+  s.interleaved = interleaved;
+  return s;
+}
+Spec attend(int64_t hd) {
+  Spec s;
+  s.kind = Spec::Kind::AttendF32;
+  s.headDim = hd;
+  return s;
+}
+Spec embed(DType t, int64_t cols) {
+  Spec s;
+  s.kind = Spec::Kind::Embed;
+  s.dtype = t;
+  s.cols = cols;
+  return s;
+}
+
+const std::vector<int64_t> kNormWidths = {7, 64, 576, 1001};
+const std::vector<int64_t> kHeadDims = {6, 8, 64};
+const std::vector<std::pair<DType, int64_t>> kEmbeds = {
+    {DType::F32, 33}, {DType::F16, 33}, {DType::BF16, 64},
+    {DType::Q8_0, 96}, {DType::Q4_0, 96}, {DType::Q4_1, 576}};
+
+std::vector<Spec> allSpecs() {
+  std::vector<Spec> ops;
+  for (int64_t w : kNormWidths)
+    ops.push_back(rmsNorm(w));
+  ops.push_back(gate("silu"));
+  ops.push_back(gate("gelu"));
+  for (bool inter : {false, true}) {
+    ops.push_back(rope(3, 1, 8, 10000.0, inter));
+    ops.push_back(rope(9, 3, 64, 100000.0, inter));
+  }
+  for (int64_t hd : kHeadDims)
+    ops.push_back(attend(hd));
+  for (auto [t, c] : kEmbeds)
+    ops.push_back(embed(t, c));
+  Spec add;
+  add.kind = Spec::Kind::Add;
+  ops.push_back(add);
+  return ops;
+}
+
+class OpKernels : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (findHostCompiler().empty())
+      GTEST_SKIP() << "no C++ compiler to build generated kernels";
+  }
+  std::mt19937 rng{23};
+  std::normal_distribution<float> nd{0.0f, 1.0f};
+  std::vector<float> randoms(int64_t n, float scale = 1.0f) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float &x : v)
+      x = scale * nd(rng);
+    return v;
+  }
+};
+
+/// Each level's object, built once for the whole suite.
+const std::vector<std::unique_ptr<GeneratedObject>> &objects() {
+  static std::vector<std::unique_ptr<GeneratedObject>> objs = [] {
+    std::vector<std::unique_ptr<GeneratedObject>> v;
+    const std::string src = kernelSource({}, allSpecs());
+    for (IsaLevel l : cgtest::testLevels()) {
+      v.push_back(std::make_unique<GeneratedObject>());
+      cgtest::loadGenerated(*v.back(), src, l);
+    }
+    return v;
+  }();
+  return objs;
+}
+
+} // namespace
+
+TEST_F(OpKernels, RmsNormMatchesTheLibrary) {
+  for (const auto &obj : objects())
+    for (int64_t D : kNormWidths) {
+      auto fn = obj->fn<RmsNormFn>(rmsNorm(D).symbol());
+      ASSERT_NE(fn, nullptr) << rmsNorm(D).symbol();
+      const int64_t rows = 3;
+      auto x = randoms(rows * D, 4.0f), w = randoms(D);
+      std::vector<float> got(size_t(rows * D)), want(size_t(rows * D));
+      fn(x.data(), w.data(), got.data(), rows, 1e-5f);
+      ops::rmsNorm(x.data(), w.data(), want.data(), rows, D, 1e-5f);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 2e-6f * std::fabs(want[i]) + 1e-7f) << "D " << D << " at " << i;
+    }
+}
+
+TEST_F(OpKernels, GatesMatchTheLibrary) {
+  for (const auto &obj : objects())
+    for (const char *act : {"silu", "gelu"}) {
+      auto fn = obj->fn<GateFn>(gate(act).symbol());
+      ASSERT_NE(fn, nullptr);
+      for (int64_t n : {1, 8, 13, 1536}) {
+        auto g = randoms(n, 6.0f), u = randoms(n);
+        if (n > 3) { // the clamped ends of the exp
+          g[0] = -120.0f;
+          g[1] = 95.0f;
+          g[2] = -87.5f;
+        }
+        std::vector<float> want = g;
+        ops::gatedActivation(std::string(act) == "silu" ? Activation::SiLU : Activation::GELU,
+                             want.data(), u.data(), n);
+        fn(g.data(), u.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_FALSE(std::isnan(g[size_t(i)])) << act << " n " << n << " at " << i;
+          ASSERT_NEAR(g[size_t(i)], want[size_t(i)], 1e-6f * std::fabs(want[size_t(i)]) + 1e-7f)
+              << act << " n " << n << " at " << i;
+        }
+      }
+    }
+}
+
+TEST_F(OpKernels, RopeRotatesQAndKAndCopiesV) {
+  for (const auto &obj : objects())
+    for (const Spec &s : {rope(3, 1, 8, 10000.0, false), rope(3, 1, 8, 10000.0, true),
+                          rope(9, 3, 64, 100000.0, false), rope(9, 3, 64, 100000.0, true)}) {
+      auto fn = obj->fn<RopeFn>(s.symbol());
+      ASSERT_NE(fn, nullptr) << s.symbol();
+      const int64_t qd = s.heads * s.headDim, kvd = s.kvHeads * s.headDim;
+      const int64_t ld = qd + 2 * kvd + 5, T = 3, pos = 4093;
+      auto qkv = randoms(T * ld);
+      std::vector<float> q(size_t(T * qd)), kv(size_t(T * 2 * kvd));
+      fn(qkv.data(), ld, q.data(), kv.data(), T, pos);
+      const std::vector<double> freq = ops::ropeFrequencies(s.theta, s.headDim);
+      const RopeStyle style = s.interleaved ? RopeStyle::Interleaved : RopeStyle::Half;
+      std::vector<float> cs(size_t(s.headDim));
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<float> wq(qkv.begin() + t * ld, qkv.begin() + t * ld + qd);
+        std::vector<float> wk(qkv.begin() + t * ld + qd, qkv.begin() + t * ld + qd + kvd);
+        ops::applyRope(wq.data(), s.heads, s.headDim, pos + t, freq, style, cs.data());
+        ops::applyRope(wk.data(), s.kvHeads, s.headDim, pos + t, freq, style, cs.data());
+        for (int64_t i = 0; i < qd; ++i)
+          ASSERT_NEAR(q[size_t(t * qd + i)], wq[size_t(i)], 1e-5f) << s.symbol() << " q " << i;
+        for (int64_t i = 0; i < kvd; ++i) {
+          ASSERT_NEAR(kv[size_t(t * 2 * kvd + i)], wk[size_t(i)], 1e-5f) << s.symbol() << " k " << i;
+          ASSERT_EQ(kv[size_t(t * 2 * kvd + kvd + i)], qkv[size_t(t * ld + qd + kvd + i)])
+              << s.symbol() << " v " << i;
+        }
+      }
+    }
+}
+
+TEST_F(OpKernels, AttentionMatchesADoubleReference) {
+  for (const auto &obj : objects())
+    for (int64_t hd : kHeadDims) {
+      auto fn = obj->fn<AttendFn>(attend(hd).symbol());
+      ASSERT_NE(fn, nullptr) << attend(hd).symbol();
+      for (int64_t n : {1, 3, 5, 17, 300}) {
+        auto q = randoms(hd, 2.0f), k = randoms(n * hd), v = randoms(n * hd);
+        if (n > 4) // one dominant key: scores far apart
+          for (int64_t d = 0; d < hd; ++d)
+            k[size_t(2 * hd + d)] = 8.0f * q[size_t(d)];
+        std::vector<float> w(static_cast<size_t>(n), -1.0f), out(static_cast<size_t>(hd));
+        fn(q.data(), k.data(), v.data(), n, w.data(), out.data());
+        std::vector<double> p(static_cast<size_t>(n));
+        double mx = -1e300, sum = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < hd; ++d)
+            s += double(q[size_t(d)]) * k[size_t(j * hd + d)];
+          p[size_t(j)] = s / std::sqrt(double(hd));
+          mx = std::max(mx, p[size_t(j)]);
+        }
+        for (double &x : p)
+          sum += x = std::exp(x - mx);
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_NEAR(w[size_t(j)], p[size_t(j)] / sum, 2e-6) << "hd " << hd << " n " << n << " w " << j;
+        for (int64_t d = 0; d < hd; ++d) {
+          double o = 0;
+          for (int64_t j = 0; j < n; ++j)
+            o += p[size_t(j)] / sum * v[size_t(j * hd + d)];
+          ASSERT_NEAR(out[size_t(d)], o, 2e-5) << "hd " << hd << " n " << n << " d " << d;
+        }
+      }
+    }
+}
+
+TEST_F(OpKernels, EmbeddingLookupsDecodeEveryGeneratedFormat) {
+  for (const auto &obj : objects())
+    for (auto [t, cols] : kEmbeds) {
+      auto fn = obj->fn<EmbedFn>(embed(t, cols).symbol());
+      ASSERT_NE(fn, nullptr) << embed(t, cols).symbol();
+      const int64_t bytes = rowBytes(t, cols);
+      auto x = randoms(cols);
+      std::vector<uint8_t> row(static_cast<size_t>(bytes));
+      quantizeRowRef(t, x.data(), row.data(), cols);
+      std::vector<float> got(static_cast<size_t>(cols)), want(static_cast<size_t>(cols));
+      fn(row.data(), got.data());
+      dequantizeRow(t, row.data(), want.data(), cols);
+      for (int64_t i = 0; i < cols; ++i)
+        ASSERT_FLOAT_EQ(got[size_t(i)], want[size_t(i)]) << dtypeName(t) << " at " << i;
+    }
+  EXPECT_FALSE(canGenerateEmbed(DType::Q4_K, 256));
+  EXPECT_THROW(opKernelSource({embed(DType::Q6_K, 256)}), std::invalid_argument);
+}
+
+TEST_F(OpKernels, AddAndSourceShape) {
+  for (const auto &obj : objects()) {
+    Spec s;
+    s.kind = Spec::Kind::Add;
+    auto fn = obj->fn<AddFn>(s.symbol());
+    ASSERT_NE(fn, nullptr);
+    auto a = randoms(37), b = randoms(37);
+    std::vector<float> y(37);
+    fn(a.data(), b.data(), y.data(), 37);
+    for (size_t i = 0; i < y.size(); ++i)
+      ASSERT_EQ(y[i], a[i] + b[i]);
+  }
+  // Deterministic, each kernel once, manifest entries that name their symbol.
+  std::vector<Spec> twice = allSpecs();
+  for (const Spec &s : allSpecs())
+    twice.push_back(s);
+  const std::string src = opKernelSource(twice);
+  EXPECT_EQ(src, opKernelSource(allSpecs()));
+  EXPECT_EQ(src.find("void llmc_rms_norm_576("), src.rfind("void llmc_rms_norm_576("));
+  const Spec r = rope(9, 3, 64, 100000.0, true);
+  EXPECT_EQ(r.symbol(), "llmc_rope_9_3_64_pairs_100000");
+  EXPECT_EQ(r.manifestEntry()["rope_style"], "interleaved");
+  EXPECT_EQ(r.manifestEntry()["symbol"], r.symbol());
+  EXPECT_THROW(opKernelSource({gate("relu")}), std::invalid_argument);
+  EXPECT_THROW(opKernelSource({rope(2, 1, 7, 10000.0, false)}), std::invalid_argument);
+}
