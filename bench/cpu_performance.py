@@ -406,15 +406,16 @@ def measure(args, name, label, llmc_art, gguf, bw, result_rows):
         row["llmc_error"] = str(e)
         log(f"{name} {label}: llmc FAILED: {e}")
     if not args.no_generated:
-        # The same artifact with its generated kernels (decode-sized steps).
+        # The same artifact with the runtime's library kernels instead of its
+        # generated ones (the default).
         try:
-            row["llmc_gen"] = llmc_bench(args.llmc, llmc_art, args.threads, args.p, args.n,
-                                         args.reps, args.timeout, ["--generated-kernels"])
-            g = row["llmc_gen"]
-            log(f"{name} {label}: llmc --generated-kernels pp {g['prefill_tok_s']:.1f} "
-                f"tg {g['decode_tok_s']:.1f} tok/s ({g.get('generated_kernels')})")
+            row["llmc_lib"] = llmc_bench(args.llmc, llmc_art, args.threads, args.p, args.n,
+                                         args.reps, args.timeout, ["--library-kernels"])
+            g = row["llmc_lib"]
+            log(f"{name} {label}: llmc --library-kernels pp {g['prefill_tok_s']:.1f} "
+                f"tg {g['decode_tok_s']:.1f} tok/s")
         except (RuntimeError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
-            row["llmc_gen_error"] = str(e)
+            row["llmc_lib_error"] = str(e)
     if "llmc" in row and "int8" in str(row["llmc"].get("activations", "")):
         # The same artifact with f32 activations (--exact-activations): what
         # the int8 integer dots are worth, and the speed of the exact path.
@@ -551,22 +552,21 @@ def markdown(res):
                      f"| {fmt(e.get('prefill_tok_s'))} | {fmt(rp, '.2f')} "
                      f"| {fmt(lc.get('decode_tok_s'))} | {fmt(e.get('decode_tok_s'))} "
                      f"| {fmt(rd, '.2f')} |")
-    gen_rows = [r for r in res["rows"] if "llmc_gen" in r and "llmc" in r]
+    gen_rows = [r for r in res["rows"] if "llmc_lib" in r and "llmc" in r]
     if gen_rows:
         L += ["", "## Generated kernels and compile time", "",
-              "The same artifact run by the kernel engine with its library kernels (the "
-              "default) and with its generated kernels (`--generated-kernels`: the "
-              "model-specialised kernels stored in the artifact; for Q8_0/Q4_0/Q4_1 the int8 "
-              "eight-row kernels, used at every step size, prefill included; for float "
-              "formats f32 matrix-vector kernels, used for steps of at most 4 tokens, so for "
-              "decode). Compile: `llmc compile` wall time, lowering and kernel generation (two "
-              "instruction-set levels) included.", "",
+              "The same artifact run by the kernel engine with its generated kernels (the "
+              "default: the model-specialised kernels stored in the artifact, for every "
+              "product in a generated format and every other op: embedding, RMSNorm, SiLU "
+              "gate, RoPE, attention) and with the runtime's library kernels "
+              "(`--library-kernels`). Compile: `llmc compile` wall time, lowering and kernel "
+              "generation (two instruction-set levels) included.", "",
               "| Model | Format | prefill library | prefill generated | generated / library "
               "| decode library | decode generated | generated / library | generated kernels "
               "| compile s |",
               "|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
         for r in gen_rows:
-            lc, g = r["llmc"], r["llmc_gen"]
+            lc, g = r["llmc_lib"], r["llmc"]
             rp = g["prefill_tok_s"] / lc["prefill_tok_s"] if lc.get("prefill_tok_s") else None
             rd = g["decode_tok_s"] / lc["decode_tok_s"] if lc.get("decode_tok_s") else None
             L.append(f"| {r['model']} | {r['format']} "
@@ -576,7 +576,7 @@ def markdown(res):
                      f"| {fmt(rd, '.2f')} | {g.get('generated_kernels', '?')} "
                      f"| {fmt(r.get('llmc_compile_s'), '.1f')} |")
     errs = [(r["model"], r["format"], k, r[k]) for r in res["rows"]
-            for k in ("llmc_error", "llmc_gen_error", "llmc_exact_error", "llamacpp_error")
+            for k in ("llmc_error", "llmc_lib_error", "llmc_exact_error", "llamacpp_error")
             if k in r]
     if errs:
         L += ["", "Failures:", ""] + [f"- {m_} {f_} ({k.split('_')[0]}): {e}" for m_, f_, k, e in errs]
@@ -654,7 +654,7 @@ def main():
     ap.add_argument("--no-tinyllama", action="store_true", help="skip the 1.1B random-weight rows")
     ap.add_argument("--no-llamacpp", action="store_true", help="llmc only")
     ap.add_argument("--no-generated", action="store_true",
-                    help="skip the second llmc run with --generated-kernels")
+                    help="skip the second llmc run with --library-kernels")
     ap.add_argument("--json", action="store_true", help="also print the raw results on stdout")
     args = ap.parse_args()
     if args.quick:

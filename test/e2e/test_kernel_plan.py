@@ -8,15 +8,17 @@ Q4_0 by llm-quantize-rtn, and with a SnapKV 50% KV policy):
   (residual + q/k/v + rotated q floats per token);
 - the logits of every prompt position (a prompt longer than the decode
   kernels' row limit, so prefill takes the blocked path) and the greedy
-  continuation of `llmc run --engine kernels --exact-activations` equal
-  `--engine reference`;
+  continuation of `llmc run --engine kernels --exact-activations
+  --library-kernels` (the runtime's library kernels) equal `--engine
+  reference`;
 - by default the kernel engine quantizes the activations of products with
   32-weight block formats to int8 (all SmolLM2 rows): `run` says so, and
   the prompt logits stay within a mean KL of 0.05 of the reference's
   (measured 0.005-0.006 on this random-token prompt); stories260K (f32) keeps
   f32 activations and the reference logits;
-- with --generated-kernels (and --exact-activations) every op of the plan
-  runs the artifact's generated code: the products (prefill in token groups
+- with the artifact's generated kernels (the default; --generated-kernels
+  says so explicitly) and --exact-activations every op of the plan runs
+  generated code: the products (prefill in token groups
   of 4) and the 5 per layer + 2 others (embedding, fused and final RMSNorms,
   SiLU gate, RoPE with the K/V split, attention over the f32 cache); `run`
   says "N of N other ops", and the logits and greedy tokens equal the
@@ -82,10 +84,10 @@ def check_model(checks, work, label, source, pipeline, layers, arena, prompt, n_
                  f"got {len(kinds)} kernels, arena {plan['arena_floats_per_token']}")
     got, got_ids = harness.llmc_logits_and_greedy(
         art, prompt, n_gen, os.path.join(work, label + "-k.npy"),
-        ["--engine", "kernels", "--exact-activations"])
+        ["--engine", "kernels", "--exact-activations", "--library-kernels"])
     ref, ref_ids = harness.llmc_logits_and_greedy(
         art, prompt, n_gen, os.path.join(work, label + "-r.npy"), ["--engine", "reference"])
-    harness.compare_logits(checks, f"{label}: kernels (f32 activations) vs reference", got, ref,
+    harness.compare_logits(checks, f"{label}: library kernels (f32 activations) vs reference", got, ref,
                            rel_tol=1e-4)
     checks.check(got_ids == ref_ids, f"{label}: {n_gen} greedy tokens equal",
                  f"kernels {got_ids[:12]}... reference {ref_ids[:12]}...")
@@ -154,7 +156,7 @@ def check_codegen(checks, work, sm):
     ref, ref_ids = harness.llmc_logits_and_greedy(
         art, prompt, 16, os.path.join(work, "cg-ref.npy"), ["--engine", "reference"])
     lib, lib_ids = harness.llmc_logits_and_greedy(
-        art, prompt, 16, os.path.join(work, "cg-lib.npy"), ["--engine", "kernels"])
+        art, prompt, 16, os.path.join(work, "cg-lib.npy"), ["--engine", "kernels", "--library-kernels"])
     cache = os.path.join(work, "jit-cache")
     if os.path.isdir(cache):
         for f in os.listdir(cache):

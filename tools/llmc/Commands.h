@@ -34,16 +34,18 @@ std::unique_ptr<Artifact> loadModelOrArtifact(const std::string &path,
                                               bool quiet);
 bool isArtifactFile(const std::string &path);
 /// How forward steps run: --engine auto|kernels|reference,
-/// --generated-kernels (the kernel engine runs the artifact's generated
-/// kernels for decode-sized steps), --exact-activations (no int8
-/// activations in the kernel engine's products).
+/// --library-kernels (the kernel engine runs the runtime's library kernels
+/// instead of the artifact's generated ones; --generated-kernels, the
+/// default, is accepted), --exact-activations (no int8 activations in the
+/// kernel engine's products).
 struct EngineChoice {
   Engine engine = Engine::Auto;
-  bool generated = false;
+  bool generated = false; // --generated-kernels: the default, said explicitly
+  bool library = false;
   bool exact = false;
   void apply(ExecutorOptions &eo) const {
     eo.engine = engine;
-    eo.generated_kernels = generated;
+    eo.generated_kernels = !library;
     eo.exact_activations = exact;
   }
 };

@@ -66,10 +66,14 @@ void addEngineOptions(CLI::App *cmd, EngineChoice &choice) {
          "auto (the artifact's kernel plan when it has one), kernels (the fused kernels of "
          "the kernel plan) or reference (the op-by-op executor)")
       ->check(CLI::IsMember({"auto", "kernels", "reference"}));
-  cmd->add_flag("--generated-kernels", choice.generated,
-                "kernel engine: run the artifact's generated kernels (built for this CPU's "
-                "level, or JIT-compiled for LLMC_ISA) for steps of up to 4 tokens instead of "
-                "the runtime's library kernels");
+  CLI::Option *gen = cmd->add_flag(
+      "--generated-kernels", choice.generated,
+      "kernel engine: run the artifact's generated kernels (the default): the object built for "
+      "this CPU's level, or JIT-compiled for it (or for LLMC_ISA) into $LLMC_JIT_CACHE");
+  cmd->add_flag("--library-kernels", choice.library,
+                "kernel engine: run the runtime's library kernels instead of the artifact's "
+                "generated ones")
+      ->excludes(gen);
   cmd->add_flag("--exact-activations", choice.exact,
                 "kernel engine: keep every product's activations in f32 (by default products "
                 "with Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 or gq4s/gq4a/gq8s weights quantize them to int8 "

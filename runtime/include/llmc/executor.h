@@ -59,11 +59,10 @@ struct ExecutorOptions {
   /// full cache, so that setKvPolicies can compress a saved prefill later.
   bool kv_record = false;
   Engine engine = Engine::Auto;
-  /// The kernel engine runs the artifact's generated kernels for steps of
-  /// at most codegen::kMaxRows tokens (decode). Off by default: on this
-  /// project's 2-core AVX2 machine they are still slower than the runtime's
-  /// hand-written AVX2 kernels (docs/results/cpu-performance.md).
-  bool generated_kernels = false;
+  /// The kernel engine runs the artifact's generated kernels (every product
+  /// and op the artifact has a kernel for; the runtime's library kernels for
+  /// the rest, or for all when false or when the artifact has none).
+  bool generated_kernels = true;
   /// The kernel engine quantizes the activations of products with 32-weight
   /// block weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, and grouped integers
   /// gq4s/gq4a/gq8s with groups of 32k) to int8 per 32 and runs integer
