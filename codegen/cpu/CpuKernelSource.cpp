@@ -16,6 +16,7 @@
 #include "codegen/cpu/CpuKernelSource.h"
 #include "codegen/cpu/CpuOpKernels.h"
 
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -299,52 +300,74 @@ std::string wrapper(const std::string &name) {
   return o.str();
 }
 
-/// Float rows. Widths that are a multiple of 8: four rows at a time (f16 /
-/// bf16 decoded into stack rows first) against two tokens per pass, eight
-/// vector accumulators (the four weight vectors of a column step are
-/// shared by both tokens, each token vector by the four rows); one
-/// horizontal sum per row and token. Other widths (and the last rows): one
-/// `omp simd` dot per row and token.
+/// Float rows, for any number of tokens T (prefill included). Widths that
+/// are a multiple of 8: blocks of 16 rows (f16 / bf16 decoded once into a
+/// thread-local block), tokens in passes of 3 over every 4 rows of the
+/// block: twelve vector accumulators (each weight vector shared by the
+/// tokens, each token vector by the four rows), one horizontal sum per row
+/// and token. Other widths (and the last rows): one `omp simd` dot per row
+/// and token.
 std::string floatKernel(const MatvecSpec &s) {
   const std::string name = s.symbol();
   const char *decode = s.dtype == DType::F16 ? "h2f" : "bf2f";
   std::ostringstream o;
-  o << "\n// " << dtypeName(s.dtype) << " rows of " << s.cols << "\n";
-  o << "template <int T>\nstatic void " << name << "_t(const unsigned char *w, int64_t stride, "
-    << "const float *x, int64_t ldx, float *y, int64_t ldy, int64_t r0, int64_t r1) {\n";
+  o << "\n// " << dtypeName(s.dtype) << " rows of " << s.cols << ", any number of tokens\n";
+  if (s.cols % 8 == 0) {
+    // Four rows against NT (1..3) tokens: 4 * NT vector accumulators.
+    o << "template <int NT>\nstatic inline void " << name << "_pass(const float *const *wr, "
+      << "const float *x, int64_t ldx, float *y, int64_t ldy) {\n";
+    o << "  constexpr int COLS = " << s.cols << ";\n";
+    o << "  v8f acc[NT][4] = {};\n";
+    // The NT token vectors first, then one weight vector at a time: 12
+    // accumulators + 3 + 1 registers fit AVX2's 16 (all four weight vectors
+    // live at once spill, measured 0.6x in prefill).
+    o << "  for (int j = 0; j < COLS; j += 8) {\n";
+    o << "    v8f xv[NT];\n";
+    o << "    for (int t = 0; t < NT; ++t)\n";
+    o << "      xv[t] = load8(x + t * ldx + j);\n";
+    o << "    for (int i = 0; i < 4; ++i) {\n";
+    o << "      const v8f wv = load8(wr[i] + j);\n";
+    o << "      for (int t = 0; t < NT; ++t)\n";
+    o << "        acc[t][i] += wv * xv[t];\n";
+    o << "    }\n  }\n";
+    o << "  for (int t = 0; t < NT; ++t)\n";
+    o << "    for (int i = 0; i < 4; ++i)\n";
+    o << "      y[t * ldy + i] = hsum8(acc[t][i]);\n";
+    o << "}\n\n";
+  }
+  o << "extern \"C\" void " << name << "(const unsigned char *w, int64_t stride, const float *x, "
+    << "int64_t ldx, int32_t T, float *y, int64_t ldy, int64_t r0, int64_t r1) {\n";
   o << "  constexpr int COLS = " << s.cols << ";\n";
   o << "  int64_t r = r0;\n";
   if (s.cols % 8 == 0) {
-    o << "  for (; r + 4 <= r1; r += 4) {\n";
+    // Blocks of up to 16 rows (a multiple of 4): tokens in passes of 3 over
+    // every 4 rows of the block, so a pass's activations stay in L1 and the
+    // block's rows in L1/L2 across passes (X is read once per block).
+    o << "  for (; r + 4 <= r1;) {\n";
+    o << "    const int nr = r1 - r >= 16 ? 16 : int((r1 - r) / 4 * 4);\n";
+    o << "    const float *wr[16];\n";
     if (s.dtype == DType::F32) {
-      o << "    const float *wr[4];\n";
-      o << "    for (int i = 0; i < 4; ++i)\n";
+      o << "    for (int i = 0; i < nr; ++i)\n";
       o << "      wr[i] = reinterpret_cast<const float *>(w + (r + i) * stride);\n";
     } else {
-      o << "    float wbuf[4][COLS];\n    const float *wr[4];\n";
-      o << "    for (int i = 0; i < 4; ++i) {\n";
+      o << "    static thread_local float wbuf[16][COLS];\n";
+      o << "    for (int i = 0; i < nr; ++i) {\n";
       o << "      const unsigned char *row = w + (r + i) * stride;\n";
       o << "      for (int j = 0; j < COLS; ++j) wbuf[i][j] = " << decode << "(row + 2 * j);\n";
       o << "      wr[i] = wbuf[i];\n    }\n";
     }
-    o << "    for (int t = 0; t < T; t += 2) {\n";
-    o << "      const bool two = t + 1 < T;\n";
-    o << "      const float *xa = x + t * ldx, *xb = two ? xa + ldx : xa;\n";
-    o << "      v8f a0 = {}, a1 = {}, a2 = {}, a3 = {}, b0 = {}, b1 = {}, b2 = {}, b3 = {};\n";
-    o << "      for (int j = 0; j < COLS; j += 8) {\n";
-    o << "        const v8f w0 = load8(wr[0] + j), w1 = load8(wr[1] + j), w2 = load8(wr[2] + j),\n";
-    o << "                  w3 = load8(wr[3] + j);\n";
-    o << "        const v8f va = load8(xa + j), vb = load8(xb + j);\n";
-    o << "        a0 += w0 * va; a1 += w1 * va; a2 += w2 * va; a3 += w3 * va;\n";
-    o << "        b0 += w0 * vb; b1 += w1 * vb; b2 += w2 * vb; b3 += w3 * vb;\n";
-    o << "      }\n";
-    o << "      float *ya = y + t * ldy + r;\n";
-    o << "      ya[0] = hsum8(a0); ya[1] = hsum8(a1); ya[2] = hsum8(a2); ya[3] = hsum8(a3);\n";
-    o << "      if (two) {\n";
-    o << "        float *yb = ya + ldy;\n";
-    o << "        yb[0] = hsum8(b0); yb[1] = hsum8(b1); yb[2] = hsum8(b2); yb[3] = hsum8(b3);\n";
-    o << "      }\n";
-    o << "    }\n  }\n";
+    o << "    int t = 0;\n";
+    o << "    for (; t + 3 <= T; t += 3)\n";
+    o << "      for (int i = 0; i < nr; i += 4)\n";
+    o << "        " << name << "_pass<3>(wr + i, x + t * ldx, ldx, y + t * ldy + r + i, ldy);\n";
+    o << "    for (int i = 0; i < nr; i += 4) {\n";
+    o << "      if (T - t == 2)\n";
+    o << "        " << name << "_pass<2>(wr + i, x + t * ldx, ldx, y + t * ldy + r + i, ldy);\n";
+    o << "      else if (T - t == 1)\n";
+    o << "        " << name << "_pass<1>(wr + i, x + t * ldx, ldx, y + t * ldy + r + i, ldy);\n";
+    o << "    }\n";
+    o << "    r += nr;\n";
+    o << "  }\n";
   }
   o << "  for (; r < r1; ++r) {\n";
   o << "    const unsigned char *row = w + r * stride;\n";
@@ -361,8 +384,7 @@ std::string floatKernel(const MatvecSpec &s) {
   o << "      for (int j = 0; j < COLS; ++j)\n";
   o << "        dot += wf[j] * xt[j];\n";
   o << "      y[t * ldy + r] = dot;\n";
-  o << "    }\n  }\n}\n\n";
-  o << wrapper(name);
+  o << "    }\n  }\n}\n";
   return o.str();
 }
 
@@ -386,23 +408,34 @@ std::string kernel(const MatvecSpec &s) {
   o << "  constexpr int NB = " << s.cols / l.block << ", BYTES = " << l.bytes << ";\n";
   o << "  for (int64_t r = r0; r < r1; ++r) {\n";
   o << "    const unsigned char *row = w + r * stride;\n";
-  o << "    v8f acc[T];\n";
-  o << "    for (int t = 0; t < T; ++t) acc[t] = v8f{};\n";
-  o << "    for (int b = 0; b < NB; ++b) {\n";
+  // Two accumulator sets (even and odd blocks) and two product chains per
+  // block keep independent FMA chains in flight.
+  o << "    v8f accA[T], accB[T];\n";
+  o << "    for (int t = 0; t < T; ++t) accA[t] = accB[t] = v8f{};\n";
+  o << "    auto block = [&](int b, v8f *acc) __attribute__((always_inline)) {\n";
   o << "      const unsigned char *blk = row + b * BYTES;\n";
   o << "      {\n";
   o << decodeBlock(s.dtype);
   o << "        for (int t = 0; t < T; ++t) {\n";
   o << "          const float *xb = x + t * ldx + b * 32;\n";
   o << "          const v8f x0 = load8(xb), x1 = load8(xb + 8), x2 = load8(xb + 16), x3 = load8(xb + 24);\n";
-  o << "          const v8f p = w0 * x0 + w1 * x1 + w2 * x2 + w3 * x3;\n";
+  o << "          const v8f p = (w0 * x0 + w1 * x1) + (w2 * x2 + w3 * x3);\n";
   if (minTerm)
-    o << "          acc[t] += p * d + (x0 + x1 + x2 + x3) * m;\n";
+    o << "          acc[t] += p * d + ((x0 + x1) + (x2 + x3)) * m;\n";
   else
     o << "          acc[t] += p * d;\n";
   o << "        }\n";
   o << "      }\n";
+  o << "    };\n";
+  o << "    int b = 0;\n";
+  o << "    for (; b + 2 <= NB; b += 2) {\n";
+  o << "      block(b, accA);\n";
+  o << "      block(b + 1, accB);\n";
   o << "    }\n";
+  o << "    if (b < NB)\n";
+  o << "      block(b, accA);\n";
+  o << "    v8f acc[T];\n";
+  o << "    for (int t = 0; t < T; ++t) acc[t] = accA[t] + accB[t];\n";
   o << "    for (int t = 0; t < T; ++t)\n";
   o << "      y[t * ldy + r] = hsum8(acc[t]);\n";
   o << "  }\n}\n\n";
@@ -412,7 +445,39 @@ std::string kernel(const MatvecSpec &s) {
 
 } // namespace
 
+/// A grouped-integer row (llmc/format/grouped_int.h): per group an f16
+/// scale (and f16 minimum when asymmetric), then 8 codes per `bits` bytes,
+/// code i at bit i * bits.
+std::string groupedRowDecoder(const GroupedIntSpec &g, int64_t cols, const std::string &name) {
+  std::ostringstream o;
+  const int hdr = g.sym ? 2 : 4;
+  o << "\n// one " << (g.sym ? "symmetric" : "asymmetric") << " " << g.bits
+    << "-bit grouped-integer row of " << cols << " (groups of " << g.group << ") to floats\n";
+  o << "extern \"C\" void " << name << "(const unsigned char *row, float *out) {\n";
+  o << "  constexpr int B = " << g.bits << ", G = " << g.group << ", NG = " << cols / g.group
+    << ", HDR = " << hdr << ", GBYTES = HDR + G * B / 8;\n";
+  o << "  constexpr uint64_t MASK = (uint64_t(1) << B) - 1;\n";
+  o << "  for (int k = 0; k < NG; ++k) {\n";
+  o << "    const unsigned char *blk = row + k * GBYTES;\n";
+  o << "    const float d = h2f(blk);\n";
+  if (!g.sym)
+    o << "    const float m = h2f(blk + 2);\n";
+  o << "    for (int j = 0; j < G; j += 8) {\n";
+  o << "      uint64_t v = 0;\n";
+  o << "      std::memcpy(&v, blk + HDR + j / 8 * B, B);\n";
+  o << "      for (int i = 0; i < 8; ++i)\n";
+  if (g.sym)
+    o << "        out[k * G + j + i] = d * float(int((v >> (i * B)) & MASK) - " << (1 << (g.bits - 1))
+      << ");\n";
+  else
+    o << "        out[k * G + j + i] = d * float(int((v >> (i * B)) & MASK)) + m;\n";
+  o << "    }\n  }\n}\n";
+  return o.str();
+}
+
 std::string rowDecoderSource(DType dtype, int64_t cols, const std::string &name) {
+  if (std::optional<GroupedIntSpec> g = groupedIntSpec(dtype); g && cols % g->group == 0)
+    return groupedRowDecoder(*g, cols, name);
   if (!canGenerate(dtype, cols))
     throw std::invalid_argument("no generated row decoder for " + std::string(dtypeName(dtype)) +
                                 " rows of " + std::to_string(cols));

@@ -37,8 +37,8 @@ std::string kernelSource(const std::vector<MatvecSpec> &specs,
                          const std::vector<OpKernelSpec> &ops = {});
 
 /// extern "C" void `name`(const unsigned char *row, float *out): one row of
-/// `cols` in `dtype` (a canGenerate() format) decoded to floats, scale and
-/// minimum applied (an embedding lookup).
+/// `cols` in `dtype` (a canGenerate() format or a grouped integer) decoded
+/// to floats, scale and minimum applied (an embedding lookup).
 std::string rowDecoderSource(DType dtype, int64_t cols, const std::string &name);
 
 } // namespace llmc::codegen

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -251,7 +252,10 @@ std::string addKernel(const OpKernelSpec &s) {
 
 } // namespace
 
-bool canGenerateEmbed(DType dtype, int64_t cols) { return canGenerate(dtype, cols); }
+bool canGenerateEmbed(DType dtype, int64_t cols) {
+  const std::optional<GroupedIntSpec> g = groupedIntSpec(dtype);
+  return canGenerate(dtype, cols) || (g && cols > 0 && cols % g->group == 0);
+}
 
 std::string OpKernelSpec::symbol() const {
   switch (kind) {

@@ -37,7 +37,8 @@ struct OpKernelSpec {
 };
 
 /// Whether an embedding table in `dtype` with rows of `cols` has a
-/// generated lookup (the matrix formats of canGenerate()).
+/// generated lookup (the matrix formats of canGenerate(), and grouped
+/// integers of any width whose groups divide the row).
 bool canGenerateEmbed(DType dtype, int64_t cols);
 
 /// The op kernels' C++ (after kernelSource()'s prelude, which it relies on:

@@ -2,6 +2,7 @@
 #include "compiler/driver/Compile.h"
 #include "codegen/cpu/CpuKernelSource.h"
 #include "codegen/cpu/CpuOpKernels.h"
+#include "runtime/src/kernels/rows8.h"
 #include "compiler/artifact/KernelPlanExport.h"
 #include "llmc/codegen.h"
 #include "compiler/artifact/ProgramExport.h"
@@ -117,12 +118,16 @@ void generateKernels(CompiledModel &out, const std::function<void(const std::str
     for (const nlohmann::json &w : step["weights"]) {
       const ArtifactWriter::Tensor *t = byName.at(w.get<std::string>());
       const int64_t cols = t->shape.back();
-      if (!cg::canGenerate(t->dtype, cols)) {
+      // Grouped integers the runtime repacks into a Q4_0/Q4_1/Q8_0 eight-row
+      // copy run that layout's int8 kernel.
+      const std::optional<DType> layout = kernels::rows8Layout(t->dtype);
+      const DType dtype = layout && cols % 32 == 0 ? *layout : t->dtype;
+      if (!cg::canGenerate(dtype, cols)) {
         ++skipped;
         continue;
       }
-      if (seen.insert({int(t->dtype), cols}).second)
-        specs.push_back({t->dtype, cols});
+      if (seen.insert({int(dtype), cols}).second)
+        specs.push_back({dtype, cols});
     }
   }
   int libraryOps = 0;

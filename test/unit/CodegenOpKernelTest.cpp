@@ -5,7 +5,8 @@
 // and GELU gates (lengths with and without a partial vector), RoPE (both
 // styles, two head shapes, large positions), attention over f32 rows (head
 // sizes with and without a multiple of 8, 1 to 300 keys, a dominant key),
-// embedding lookups in every generated format, the add.
+// embedding lookups in every generated format (grouped integers of 2 to 8
+// bits included), the add.
 //===----------------------------------------------------------------------===//
 #include "codegen/cpu/CpuKernelSource.h"
 #include "codegen/cpu/CpuOpKernels.h"
@@ -66,7 +67,10 @@ const std::vector<int64_t> kNormWidths = {7, 64, 576, 1001};
 const std::vector<int64_t> kHeadDims = {6, 8, 64};
 const std::vector<std::pair<DType, int64_t>> kEmbeds = {
     {DType::F32, 33}, {DType::F16, 33}, {DType::BF16, 64},
-    {DType::Q8_0, 96}, {DType::Q4_0, 96}, {DType::Q4_1, 576}};
+    {DType::Q8_0, 96}, {DType::Q4_0, 96}, {DType::Q4_1, 576},
+    {groupedIntDType(4, true, 32), 576}, {groupedIntDType(4, false, 64), 576},
+    {groupedIntDType(3, false, 128), 256}, {groupedIntDType(2, true, 64), 192},
+    {groupedIntDType(8, true, 32), 96}, {groupedIntDType(5, false, 32), 64}};
 
 std::vector<Spec> allSpecs() {
   std::vector<Spec> ops;

@@ -10,6 +10,8 @@
 // $LLMC_CXX, else the first of clang++, clang++-22, c++, g++ on PATH.
 //===----------------------------------------------------------------------===//
 #pragma once
+#include "llmc/dtype.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,11 +22,14 @@ namespace llmc::codegen {
 inline constexpr int kAbi = 3;
 
 /// A generated kernel: y[t*ldy + r] = dot(W row r, x + t*ldx) for t < T
-/// (1..kMaxRows) and r in [r0, r1); W rows are `stride` bytes apart, in the
-/// kernel's format.
+/// and r in [r0, r1); W rows are `stride` bytes apart, in the kernel's
+/// format. T is 1..kMaxRows for block formats, any T >= 1 for f32, f16 and
+/// bf16 rows (floatRowsAnyT).
 using MatvecFn = void (*)(const uint8_t *w, int64_t stride, const float *x, int64_t ldx,
                           int32_t T, float *y, int64_t ldy, int64_t r0, int64_t r1);
 inline constexpr int kMaxRows = 4;
+/// Float-row kernels (f32, f16, bf16) take any T (prefill in one call).
+inline bool floatRowsAnyT(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
 /// A generated int8-activation kernel (abi 2) over the runtime's eight-row
 /// interleaved copy of a Q8_0/Q4_0/Q4_1 matrix (runtime/src/kernels/rows8.h):

@@ -182,8 +182,9 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
                            s.kernel == PlanKernel::MatmulAdd)) {
       for (const WeightMatrix &w : s.w) {
         s.gen.push_back(bind.generated->find(w.dtype, w.cols));
-        s.gen8.push_back(w.rows8 && w.rows8Type == w.dtype ? bind.generated->findRows8(w.dtype, w.cols)
-                                                           : nullptr);
+        // The eight-row copy's layout (grouped integers are repacked into
+        // Q4_0/Q4_1/Q8_0) picks the int8 kernel.
+        s.gen8.push_back(w.rows8 ? bind.generated->findRows8(w.rows8Type, w.cols) : nullptr);
       }
       if (std::find(s.gen.begin(), s.gen.end(), nullptr) != s.gen.end())
         s.gen.clear();

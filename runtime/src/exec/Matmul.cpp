@@ -302,18 +302,19 @@ void int8Many(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x
   });
 }
 
-/// The artifact's generated f32-activation kernels: each block of rows
-/// against the tokens in groups of codegen::kMaxRows (prefill re-reads the
-/// block from cache, not memory, for each group).
+/// The artifact's generated f32-activation kernels on each block of rows:
+/// float rows against all T tokens in one call, block formats (T <=
+/// codegen::kMaxRows here) in one call too.
 void generatedMany(ThreadPool &pool, const MatmulJob *jobs, const codegen::MatvecFn *fns,
                    int njobs, const float *x, int64_t T, int64_t ldx, const RowEpilogue *paired) {
   const WorkList work(jobs, njobs, kFusedRowBlock, paired != nullptr);
   auto runBlock = [&](int j, int64_t r0, int64_t nr) {
     const MatmulJob &job = jobs[j];
-    for (int64_t t = 0; t < T; t += codegen::kMaxRows)
+    // Float rows take every token in one call; block formats at most kMaxRows.
+    const int64_t step = codegen::floatRowsAnyT(job.w->dtype) ? T : codegen::kMaxRows;
+    for (int64_t t = 0; t < T; t += step)
       fns[j](job.w->data, job.w->rowStride, x + t * ldx, ldx,
-             int32_t(std::min<int64_t>(codegen::kMaxRows, T - t)), job.y + t * job.ldy, job.ldy,
-             r0, r0 + nr);
+             int32_t(std::min<int64_t>(step, T - t)), job.y + t * job.ldy, job.ldy, r0, r0 + nr);
     addBias(job, T, r0, nr);
   };
   pool.parallelFor(0, work.total, grainFor(pool, work.total), [&](int64_t lo, int64_t hi) {
@@ -437,8 +438,16 @@ void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float 
     }
   }
   if (paths.generated) {
-    generatedMany(pool, jobs, paths.generated, njobs, x, T, ldx, paired);
-    return;
+    // Longer steps run generated kernels for float rows only (they take
+    // any T): a block format would be decoded again for every group of
+    // kMaxRows tokens, where blockedMany decodes each row once for all.
+    bool anyT = true;
+    for (int j = 0; j < njobs; ++j)
+      anyT = anyT && codegen::floatRowsAnyT(jobs[j].w->dtype);
+    if (T <= codegen::kMaxRows || anyT) {
+      generatedMany(pool, jobs, paths.generated, njobs, x, T, ldx, paired);
+      return;
+    }
   }
   bool fused = T <= kFusedMaxT;
   for (int j = 0; j < njobs; ++j)

@@ -45,7 +45,8 @@ struct MatmulPaths {
   /// (null entries, or a null array: the library's).
   const codegen::Rows8Fn *generated8 = nullptr;
   /// Per job (all set), the generated f32-activation kernels, used when the
-  /// int8 path does not apply (T > codegen::kMaxRows in token groups).
+  /// int8 path does not apply: for T <= codegen::kMaxRows, and for float
+  /// rows (f32, f16, bf16) at any T.
   const codegen::MatvecFn *generated = nullptr;
 };
 
