@@ -40,7 +40,9 @@ LLMC_ISA=x86-64 (the stored baseline object) and to x86-64-v2 (no object:
 JIT-compiled into LLMC_JIT_CACHE, then reused from it); with no compiler
 (LLMC_CXX pointing nowhere) a v2 run falls back to the stored x86-64
 object. With --exact-activations the generated kernels match the reference
-engine within 1e-4.
+engine within 1e-4. SmolLM2 in llmc's gq4s_g32 (llm-quantize rtn) runs the
+generated Q4_0 int8 kernel (its eight-row layout) for all 211 products and a
+generated gq4s embedding lookup, within int8 noise of the library kernels.
 """
 import json
 import os
@@ -204,6 +206,30 @@ def check_codegen(checks, work, sm):
                      f"greedy {ids[:6]} vs {lib_ids[:6]}")
 
 
+def check_grouped(checks, work, sm):
+    """llmc's grouped integers (gq4s_g32 from llm-quantize rtn) are repacked
+    into the Q4_0 eight-row layout at load: the generated Q4_0 int8 kernel
+    runs all 211 products and the generated gq4s lookup the embedding."""
+    art = os.path.join(work, "smollm2-gq4s.llmc")
+    harness.run_llmc(["compile", sm, "-o", art, "-q", "--pipeline",
+                      "llm-quantize{method=rtn bits=4 group=32 sym=true}"], timeout=900)
+    prompt = [1, 504, 3458, 314, 2817, 28, 253, 1345, 30]
+    lib, _ = harness.llmc_logits_and_greedy(art, prompt, 4, os.path.join(work, "gq-lib.npy"),
+                                            ["--library-kernels"])
+    npy = os.path.join(work, "gq-gen.npy")
+    p = harness.run_llmc(["run", art, "--prompt-tokens", ",".join(map(str, prompt)), "-n", "4",
+                          "--dump-logits", npy, "--ignore-eos"],
+                         env={"LLMC_JIT_CACHE": os.path.join(work, "jit-cache")}, timeout=300)
+    info = [l for l in p.stderr.splitlines() if "generated kernels:" in l]
+    info = info[-1] if info else p.stderr.strip()[-200:]
+    checks.check("for 211 products and 152 of 152 other ops" in info and "activations: int8" in info,
+                 "gq4s_g32: generated int8 kernels for all 211 products, every other op generated",
+                 info)
+    kl = mean_kl(np.load(npy), lib)
+    checks.check(kl < 0.05, "gq4s_g32: generated within int8 noise of the library kernels",
+                 f"mean KL {kl:.4g}")
+
+
 def main():
     checks = harness.Checks("kernel plan vs reference executor")
     work = harness.work_dir("kernel_plan")
@@ -222,6 +248,7 @@ def main():
         check_model(checks, work, label, sm, pipeline, 30, arena, sm_prompt, 16, int8_kl=0.05)
 
     check_codegen(checks, work, sm)
+    check_grouped(checks, work, sm)
 
     # Without a plan: the reference engine, and a clean error when kernels are forced.
     art = os.path.join(work, "nokernels.llmc")
