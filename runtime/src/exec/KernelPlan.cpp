@@ -207,9 +207,9 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
 }
 
 void PlanEngine::bindGeneratedOps(PlanStep &s, const codegen::GeneratedKernels *g) {
-  auto count = [&](auto &slot, auto fn) {
+  auto count = [&](auto &slot, auto fn) { // fn: null without g
     ++ops_;
-    slot = g ? fn : nullptr;
+    slot = fn;
     generatedOps_ += slot != nullptr;
   };
   const int64_t inW = s.in.empty() ? 0 : s.in[0].width;
@@ -239,6 +239,14 @@ void PlanEngine::bindGeneratedOps(PlanStep &s, const codegen::GeneratedKernels *
   case PlanKernel::MatmulAdd: // the residual add is the product's accumulation
     break;
   }
+}
+
+/// The step's RMSNorm over `rows` rows of its input width: generated or library.
+void PlanEngine::rmsNorm(const PlanStep &s, const float *x, float *y, int64_t rows) {
+  if (s.genNorm)
+    s.genNorm(x, s.norm.data(), y, rows, s.eps);
+  else
+    ops::rmsNorm(x, s.norm.data(), y, rows, s.in[0].width, s.eps);
 }
 
 void PlanEngine::FreeDeleter::operator()(uint8_t *p) const { std::free(p); }
@@ -318,10 +326,7 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
       if (!s.norm.empty()) {
         if (xn_.size() < size_t(rows * D))
           xn_.resize(size_t(rows * D));
-        if (s.genNorm)
-          s.genNorm(x, s.norm.data(), xn_.data(), rows, s.eps);
-        else
-          ops::rmsNorm(x, s.norm.data(), xn_.data(), rows, D, s.eps);
+        rmsNorm(s, x, xn_.data(), rows);
         x = xn_.data();
       }
       if (s.kernel == PlanKernel::NormMatmul) {
@@ -390,10 +395,7 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
       break;
     }
     case PlanKernel::RmsNorm:
-      if (s.genNorm)
-        s.genNorm(in(0), s.norm.data(), out, rows, s.eps);
-      else
-        ops::rmsNorm(in(0), s.norm.data(), out, rows, W, s.eps);
+      rmsNorm(s, in(0), out, rows);
       break;
     case PlanKernel::Add: {
       const float *a = in(0), *b = in(1);

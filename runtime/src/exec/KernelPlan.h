@@ -127,6 +127,7 @@ private:
   void packRows8(WeightMatrix &w, const PlanBindings &bind);
   MatmulPaths paths(const PlanStep &s) const;
   void bindGeneratedOps(PlanStep &s, const codegen::GeneratedKernels *g);
+  static void rmsNorm(const PlanStep &s, const float *x, float *y, int64_t rows);
   std::vector<float> arena_, xn_, kv_;
 };
 

@@ -181,20 +181,18 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
           if (!rdStored_ && !quantized()) { // f32 cache: the vectorized kernels
             const int64_t n = last + 1 - first;
             float *wf = w.data() + first;
+            const float *kf = c.k.data() + first * hd_, *vf = c.v.data() + first * hd_;
+            float *o = out + t * qd + h * hd_;
             if (gen) { // scores, softmax (probabilities left in wf) and values
-              gen(qh, c.k.data() + first * hd_, c.v.data() + first * hd_, n, wf,
-                  out + t * qd + h * hd_);
-              if (acc)
-                for (int64_t j = first; j <= last; ++j)
-                  stepSum[size_t(g)][size_t(j)] += w[size_t(j)] / float(group_);
-              continue;
+              gen(qh, kf, vf, n, wf, o);
+            } else {
+              kernels::scoreKeys(qh, kf, n, hd_, scale, wf);
+              kernels::softmaxInPlace(wf, n);
+              kernels::weightedRows(wf, vf, n, hd_, o);
             }
-            kernels::scoreKeys(qh, c.k.data() + first * hd_, n, hd_, scale, wf);
-            kernels::softmaxInPlace(wf, n);
             if (acc)
               for (int64_t j = first; j <= last; ++j)
                 stepSum[size_t(g)][size_t(j)] += w[size_t(j)] / float(group_);
-            kernels::weightedRows(wf, c.v.data() + first * hd_, n, hd_, out + t * qd + h * hd_);
             continue;
           }
           float mx = -INFINITY, qsum = 0;
