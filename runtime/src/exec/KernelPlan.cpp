@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <sys/mman.h>
 
 namespace llmc {
 
@@ -260,9 +261,15 @@ void PlanEngine::packRows8(WeightMatrix &w, const PlanBindings &bind) {
   auto it = rows8_.find(w.data);
   if (it == rows8_.end()) {
     const int64_t bytes = w.rows / kernels::kRows8 * kernels::rows8GroupBytes(*layout, w.cols);
-    auto *p = static_cast<uint8_t *>(std::aligned_alloc(64, size_t((bytes + 63) / 64 * 64)));
+    // Large copies on 2 MiB boundaries, marked for transparent huge pages:
+    // 512x fewer page faults while packing (and TLB misses while reading).
+    const size_t align = bytes >= (int64_t(8) << 20) ? size_t(2) << 20 : 64;
+    const size_t size = (size_t(bytes) + align - 1) / align * align;
+    auto *p = static_cast<uint8_t *>(std::aligned_alloc(align, size));
     if (!p)
       throw std::bad_alloc();
+    if (align > 64)
+      ::madvise(p, size, MADV_HUGEPAGE); // advice only: ignored where THP is off
     const int64_t groups = w.rows / kernels::kRows8, gb = kernels::rows8GroupBytes(*layout, w.cols);
     auto pack = [&](int64_t g0, int64_t g1) {
       kernels::packRows8(w.dtype, w.data + g0 * kernels::kRows8 * w.rowStride, w.rowStride,
