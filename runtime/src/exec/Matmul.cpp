@@ -153,16 +153,25 @@ void addBias(const MatmulJob &job, int64_t T, int64_t r0, int64_t nr) {
 }
 
 /// Runs work items [lo, hi): one job's row block each, or with `paired`
-/// the same row block of every job followed by the epilogue.
+/// the same row block of every job followed by the epilogue. With `merge`
+/// (and no epilogue) consecutive blocks of one job go to runBlock as one
+/// range: decode steps then make one kernel call per chunk, not per block.
 template <class BlockFn>
 void runItems(const WorkList &work, const MatmulJob *jobs, int njobs, const RowEpilogue *paired,
-              int64_t lo, int64_t hi, const BlockFn &runBlock) {
+              int64_t lo, int64_t hi, const BlockFn &runBlock, bool merge = false) {
   for (int64_t item = lo; item < hi; ++item) {
     int j;
     int64_t r0;
     work.locate(item, paired ? 1 : njobs, j, r0);
-    const int64_t nr = std::min(work.block, jobs[j].w->rows - r0);
+    int64_t nr = std::min(work.block, jobs[j].w->rows - r0);
     if (!paired) {
+      // Items of job j run to first[j + 1] (or the end of the list).
+      const int64_t jobEnd = j + 1 < njobs ? work.first[j + 1] : work.total;
+      if (merge && item + 1 < hi && item + 1 < jobEnd) {
+        const int64_t last = std::min(hi, jobEnd) - 1;
+        nr = std::min(jobs[j].w->rows, r0 + (last - item + 1) * work.block) - r0;
+        item = last;
+      }
       runBlock(j, r0, nr);
       continue;
     }
@@ -297,8 +306,10 @@ void int8Many(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x
     }
     addBias(job, T, r0, nr);
   };
+  // One token group: a chunk's blocks of one matrix are one kernel call.
+  const bool merge = T <= G;
   pool.parallelFor(0, work.total, grainFor(pool, work.total), [&](int64_t lo, int64_t hi) {
-    runItems(work, jobs, njobs, paired, lo, hi, runBlock);
+    runItems(work, jobs, njobs, paired, lo, hi, runBlock, merge);
   });
 }
 
@@ -310,15 +321,14 @@ void generatedMany(ThreadPool &pool, const MatmulJob *jobs, const codegen::Matve
   const WorkList work(jobs, njobs, kFusedRowBlock, paired != nullptr);
   auto runBlock = [&](int j, int64_t r0, int64_t nr) {
     const MatmulJob &job = jobs[j];
-    // Float rows take every token in one call; block formats at most kMaxRows.
-    const int64_t step = codegen::floatRowsAnyT(job.w->dtype) ? T : codegen::kMaxRows;
-    for (int64_t t = 0; t < T; t += step)
-      fns[j](job.w->data, job.w->rowStride, x + t * ldx, ldx,
-             int32_t(std::min<int64_t>(step, T - t)), job.y + t * job.ldy, job.ldy, r0, r0 + nr);
+    // Float rows take any T; block formats reach here with T <= kMaxRows.
+    fns[j](job.w->data, job.w->rowStride, x, ldx, int32_t(T), job.y, job.ldy, r0, r0 + nr);
     addBias(job, T, r0, nr);
   };
+  // Decode-sized steps: a chunk's blocks of one matrix are one kernel call.
+  const bool merge = T <= codegen::kMaxRows;
   pool.parallelFor(0, work.total, grainFor(pool, work.total), [&](int64_t lo, int64_t hi) {
-    runItems(work, jobs, njobs, paired, lo, hi, runBlock);
+    runItems(work, jobs, njobs, paired, lo, hi, runBlock, merge);
   });
 }
 

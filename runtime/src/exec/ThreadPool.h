@@ -43,8 +43,10 @@ private:
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable wake_;
+  // The job's state, read by every participant (written once per job), and
+  // its two counters, written per chunk, sit on separate cache lines.
   // Odd while a job is open for workers to join, even when closed.
-  std::atomic<uint64_t> gen_{0};
+  alignas(64) std::atomic<uint64_t> gen_{0};
   std::atomic<int> inside_{0};   // workers that have joined the current job
   std::atomic<int> sleepers_{0}; // workers blocked on wake_
   std::atomic<bool> stop_{false};
@@ -52,9 +54,9 @@ private:
   // The current job; written only while no worker is inside.
   const RangeFn *fn_ = nullptr;
   int64_t end_ = 0, grain_ = 1;
-  std::atomic<int64_t> next_{0};
-  std::atomic<int64_t> finished_{0}; // indices done (or skipped after a failure)
-  std::exception_ptr error_;
+  alignas(64) std::atomic<int64_t> next_{0};
+  alignas(64) std::atomic<int64_t> finished_{0}; // indices done (or skipped after a failure)
+  alignas(64) std::exception_ptr error_;
   std::atomic<bool> failed_{false};
 };
 
