@@ -20,6 +20,7 @@
 #include <cmath>
 #include <dlfcn.h>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <unistd.h>
 
@@ -173,6 +174,74 @@ TEST(CodegenKernels, EightRowInt8KernelsMatchTheLibraryAtEveryLevel) {
   }
 }
 
+// The VNNI form of the eight-row kernels (VPDPBUSD) must give the AVX2
+// form's results bit for bit: both sum exact integers. It runs here through
+// LLMC_EMULATE_VNNI (the same code with an exact AVX2 stand-in for the one
+// instruction); the native -vnni levels are built (their object must load
+// and export every kernel) and run where this CPU has them.
+TEST(CodegenKernels, VnniEightRowKernelsEqualTheAvx2OnesBitForBit) {
+  if (findHostCompiler().empty())
+    GTEST_SKIP() << "no C++ compiler to build generated kernels";
+  if (!hostRuns(IsaLevel::V3))
+    GTEST_SKIP() << "this CPU has no AVX2 (x86-64-v3)";
+  std::vector<MatvecSpec> specs;
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1})
+    for (int64_t cols : {32, 576, 1536})
+      specs.push_back({t, cols});
+  const std::string source = kernelSource(specs);
+  ASSERT_NE(source.find("LLMC_DPBUSD"), std::string::npos);
+  GeneratedObject avx2, emulated;
+  loadGenerated(avx2, source, IsaLevel::V3);
+  loadGenerated(emulated, "#define LLMC_EMULATE_VNNI 1\n" + source, IsaLevel::V3);
+  if (HasFatalFailure())
+    return;
+  std::vector<std::unique_ptr<GeneratedObject>> native; // -vnni levels this CPU runs
+  for (IsaLevel level : {IsaLevel::V3Vnni, IsaLevel::V4Vnni}) {
+    auto obj = std::make_unique<GeneratedObject>();
+    loadGenerated(*obj, source, level); // builds (and loads) on any x86-64 host
+    if (HasFatalFailure())
+      return;
+    for (const MatvecSpec &spec : specs)
+      ASSERT_NE(obj->fn<Rows8Fn>(spec.rows8Symbol()), nullptr) << isaName(level);
+    if (hostRuns(level))
+      native.push_back(std::move(obj));
+  }
+  std::mt19937 rng(23);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const MatvecSpec &spec : specs) {
+    const int64_t rows = 32, cols = spec.cols, stride = rowBytes(spec.dtype, cols);
+    std::vector<float> wf(static_cast<size_t>(rows * cols));
+    for (float &v : wf)
+      v = nd(rng) * (spec.dtype == DType::Q8_0 ? 3.0f : 1.0f);
+    std::vector<uint8_t> w(size_t(rows * stride)), packed(size_t(rows * stride));
+    for (int64_t r = 0; r < rows; ++r)
+      quantizeRowRef(spec.dtype, wf.data() + r * cols, w.data() + r * stride, cols);
+    kernels::packRows8(spec.dtype, w.data(), stride, rows, cols, packed.data());
+    for (int T = 1; T <= kMaxRows; ++T) {
+      // Activations at the int8 extremes too (+-127 in every block).
+      std::vector<float> x(static_cast<size_t>(T * cols));
+      for (size_t k = 0; k < x.size(); ++k)
+        x[k] = k % 7 == 0 ? (k % 2 ? 50.0f : -50.0f) : nd(rng);
+      const int64_t nb = cols / 32;
+      std::vector<int8_t> q(size_t(T * cols));
+      std::vector<float> d(size_t(T * nb)), sums(size_t(T * nb));
+      for (int t = 0; t < T; ++t)
+        kernels::quantizeRowInt8(x.data() + t * cols, cols, q.data() + t * cols,
+                                 d.data() + t * nb, sums.data() + t * nb);
+      auto run = [&](const GeneratedObject &o) {
+        std::vector<float> y(size_t(T * rows), -7.0f);
+        o.fn<Rows8Fn>(spec.rows8Symbol())(packed.data(), q.data(), d.data(), sums.data(), cols,
+                                          nb, T, y.data(), rows, 0, rows / 8);
+        return y;
+      };
+      const std::vector<float> want = run(avx2);
+      EXPECT_EQ(run(emulated), want) << spec.rows8Symbol() << " emulated VNNI, T " << T;
+      for (const auto &o : native)
+        EXPECT_EQ(run(*o), want) << spec.rows8Symbol() << " native VNNI, T " << T;
+    }
+  }
+}
+
 TEST(CodegenKernels, SourceIsDeterministicAndRejectsOtherFormats) {
   std::vector<MatvecSpec> specs = {{DType::Q4_0, 576}, {DType::Q8_0, 576}, {DType::Q4_0, 576}};
   EXPECT_EQ(kernelSource(specs), kernelSource(specs));
@@ -187,8 +256,21 @@ TEST(CodegenKernels, SourceIsDeterministicAndRejectsOtherFormats) {
 }
 
 TEST(CodegenKernels, IsaNamesRoundTripAndLlmcIsaIsChecked) {
-  for (IsaLevel l : {IsaLevel::X86_64, IsaLevel::V2, IsaLevel::V3, IsaLevel::V4})
+  for (IsaLevel l : kAllIsaLevels)
     EXPECT_EQ(parseIsa(isaName(l)), l);
+  EXPECT_EQ(std::string(isaName(IsaLevel::V4Vnni)), "x86-64-v4-vnni");
+  EXPECT_NE(compileFlags(IsaLevel::V4Vnni).find("-march=x86-64-v4 "), std::string::npos);
+  EXPECT_NE(compileFlags(IsaLevel::V4Vnni).find("-mavx512vnni"), std::string::npos);
+  EXPECT_NE(compileFlags(IsaLevel::V3Vnni).find("-mavxvnni"), std::string::npos);
+  EXPECT_TRUE(hostRuns(IsaLevel::X86_64));
+  EXPECT_TRUE(hostRuns(hostIsa()));
+  for (IsaLevel l : kAllIsaLevels) // every level the host runs is at most its best
+    if (hostRuns(l))
+      EXPECT_LE(int(l), int(hostIsa())) << isaName(l);
+  if (!hostRuns(IsaLevel::V4Vnni)) {
+    setenv("LLMC_ISA", "x86-64-v4-vnni", 1);
+    EXPECT_THROW(targetIsa(), std::runtime_error);
+  }
   EXPECT_FALSE(parseIsa("avx9"));
   setenv("LLMC_ISA", "x86-64", 1);
   EXPECT_EQ(targetIsa(), IsaLevel::X86_64);

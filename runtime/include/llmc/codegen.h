@@ -63,22 +63,30 @@ using EmbedFn = void (*)(const uint8_t *row, float *out);
 using AddFn = void (*)(const float *a, const float *b, float *y, int64_t n);
 
 
-enum class IsaLevel { X86_64 = 0, V2 = 1, V3 = 2, V4 = 3 };
+/// Levels in increasing order. The -vnni levels add the 8-bit dot-product
+/// instructions (VPDPBUSD): AVX-VNNI on top of v3 (e.g. Alder Lake), AVX-512
+/// VNNI on top of v4 (Cascade Lake and later Xeons, Zen 4 and later). Each
+/// level runs where every feature it names is present (hostRuns); v3-vnni
+/// is not a subset of v4, so the order alone does not decide that.
+enum class IsaLevel { X86_64 = 0, V2 = 1, V3 = 2, V3Vnni = 3, V4 = 4, V4Vnni = 5 };
+inline constexpr IsaLevel kAllIsaLevels[] = {IsaLevel::X86_64, IsaLevel::V2,     IsaLevel::V3,
+                                             IsaLevel::V3Vnni, IsaLevel::V4,     IsaLevel::V4Vnni};
 
-/// "x86-64", "x86-64-v2", ... (also the -march value).
+/// "x86-64", "x86-64-v2", ..., "x86-64-v4-vnni" (the key of stored objects).
 const char *isaName(IsaLevel l);
 std::optional<IsaLevel> parseIsa(const std::string &s);
 
 /// The highest level this CPU runs.
 IsaLevel hostIsa();
+/// Whether this CPU has every feature of `l`.
+bool hostRuns(IsaLevel l);
 /// AVX-512 VNNI or AVX-VNNI present.
 bool hostHasVnni();
 
-/// The level kernels run at: LLMC_ISA if set (an error above the host's
-/// level or unknown), else the host's. Throws std::runtime_error.
+/// The level kernels run at: LLMC_ISA if set (an error when this CPU lacks
+/// one of its features, or unknown), else the host's. Throws
+/// std::runtime_error.
 IsaLevel targetIsa();
-
-
 
 /// The compiler command, or "" when none is found.
 std::string findHostCompiler();

@@ -14,20 +14,24 @@ const char *isaName(IsaLevel l) {
     return "x86-64-v2";
   case IsaLevel::V3:
     return "x86-64-v3";
+  case IsaLevel::V3Vnni:
+    return "x86-64-v3-vnni";
   case IsaLevel::V4:
     return "x86-64-v4";
+  case IsaLevel::V4Vnni:
+    return "x86-64-v4-vnni";
   }
   return "x86-64";
 }
 
 std::optional<IsaLevel> parseIsa(const std::string &s) {
-  for (IsaLevel l : {IsaLevel::X86_64, IsaLevel::V2, IsaLevel::V3, IsaLevel::V4})
+  for (IsaLevel l : kAllIsaLevels)
     if (s == isaName(l))
       return l;
   return std::nullopt;
 }
 
-IsaLevel hostIsa() {
+bool hostRuns(IsaLevel l) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   const bool v2 = __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt") &&
@@ -38,20 +42,35 @@ IsaLevel hostIsa() {
   const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                   __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
                   __builtin_cpu_supports("avx512vl");
-  return v4 ? IsaLevel::V4 : v3 ? IsaLevel::V3 : v2 ? IsaLevel::V2 : IsaLevel::X86_64;
+  switch (l) {
+  case IsaLevel::X86_64:
+    return true;
+  case IsaLevel::V2:
+    return v2;
+  case IsaLevel::V3:
+    return v3;
+  case IsaLevel::V3Vnni:
+    return v3 && __builtin_cpu_supports("avxvnni");
+  case IsaLevel::V4:
+    return v4;
+  case IsaLevel::V4Vnni:
+    return v4 && __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
 #else
-  return IsaLevel::X86_64;
+  return l == IsaLevel::X86_64;
 #endif
 }
 
-bool hostHasVnni() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni");
-#else
-  return false;
-#endif
+IsaLevel hostIsa() {
+  IsaLevel best = IsaLevel::X86_64;
+  for (IsaLevel l : kAllIsaLevels)
+    if (hostRuns(l))
+      best = l;
+  return best;
 }
+
+bool hostHasVnni() { return hostRuns(IsaLevel::V3Vnni) || hostRuns(IsaLevel::V4Vnni); }
 
 IsaLevel targetIsa() {
   const IsaLevel host = hostIsa();
@@ -61,10 +80,12 @@ IsaLevel targetIsa() {
   auto forced = parseIsa(env);
   if (!forced)
     throw std::runtime_error(std::string("LLMC_ISA='") + env +
-                             "' is not one of x86-64, x86-64-v2, x86-64-v3, x86-64-v4");
-  if (int(*forced) > int(host))
-    throw std::runtime_error(std::string("LLMC_ISA=") + env + " is above this CPU's level (" +
-                             isaName(host) + ")");
+                             "' is not one of x86-64, x86-64-v2, x86-64-v3, x86-64-v3-vnni, "
+                             "x86-64-v4, x86-64-v4-vnni");
+  if (!hostRuns(*forced))
+    throw std::runtime_error(std::string("LLMC_ISA=") + env +
+                             " needs instructions this CPU lacks (its level: " + isaName(host) +
+                             ")");
   return *forced;
 }
 

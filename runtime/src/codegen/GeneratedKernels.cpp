@@ -169,15 +169,18 @@ std::unique_ptr<GeneratedKernels> GeneratedKernels::load(const Artifact &art, st
         snprintf(buf, sizeof buf, " in %.2f s", so.seconds);
         how = std::string("JIT-compiled for ") + isaName(want) + buf + " (" + so.compiler + ")";
       } catch (const std::exception &e) {
-        // No compiler here: the best stored object this CPU still runs.
-        auto below = objects.upper_bound(want);
-        if (below == objects.begin()) {
+        // No compiler here: the best stored object below `want` that this
+        // CPU runs (v3-vnni is below v4 but not a subset of it).
+        auto best = objects.end();
+        for (auto it = objects.begin(); it != objects.end() && int(it->first) < int(want); ++it)
+          if (hostRuns(it->first))
+            best = it;
+        if (best == objects.end()) {
           how = std::string("none: no ") + isaName(want) + " object and no JIT (" + e.what() + ")";
           return nullptr;
         }
-        --below;
-        got = below->first;
-        const std::string bytes = blob(art, below->second, ctx);
+        got = best->first;
+        const std::string bytes = blob(art, best->second, ctx);
         path = cachedFile("obj-" + hex(checksum64(bytes.data(), bytes.size())), bytes);
         how = std::string("stored ") + isaName(got) + " object (no " + isaName(want) +
               " object, JIT unavailable: " + e.what() + ")";

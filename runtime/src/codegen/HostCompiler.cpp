@@ -59,8 +59,19 @@ int runCommand(const std::vector<std::string> &argv, std::string &out) {
 }
 
 std::vector<std::string> flagList(IsaLevel level) {
-  return {"-O3", std::string("-march=") + isaName(level), "-mtune=generic", "-std=c++17",
-          "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno", "-fno-plt", "-w"};
+  // The -vnni levels are their base level's -march plus the VNNI extension.
+  const IsaLevel base = level == IsaLevel::V3Vnni   ? IsaLevel::V3
+                        : level == IsaLevel::V4Vnni ? IsaLevel::V4
+                                                    : level;
+  std::vector<std::string> f = {"-O3", std::string("-march=") + isaName(base), "-mtune=generic"};
+  if (level == IsaLevel::V3Vnni)
+    f.push_back("-mavxvnni");
+  if (level == IsaLevel::V4Vnni)
+    f.push_back("-mavx512vnni");
+  for (const char *o : {"-std=c++17", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno",
+                        "-fno-plt", "-w"})
+    f.push_back(o);
+  return f;
 }
 
 } // namespace
