@@ -9,7 +9,7 @@
 // token. Float rows are one `omp simd` dot (built with -fopenmp-simd).
 // Widths are constants, so the loops have fixed trip counts.
 //
-// Q8_0/Q4_0/Q4_1 also get an int8-activation kernel over the runtime's
+// Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 also get an int8-activation kernel over the runtime's
 // eight-row interleaved copy (kRows8Template): the kernel engine's default
 // path, used for every step size.
 //===----------------------------------------------------------------------===//
@@ -45,6 +45,12 @@ bool layoutOf(DType t, Layout &l) {
     return true;
   case DType::Q4_1:
     l = {32, 20};
+    return true;
+  case DType::Q5_0:
+    l = {32, 22};
+    return true;
+  case DType::Q5_1:
+    l = {32, 24};
     return true;
   default:
     return false;
@@ -163,7 +169,10 @@ static void @NAME@_t(const unsigned char *w8, const int8_t *xq, const float *xd,
                      const float *xs, int64_t ldq, int64_t ldd, float *y, int64_t ldy,
                      int64_t g0, int64_t g1) {
   constexpr int NB = @NB@, FMT = @FMT@;
-  constexpr int QAT = FMT == 1 ? 32 : 16, STEPS = FMT == 2 ? 8 : 4;
+  // FMT 0 q4_0, 1 q4_1, 2 q8_0, 3 q5_0, 4 q5_1: scales (d, and m for the
+  // _1 formats) 16 bytes each, q5's fifth bits (4 bytes a row), quants.
+  constexpr bool MIN = FMT == 1 || FMT == 4, FIVE = FMT >= 3;
+  constexpr int HAT = MIN ? 32 : 16, QAT = HAT + (FIVE ? 32 : 0), STEPS = FMT == 2 ? 8 : 4;
   constexpr int BLK = QAT + 32 * STEPS;
   for (int64_t g = g0; g < g1; ++g) {
     const unsigned char *grp = w8 + g * int64_t(NB) * BLK;
@@ -190,8 +199,25 @@ static void @NAME@_t(const unsigned char *w8, const int8_t *xq, const float *xd,
         a[s] = FMT == 2 ? _mm256_abs_epi8(v[s]) : _mm256_and_si256(v[s], m4);
         h[s] = FMT == 2 ? v[s] : _mm256_and_si256(_mm256_srli_epi16(v[s], 4), m4);
       }
+      if constexpr (FIVE) {
+        // Lane r holds row r's 32 fifth bits. Step s's low nibbles (weights
+        // 4s+k) take bits 4s+k: byte s/2 of the lane, spread over its 4
+        // bytes, tested against 1,2,4,8 (<< 4 for odd s); the high nibbles
+        // (weights 16+4s+k) byte 2 + s/2 the same way.
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p + HAT));
+        const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12,
+                                                0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+        const __m256i sixteen = _mm256_set1_epi8(16);
+        for (int s = 0; s < 4; ++s) {
+          const __m256i bits = _mm256_set1_epi32(s & 1 ? int(0x80402010u) : 0x08040201);
+          const __m256i lo = _mm256_shuffle_epi8(qh, _mm256_add_epi8(spread, _mm256_set1_epi8(char(s / 2))));
+          const __m256i hi = _mm256_shuffle_epi8(qh, _mm256_add_epi8(spread, _mm256_set1_epi8(char(2 + s / 2))));
+          a[s] = _mm256_or_si256(a[s], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(lo, bits), bits), sixteen));
+          h[s] = _mm256_or_si256(h[s], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hi, bits), bits), sixteen));
+        }
+      }
       __m256 sd = d;
-      if constexpr (FMT == 1)
+      if constexpr (MIN)
         sd = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 16)));
       for (int t = 0; t < T; ++t) {
         const int8_t *x = xq + t * ldq + b * 32;
@@ -216,12 +242,19 @@ static void @NAME@_t(const unsigned char *w8, const int8_t *xq, const float *xd,
             s32 = LLMC_DPBUSD(s32, h[s], _mm256_set1_epi32(xw[4 + s]));
           }
 #else
+          // 16-bit sums: 8 products of 4 bits (|sum| <= 30480) or 4 of 5
+          // bits (<= 31496) before widening.
           __m256i s16 = _mm256_setzero_si256();
+          s32 = _mm256_setzero_si256();
           for (int s = 0; s < 4; ++s) {
             s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(a[s], _mm256_set1_epi32(xw[s])));
             s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(h[s], _mm256_set1_epi32(xw[4 + s])));
+            if (FIVE && s == 1) {
+              s32 = _mm256_madd_epi16(s16, ones);
+              s16 = _mm256_setzero_si256();
+            }
           }
-          s32 = _mm256_madd_epi16(s16, ones);
+          s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(s16, ones));
 #endif
         }
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32),
@@ -234,7 +267,9 @@ static void @NAME@_t(const unsigned char *w8, const int8_t *xq, const float *xd,
       __m256 r = acc[t];
       if constexpr (FMT == 0)
         r = _mm256_fmadd_ps(_mm256_set1_ps(-8.0f), side[t], r);
-      else if constexpr (FMT == 1)
+      else if constexpr (FMT == 3)
+        r = _mm256_fmadd_ps(_mm256_set1_ps(-16.0f), side[t], r);
+      else if constexpr (MIN)
         r = _mm256_add_ps(r, side[t]);
       _mm256_storeu_ps(yg + t * ldy, r);
     }
@@ -244,17 +279,21 @@ static void @NAME@_t(const unsigned char *w8, const int8_t *xq, const float *xd,
       const unsigned char *p = grp + b * BLK;
       for (int r = 0; r < 8; ++r) {
         int w[32];
+        uint32_t qh = 0;
+        if constexpr (FIVE)
+          std::memcpy(&qh, p + HAT + 4 * r, 4);
         for (int s = 0; s < STEPS; ++s)
           for (int k = 0; k < 4; ++k) {
             const unsigned char byte = p[QAT + s * 32 + r * 4 + k];
             if constexpr (FMT == 2) {
               w[4 * s + k] = int8_t(byte);
             } else {
-              w[4 * s + k] = byte & 15;
-              w[16 + 4 * s + k] = byte >> 4;
+              const int j = 4 * s + k;
+              w[j] = (byte & 15) | int((qh >> j) & 1) << 4;
+              w[16 + j] = (byte >> 4) | int((qh >> (16 + j)) & 1) << 4;
             }
           }
-        const float d = h2f(p + 2 * r), sd = FMT == 1 ? h2f(p + 16 + 2 * r) : d;
+        const float d = h2f(p + 2 * r), sd = MIN ? h2f(p + 16 + 2 * r) : d;
         for (int t = 0; t < T; ++t) {
           const int8_t *x = xq + t * ldq + b * 32;
           int isum = 0;
@@ -268,7 +307,8 @@ static void @NAME@_t(const unsigned char *w8, const int8_t *xq, const float *xd,
     for (int t = 0; t < T; ++t)
       for (int r = 0; r < 8; ++r)
         yg[t * ldy + r] = FMT == 0 ? acc[t][r] - 8.0f * side[t][r]
-                          : FMT == 1 ? acc[t][r] + side[t][r] : acc[t][r];
+                          : FMT == 3 ? acc[t][r] - 16.0f * side[t][r]
+                          : MIN      ? acc[t][r] + side[t][r] : acc[t][r];
 #endif
   }
 }
@@ -293,7 +333,11 @@ std::string replaceAll(std::string s, const std::string &from, const std::string
 }
 
 std::string rows8Kernel(const MatvecSpec &s) {
-  const int fmt = s.dtype == DType::Q4_0 ? 0 : s.dtype == DType::Q4_1 ? 1 : 2;
+  const int fmt = s.dtype == DType::Q4_0   ? 0
+                  : s.dtype == DType::Q4_1 ? 1
+                  : s.dtype == DType::Q8_0 ? 2
+                  : s.dtype == DType::Q5_0 ? 3
+                                           : 4;
   std::string k = replaceAll(kRows8Template, "@NAME@", s.rows8Symbol());
   k = replaceAll(k, "@NB@", std::to_string(s.cols / 32));
   k = replaceAll(k, "@FMT@", std::to_string(fmt));
@@ -326,6 +370,26 @@ std::string decodeBlock(DType t) {
                   "        const v8f w1 = __builtin_convertvector(qb & 15, v8f)" + bias + ";\n"
                   "        const v8f w2 = __builtin_convertvector(qa >> 4, v8f)" + bias + ";\n"
                   "        const v8f w3 = __builtin_convertvector(qb >> 4, v8f)" + bias + ";\n";
+  }
+  case DType::Q5_0:
+  case DType::Q5_1: {
+    // d [, m], 32 fifth bits (bit j: weight j), then Q4-style nibbles.
+    const bool q50 = t == DType::Q5_0;
+    const std::string head = q50 ? "        const float d = h2f(blk);\n"
+                                 : "        const float d = h2f(blk), m = h2f(blk + 2);\n";
+    const int hq = q50 ? 2 : 4, qs = hq + 4;
+    const std::string bias = q50 ? " - 16.0f" : "";
+    std::ostringstream o;
+    o << head << "        uint32_t qh;\n        std::memcpy(&qh, blk + " << hq << ", 4);\n"
+      << "        const v8u8 qa = load8u8(blk + " << qs << "), qb = load8u8(blk + " << qs + 8
+      << ");\n"
+      << "        const v8u8 bit = {0, 1, 2, 3, 4, 5, 6, 7};\n";
+    const char *nib[4] = {"(qa & 15)", "(qb & 15)", "(qa >> 4)", "(qb >> 4)"};
+    for (int k = 0; k < 4; ++k)
+      o << "        const v8f w" << k << " = __builtin_convertvector(" << nib[k]
+        << " | ((((v8u8{} + (unsigned char)(qh >> " << 8 * k << ")) >> bit) & 1) << 4), v8f)"
+        << bias << ";\n";
+    return o.str();
   }
   default:
     throw std::logic_error("no generated decoder for this format");
@@ -443,7 +507,7 @@ std::string kernel(const MatvecSpec &s) {
   Layout l;
   layoutOf(s.dtype, l);
   const std::string name = s.symbol();
-  const bool minTerm = s.dtype == DType::Q4_1;
+  const bool minTerm = s.dtype == DType::Q4_1 || s.dtype == DType::Q5_1;
   std::ostringstream o;
   o << "\n// " << dtypeName(s.dtype) << " rows of " << s.cols << " (" << s.cols / l.block
     << " blocks of " << l.block << ", " << l.bytes << " bytes)\n";
@@ -546,9 +610,10 @@ std::string rowDecoderSource(DType dtype, int64_t cols, const std::string &name)
   o << decodeBlock(dtype);
   o << "        float *ob = out + b * 32;\n";
   o << "        const v8f dv = v8f{d, d, d, d, d, d, d, d};\n";
-  if (dtype == DType::Q4_1)
+  const bool minTerm = dtype == DType::Q4_1 || dtype == DType::Q5_1;
+  if (minTerm)
     o << "        const v8f mv = v8f{m, m, m, m, m, m, m, m};\n";
-  const std::string add = dtype == DType::Q4_1 ? " + mv" : "";
+  const std::string add = minTerm ? " + mv" : "";
   for (int k = 0; k < 4; ++k)
     o << "        { const v8f r = w" << k << " * dv" << add << "; std::memcpy(ob + " << 8 * k
       << ", &r, sizeof r); }\n";
@@ -565,7 +630,8 @@ std::string MatvecSpec::rows8Symbol() const {
 }
 
 bool hasRows8Kernel(DType dtype) {
-  return dtype == DType::Q4_0 || dtype == DType::Q4_1 || dtype == DType::Q8_0;
+  return dtype == DType::Q4_0 || dtype == DType::Q4_1 || dtype == DType::Q8_0 ||
+         dtype == DType::Q5_0 || dtype == DType::Q5_1;
 }
 
 bool canGenerate(DType dtype, int64_t cols) {

@@ -1,8 +1,8 @@
 """End-to-end: the kernel plan (llm-lower-to-kernels + llmk-plan-buffers,
 run by the runtime's kernel engine) against the reference executor.
 
-For stories260K (f32) and SmolLM2-135M-Instruct (Q4_1 as shipped, Q8_0 and
-Q4_0 by llm-quantize-rtn, and with a SnapKV 50% KV policy):
+For stories260K (f32) and SmolLM2-135M-Instruct (Q4_1 as shipped; Q8_0,
+Q4_0, Q5_0 and Q5_1 by llm-quantize-rtn; and with a SnapKV 50% KV policy):
 - `llmc compile` stores a kernel plan of 6 kernels per layer plus the
   embedding and the LM head, with the arena the buffer planner predicts
   (residual + q/k/v + rotated q floats per token);
@@ -119,6 +119,10 @@ def check_model(checks, work, label, source, pipeline, layers, arena, prompt, n_
                           "--dump-logits", npy, "--ignore-eos", "--engine", "kernels"])
     acts = [l for l in p.stderr.splitlines() if "activations:" in l]
     acts = acts[-1].split("activations:")[-1].strip() if acts else "?"
+    info = [l for l in p.stderr.splitlines() if "generated kernels:" in l]
+    info = info[-1] if info else p.stderr.strip()[-200:]
+    checks.check(f"for {products} products and {ops} of {ops} other ops" in info,
+                 f"{label}: by default too, generated kernels run all {products} products", info)
     i8 = np.load(npy)
     if int8_kl is None:  # no block-format weights: the f32 products, as above
         checks.check(acts == "f32", f"{label}: default activations are f32", acts)
@@ -244,6 +248,8 @@ def main():
     for label, pipeline in [("smollm2-q4_1", ""),
                             ("smollm2-q8_0", "llm-quantize-rtn{bits=8 group=32 sym=true}"),
                             ("smollm2-q4_0", "llm-quantize-rtn{bits=4 group=32 sym=true}"),
+                            ("smollm2-q5_0", "llm-quantize-rtn{bits=5 group=32 sym=true}"),
+                            ("smollm2-q5_1", "llm-quantize-rtn{bits=5 group=32 sym=false}"),
                             ("smollm2-snapkv", "llm-kv-policy{method=snapkv budget=0.5 window=8}")]:
         check_model(checks, work, label, sm, pipeline, 30, arena, sm_prompt, 16, int8_kl=0.05)
 

@@ -41,7 +41,7 @@ std::vector<Case> cases() {
   for (DType t : {DType::F32, DType::F16, DType::BF16})
     for (int64_t cols : {7, 33, 64, 172, 576})
       c.push_back({t, cols});
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1})
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1})
     for (int64_t cols : {32, 96, 160, 576, 1536})
       c.push_back({t, cols});
   return c;
@@ -117,7 +117,7 @@ TEST(CodegenKernels, EightRowInt8KernelsMatchTheLibraryAtEveryLevel) {
   if (findHostCompiler().empty())
     GTEST_SKIP() << "no C++ compiler to build generated kernels";
   std::vector<MatvecSpec> specs;
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1})
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1})
     for (int64_t cols : {32, 96, 576, 1536})
       specs.push_back({t, cols});
   const std::string source = kernelSource(specs);
@@ -185,7 +185,7 @@ TEST(CodegenKernels, VnniEightRowKernelsEqualTheAvx2OnesBitForBit) {
   if (!hostRuns(IsaLevel::V3))
     GTEST_SKIP() << "this CPU has no AVX2 (x86-64-v3)";
   std::vector<MatvecSpec> specs;
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1})
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1})
     for (int64_t cols : {32, 576, 1536})
       specs.push_back({t, cols});
   const std::string source = kernelSource(specs);

@@ -67,7 +67,7 @@ const std::vector<int64_t> kNormWidths = {7, 64, 576, 1001};
 const std::vector<int64_t> kHeadDims = {6, 8, 64};
 const std::vector<std::pair<DType, int64_t>> kEmbeds = {
     {DType::F32, 33}, {DType::F16, 33}, {DType::BF16, 64},
-    {DType::Q8_0, 96}, {DType::Q4_0, 96}, {DType::Q4_1, 576},
+    {DType::Q8_0, 96}, {DType::Q4_0, 96}, {DType::Q4_1, 576}, {DType::Q5_0, 96}, {DType::Q5_1, 576},
     {groupedIntDType(4, true, 32), 576}, {groupedIntDType(4, false, 64), 576},
     {groupedIntDType(3, false, 128), 256}, {groupedIntDType(2, true, 64), 192},
     {groupedIntDType(8, true, 32), 96}, {groupedIntDType(5, false, 32), 64}};

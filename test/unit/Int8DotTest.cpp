@@ -137,7 +137,7 @@ TEST(Int8Dot, RejectsOtherTypesAndRowCounts) {
 
 TEST(Rows8, PackedKernelsAreExactAndMatchTheRowKernels) {
   std::mt19937 rng(5);
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0})
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q5_0, DType::Q5_1})
     for (int64_t cols : {32, 96, 576})
       for (int nx = 1; nx <= 4; ++nx) {
         const int64_t rows = 16, stride = rowBytes(t, cols);
@@ -181,7 +181,9 @@ TEST(Rows8, RejectsShapesAndTypesWithoutALayout) {
   std::vector<uint8_t> src(12 * 18), dst(12 * 18);
   EXPECT_THROW(kernels::packRows8(DType::Q4_0, src.data(), 18, 12, 32, dst.data()),
                std::runtime_error);
-  EXPECT_FALSE(kernels::hasRows8(DType::Q5_0));
+  EXPECT_FALSE(kernels::hasRows8(DType::Q4_K));
+  EXPECT_TRUE(kernels::hasRows8(DType::Q5_0));
+  EXPECT_FALSE(kernels::hasFastRows8Kernel(DType::Q5_0)); // packed only for a generated kernel
   EXPECT_THROW(kernels::rows8DotKernel(DType::F32, 1), std::runtime_error);
 }
 

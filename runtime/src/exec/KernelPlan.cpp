@@ -258,6 +258,11 @@ void PlanEngine::packRows8(WeightMatrix &w, const PlanBindings &bind) {
       (*layout == w.dtype &&
        w.rowStride * kernels::kRows8 != kernels::rows8GroupBytes(w.dtype, w.cols)))
     return;
+  // Layouts without a vectorized library kernel (Q5_0/Q5_1) only for a
+  // generated one: the library's row kernels beat its portable one.
+  if (!kernels::hasFastRows8Kernel(*layout) &&
+      !(bind.generated && bind.generated->findRows8(*layout, w.cols)))
+    return;
   auto it = rows8_.find(w.data);
   if (it == rows8_.end()) {
     const int64_t bytes = w.rows / kernels::kRows8 * kernels::rows8GroupBytes(*layout, w.cols);

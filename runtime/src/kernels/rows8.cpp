@@ -20,6 +20,7 @@ struct Geometry {
   int64_t srcBlock;  // source bytes per 32 weights
   int64_t scales;    // fp16 values per row and block in the source (1 or 2)
   int64_t quant;     // quant bytes per row and block
+  int64_t high = 0;  // bytes of fifth bits per row and block (Q5_0/Q5_1: 4)
 };
 
 Geometry geometry(DType t) {
@@ -30,6 +31,10 @@ Geometry geometry(DType t) {
     return {20, 2, 16};
   case DType::Q8_0:
     return {34, 1, 32};
+  case DType::Q5_0:
+    return {22, 1, 16, 4};
+  case DType::Q5_1:
+    return {24, 2, 16, 4};
   default:
     throw std::runtime_error("rows8: no eight-row layout for dtype " +
                              std::string(dtypeInfo(t).name));
@@ -46,20 +51,25 @@ template <DType T, int NX>
 void scalarRows8(const uint8_t *group, int64_t cols, const int8_t *xq, const float *xd,
                  const float *xs, int64_t ldq, int64_t ldd, float *out, int64_t ldo) {
   const Geometry g = geometry(T);
-  const int64_t quantAt = 16 * g.scales, blockBytes = kRows8 * g.srcBlock;
+  const int64_t highAt = 16 * g.scales, quantAt = highAt + 8 * g.high,
+                blockBytes = kRows8 * g.srcBlock;
   float acc[NX][8] = {}, side[NX][8] = {};
   for (int64_t b = 0; b < cols / 32; ++b) {
     const uint8_t *p = group + b * blockBytes;
     for (int r = 0; r < 8; ++r) {
       int32_t w[32];
+      uint32_t qh = 0; // Q5_0/Q5_1: bit j is weight j's fifth bit
+      if (g.high)
+        std::memcpy(&qh, p + highAt + 4 * r, 4);
       for (int64_t s = 0; s < g.quant / 4; ++s)
         for (int k = 0; k < 4; ++k) {
           const uint8_t byte = p[quantAt + s * 32 + r * 4 + k];
           if (T == DType::Q8_0) {
             w[4 * s + k] = int8_t(byte);
           } else {
-            w[4 * s + k] = byte & 0x0F;
-            w[16 + 4 * s + k] = byte >> 4;
+            const int j = int(4 * s + k);
+            w[j] = (byte & 0x0F) | int32_t((qh >> j) & 1) << 4;
+            w[16 + j] = (byte >> 4) | int32_t((qh >> (16 + j)) & 1) << 4;
           }
         }
       const float d = half(p + 2 * r);
@@ -69,9 +79,9 @@ void scalarRows8(const uint8_t *group, int64_t cols, const int8_t *xq, const flo
         for (int k = 0; k < 32; ++k)
           isum += w[k] * int32_t(q[k]);
         acc[j][r] = std::fma(float(isum), d * xd[j * ldd + b], acc[j][r]);
-        if (T == DType::Q4_0)
+        if (T == DType::Q4_0 || T == DType::Q5_0)
           side[j][r] = std::fma(d, xs[j * ldd + b], side[j][r]);
-        else if (T == DType::Q4_1)
+        else if (T == DType::Q4_1 || T == DType::Q5_1)
           side[j][r] = std::fma(half(p + 16 + 2 * r), xs[j * ldd + b], side[j][r]);
       }
     }
@@ -79,8 +89,9 @@ void scalarRows8(const uint8_t *group, int64_t cols, const int8_t *xq, const flo
   for (int j = 0; j < NX; ++j)
     for (int r = 0; r < 8; ++r)
       out[j * ldo + r] = T == DType::Q4_0   ? std::fma(-8.0f, side[j][r], acc[j][r])
-                         : T == DType::Q4_1 ? acc[j][r] + side[j][r]
-                                            : acc[j][r];
+                         : T == DType::Q5_0 ? std::fma(-16.0f, side[j][r], acc[j][r])
+                         : T == DType::Q4_1 || T == DType::Q5_1 ? acc[j][r] + side[j][r]
+                                                                : acc[j][r];
 }
 
 template <DType T> Rows8DotFn scalarFor(int nx) {
@@ -101,7 +112,8 @@ template <DType T> Rows8DotFn scalarFor(int nx) {
 } // namespace
 
 std::optional<DType> rows8Layout(DType t) {
-  if (t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0)
+  if (t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0 || t == DType::Q5_0 ||
+      t == DType::Q5_1)
     return t;
   const std::optional<GroupedIntSpec> g = groupedIntSpec(t);
   if (!g || g->group % 32 != 0)
@@ -118,16 +130,18 @@ int64_t rows8GroupBytes(DType t, int64_t cols) { return kRows8 * (cols / 32) * g
 namespace {
 /// The interleave with the block geometry as constants (the copies become
 /// plain 2- and 4-byte moves).
-template <int kSrcBlock, int kScales, int kQuant>
+template <int kSrcBlock, int kScales, int kQuant, int kHigh = 0>
 void packAs(const uint8_t *src, int64_t rowStride, int64_t rows, int64_t nb, uint8_t *dst) {
-  constexpr int kQuantAt = 16 * kScales;
+  constexpr int kHighAt = 16 * kScales, kQuantAt = kHighAt + 8 * kHigh;
   for (int64_t r0 = 0; r0 < rows; r0 += kRows8)
     for (int64_t b = 0; b < nb; ++b, dst += kRows8 * kSrcBlock)
       for (int r = 0; r < kRows8; ++r) {
         const uint8_t *blk = src + (r0 + r) * rowStride + b * kSrcBlock;
         for (int h = 0; h < kScales; ++h) // d then m, fp16 each, first in the block
           std::memcpy(dst + 16 * h + 2 * r, blk + 2 * h, 2);
-        const uint8_t *qs = blk + 2 * kScales;
+        if (kHigh) // Q5_0/Q5_1: the 32 fifth bits follow the scales
+          std::memcpy(dst + kHighAt + kHigh * r, blk + 2 * kScales, kHigh);
+        const uint8_t *qs = blk + 2 * kScales + kHigh;
         for (int s = 0; s < kQuant / 4; ++s)
           std::memcpy(dst + kQuantAt + s * 32 + r * 4, qs + 4 * s, 4);
       }
@@ -188,6 +202,10 @@ void packRows8(DType t, const uint8_t *src, int64_t rowStride, int64_t rows, int
     packAs<18, 1, 16>(src, rowStride, rows, nb, dst);
   else if (t == DType::Q4_1)
     packAs<20, 2, 16>(src, rowStride, rows, nb, dst);
+  else if (t == DType::Q5_0)
+    packAs<22, 1, 16, 4>(src, rowStride, rows, nb, dst);
+  else if (t == DType::Q5_1)
+    packAs<24, 2, 16, 4>(src, rowStride, rows, nb, dst);
   else
     packAs<34, 1, 32>(src, rowStride, rows, nb, dst);
 }
@@ -200,11 +218,17 @@ Rows8DotFn rows8DotKernelScalar(DType t, int nx) {
     return scalarFor<DType::Q4_1>(nx);
   case DType::Q8_0:
     return scalarFor<DType::Q8_0>(nx);
+  case DType::Q5_0:
+    return scalarFor<DType::Q5_0>(nx);
+  case DType::Q5_1:
+    return scalarFor<DType::Q5_1>(nx);
   default:
     geometry(t); // throws the message
     return nullptr;
   }
 }
+
+bool hasFastRows8Kernel(DType t) { return detail::avx2Rows8DotKernel(t, 1) != nullptr; }
 
 Rows8DotFn rows8DotKernel(DType t, int nx) {
   Rows8DotFn scalar = rows8DotKernelScalar(t, nx); // validates

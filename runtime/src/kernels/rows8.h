@@ -10,10 +10,14 @@
 //   Q4_0: d[8] (fp16) | for s in 0..3, r in 0..7: qs_r[4s..4s+3]
 //   Q4_1: d[8] | m[8] | the same 128 quant bytes
 //   Q8_0: d[8] | for s in 0..7, r in 0..7: qs_r[4s..4s+3]
-// (Q4_0/Q4_1 byte j holds weight j in its low nibble and j + 16 in its high
+//   Q5_0: d[8] | qh_r (4 bytes) for r in 0..7 | the Q4_0 quant bytes
+//   Q5_1: d[8] | m[8] | qh_r for r in 0..7 | the Q4_0 quant bytes
+// (Q4_x/Q5_x byte j holds weight j in its low nibble and j + 16 in its high
 // one, so the low nibbles of step s are weights 4s.. and the high ones
-// 16 + 4s..). The size equals the source's. Built at load time
-// (PlanEngine), from rows whose count is a multiple of 8.
+// 16 + 4s..; Q5_x qh bit j is weight j's fifth bit). The size equals the
+// source's. Built at load time (PlanEngine), from rows whose count is a
+// multiple of 8. Q5_0/Q5_1 have no AVX2 library kernel: the engine packs
+// them only for a generated one.
 //
 // Internal to the runtime: the AVX2 kernels live in rows8_avx2.cpp.
 //===----------------------------------------------------------------------===//
@@ -27,8 +31,8 @@ namespace llmc::kernels {
 
 inline constexpr int64_t kRows8 = 8;
 
-/// The eight-row layout a matrix of type t is packed into: Q4_0, Q4_1 and
-/// Q8_0 their own; llmc's grouped integers with a group a multiple of 32
+/// The eight-row layout a matrix of type t is packed into: Q4_0, Q4_1,
+/// Q5_0, Q5_1 and Q8_0 their own; llmc's grouped integers with a group a multiple of 32
 /// that the layout holds exactly: gq4s_g* as Q4_0 (d (q - 8)), gq4a_g* as
 /// Q4_1 (d q + m), gq8s_g* as Q8_0 (d (q - 128)), each group's scale (and
 /// minimum) repeated for its 32-weight blocks. nullopt for any other type.
@@ -49,6 +53,9 @@ using Rows8DotFn = void (*)(const uint8_t *group, int64_t cols, const int8_t *xq
                             const float *xs, int64_t ldq, int64_t ldd, float *out, int64_t ldo);
 /// The fastest kernel this build has (bit-identical to the portable one).
 Rows8DotFn rows8DotKernel(DType t, int nx);
+/// Whether rows8DotKernel(t, .) is vectorized here (AVX2 for Q4_0, Q4_1,
+/// Q8_0); the portable Q5_0/Q5_1 kernels are slower than the row kernels.
+bool hasFastRows8Kernel(DType t);
 Rows8DotFn rows8DotKernelScalar(DType t, int nx);
 
 namespace detail {
