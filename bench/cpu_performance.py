@@ -13,6 +13,11 @@ Configurations (full run):
             llama.cpp: llama-quantize --pure F32 -> Q4_0
     gq4s_g32, gq4a_g64 (llmc's grouped integers, llm-quantize{method=rtn};
             4.5 bpw like Q4_0, so compared with llama.cpp's Q4_0)
+    Q5_0    llmc: llm-quantize-rtn{bits=5 group=32 sym=true}
+            llama.cpp: llama-quantize --pure F32 -> Q5_0
+    Q4_K_M  llama.cpp's usual mix (llama-quantize F32 -> Q4_K_M, not --pure:
+            for SmolLM2's width of 576 mostly Q5_0 and Q8_0, some Q6_K and
+            Q4_K); llmc compiles that same GGUF as is
   --pure keeps llama-quantize from giving the tied embedding / LM head a
   6-bit type: every matrix of both sides is in the named format, norms F32.
   TinyLlama-1.1B shape (hidden 2048, 22 layers, 32 heads, 4 KV heads,
@@ -68,12 +73,17 @@ DEFAULT_WORK = os.path.join(REPO, ".cache", "peer", "cpu_perf")
 DEFAULT_OUTPUT = os.path.join(REPO, "docs", "results", "cpu-performance.md")
 
 # (label, llmc pipeline or None for the GGUF as is, llama.cpp GGUF type).
+# The "mix" types are llama-quantize's own choice per tensor (no --pure),
+# and llmc compiles llama.cpp's GGUF itself.
+MIXED_TYPES = {"Q4_K_M"}
 SMOLLM2_CONFIGS = [
     ("F32", None, "F32"),
     ("Q8_0", "llm-quantize-rtn{bits=8 group=32 sym=true}", "Q8_0"),
     ("Q4_0", "llm-quantize-rtn{bits=4 group=32 sym=true}", "Q4_0"),
     ("gq4s_g32", "llm-quantize{method=rtn bits=4 group=32 sym=true}", "Q4_0"),
     ("gq4a_g64", "llm-quantize{method=rtn bits=4 group=64 sym=false}", "Q4_0"),
+    ("Q5_0", "llm-quantize-rtn{bits=5 group=32 sym=true}", "Q5_0"),
+    ("Q4_K_M", None, "Q4_K_M"),
 ]
 TINYLLAMA = {"hidden": 2048, "layers": 22, "heads": 32, "kv_heads": 4,
              "intermediate": 5632, "vocab": 32000, "context": 2048}
@@ -221,13 +231,16 @@ def smollm2_f32(model):
 
 
 def llama_quantize_pure(bin_dir, f32, qtype, work, threads):
-    """F32 -> qtype with every matrix in qtype (--pure); cached."""
-    out = os.path.join(work, os.path.basename(f32).replace(".F32.gguf", "") + f".pure_{qtype}.gguf")
+    """F32 -> qtype with every matrix in qtype (--pure; a MIXED_TYPES type:
+    llama-quantize's own per-tensor choice); cached."""
+    pure = qtype not in MIXED_TYPES
+    out = os.path.join(work, os.path.basename(f32).replace(".F32.gguf", "") +
+                       (f".pure_{qtype}.gguf" if pure else f".{qtype}.gguf"))
     if os.path.isfile(out) and os.path.getmtime(out) >= os.path.getmtime(f32):
         return out
-    log(f"llama-quantize --pure {qtype}")
-    check_call([os.path.join(bin_dir, "llama-quantize"), "--pure", f32, out, qtype,
-                str(threads)], f"llama-quantize {qtype}")
+    log(f"llama-quantize {'--pure ' if pure else ''}{qtype}")
+    check_call([os.path.join(bin_dir, "llama-quantize")] + (["--pure"] if pure else []) +
+               [f32, out, qtype, str(threads)], f"llama-quantize {qtype}")
     return out
 
 
@@ -602,7 +615,9 @@ def markdown(res):
           "`llm-quantize-rtn` (Q8_0, Q4_0) or `llm-quantize{method=rtn}` (gq4*), llama.cpp with "
           "`llama-quantize --pure` (every matrix, the tied embedding / LM head included, in the "
           "named type; without --pure it would be Q6_K). gq4s_g32 and gq4a_g64 are llmc's own "
-          "4.5-bpw formats, compared with llama.cpp's Q4_0 (4.5 bpw). TinyLlama-shape rows use "
+          "4.5-bpw formats, compared with llama.cpp's Q4_0 (4.5 bpw). Q4_K_M is llama.cpp's usual "
+          "mix as llama-quantize picks it per tensor (no --pure), and llmc compiles that same "
+          "GGUF. TinyLlama-shape rows use "
           "random Q8_0 / Q4_0 blocks written by gguf-py, which llmc compiles unchanged.",
           "- bpw = 8 x (all tensor bytes) / (all parameters), norms included, each side from its "
           "own file (llmc: `llmc bench`; llama.cpp: llama-bench's model_size / model_n_params).",
@@ -706,7 +721,11 @@ def main():
                 if not args.no_llamacpp else f32)
             art = os.path.join(args.work, f"SmolLM2-135M-Instruct.{label}.llmc")
             log(f"SmolLM2 {label}: llmc compile" + (f" --pipeline '{pipeline}'" if pipeline else ""))
-            secs = llmc_compile(args.llmc, f32, pipeline, art)
+            # A mix is compiled from llama.cpp's GGUF itself (same tensors).
+            source = gguf if qtype in MIXED_TYPES else f32
+            if qtype in MIXED_TYPES and args.no_llamacpp:
+                raise RuntimeError(f"{qtype} needs llama-quantize (no --no-llamacpp)")
+            secs = llmc_compile(args.llmc, source, pipeline, art)
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             res["rows"].append({"model": "SmolLM2-135M", "format": label, "llmc_error": str(e)})
             log(f"SmolLM2 {label}: FAILED: {e}")
