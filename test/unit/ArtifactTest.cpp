@@ -434,6 +434,47 @@ TEST(Artifact, RejectsCorruption) {
   expectOpenError(path, {"header checksum"});
 }
 
+// Artifacts of 16 MiB and more hash their tensors on several threads; the
+// error still names the first corrupted tensor in file order.
+TEST(Artifact, ParallelVerificationReportsTheFirstCorruptedTensor) {
+  Sample s;
+  const int n = 12;
+  const int64_t floats = int64_t(1) << 19; // 2 MiB each, 24 MiB in all
+  std::vector<std::vector<float>> big(n, std::vector<float>(size_t(floats)));
+  std::vector<ArtifactWriter::Tensor> tensors = s.tensors();
+  for (int i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < floats; ++k)
+      big[size_t(i)][size_t(k)] = float(i * 31 + k % 97);
+    tensors.push_back({"big" + std::to_string(i), DType::F32, {floats}, floats * 4,
+                       big[size_t(i)].data()});
+  }
+  std::vector<uint8_t> b = ArtifactWriter(s.manifest, tensors).toBuffer();
+  std::string dir = makeTempDir();
+  std::string path = dir + "/big.llmc";
+  writeBytes(path, b);
+  EXPECT_NO_THROW(Artifact::open(path));
+  std::unique_ptr<Artifact> ok = Artifact::fromBuffer(b, "x");
+  uint64_t dataOffset = 0;
+  for (int i = 0; i < 8; ++i)
+    dataOffset |= uint64_t(b[32 + size_t(i)]) << (8 * i);
+  auto offsetOf = [&](const std::string &name) {
+    for (const json &t : ok->manifest()["tensors"])
+      if (t["name"] == name)
+        return t["offset"].get<uint64_t>();
+    ADD_FAILURE() << name;
+    return uint64_t(0);
+  };
+  std::vector<uint8_t> c = b;
+  c[dataOffset + offsetOf("big9") + 1000] ^= 0x04;
+  c[dataOffset + offsetOf("big4") + 123456] ^= 0x80;
+  writeBytes(path, c);
+  expectOpenError(path, {"tensor 'big4' checksum mismatch"});
+  c = b;
+  c[dataOffset + offsetOf("big11") + 4 * floats - 1] ^= 0x01; // its last byte
+  writeBytes(path, c);
+  expectOpenError(path, {"tensor 'big11' checksum mismatch"});
+}
+
 TEST(ArtifactWriter, FailedWritesLeaveNoFile) {
   Sample s;
   std::string dir = makeTempDir();

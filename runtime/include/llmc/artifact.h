@@ -70,6 +70,10 @@ public:
 private:
   Artifact() = default;
   void parse(bool verify_tensors);
+  /// Checks the listed (tensor index, checksum) pairs; throws naming the
+  /// first mismatch in file order.
+  void verifyChecksums(const std::string &path,
+                       const std::vector<std::pair<size_t, uint64_t>> &list) const;
   std::string path_;
   const uint8_t *base_ = nullptr;
   uint64_t size_ = 0;

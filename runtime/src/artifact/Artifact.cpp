@@ -9,11 +9,14 @@
 #include "JsonFields.h"
 #include "llmc/artifact.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
 #include <stdexcept>
 #include <sys/mman.h>
+#include <thread>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -155,6 +158,7 @@ void Artifact::parse(bool verify_tensors) {
     fail(path, "manifest field 'tensors' must be an array");
   const uint8_t *data = base_ + h.data_offset;
   tensors_.reserve(tensors->size());
+  std::vector<std::pair<size_t, uint64_t>> toVerify; // tensor index, stored checksum
   for (size_t i = 0; i < tensors->size(); ++i) {
     const json &tj = (*tensors)[i];
     TensorView tv;
@@ -203,11 +207,45 @@ void Artifact::parse(bool verify_tensors) {
     if (offset > h.data_size || uint64_t(tv.nbytes) > h.data_size - offset)
       fail(path, "tensor '" + tv.name + "' extends beyond the data section (truncated or corrupted)");
     tv.data = data + offset;
-    if (verify_tensors && hasChecksum && checksum64(tv.data, size_t(tv.nbytes)) != checksum)
-      fail(path, "tensor '" + tv.name + "' checksum mismatch (the data is corrupted)");
+    if (verify_tensors && hasChecksum)
+      toVerify.push_back({tensors_.size(), checksum});
     index_.emplace(tv.name, tensors_.size());
     tensors_.push_back(std::move(tv));
   }
+  verifyChecksums(path, toVerify);
+}
+
+void Artifact::verifyChecksums(const std::string &path,
+                               const std::vector<std::pair<size_t, uint64_t>> &list) const {
+  // Tensors are hashed on up to 8 threads (the data is read once, from the
+  // page cache or the disk); the first corrupted tensor in file order is
+  // reported, as a serial pass would.
+  std::vector<char> bad(list.size(), 0);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k = next.fetch_add(1); k < list.size(); k = next.fetch_add(1)) {
+      const TensorView &tv = tensors_[list[k].first];
+      bad[k] = checksum64(tv.data, size_t(tv.nbytes)) != list[k].second;
+    }
+  };
+  uint64_t bytes = 0;
+  for (const auto &e : list)
+    bytes += uint64_t(tensors_[e.first].nbytes);
+  // Small artifacts: not worth a thread.
+  const size_t threads = bytes < (uint64_t(16) << 20)
+                             ? 1
+                             : std::min<size_t>({8, list.size(),
+                                                 std::max(1u, std::thread::hardware_concurrency())});
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &t : pool)
+    t.join();
+  for (size_t k = 0; k < list.size(); ++k)
+    if (bad[k])
+      fail(path, "tensor '" + tensors_[list[k].first].name +
+                     "' checksum mismatch (the data is corrupted)");
 }
 
 } // namespace llmc
