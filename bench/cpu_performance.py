@@ -22,7 +22,7 @@ Configurations (full run):
   6-bit type: every matrix of both sides is in the named format, norms F32.
   TinyLlama-1.1B shape (hidden 2048, 22 layers, 32 heads, 4 KV heads,
   intermediate 5632, vocab 32000, untied LM head), random weights, speed
-  only: Q8_0 and Q4_0 GGUFs written directly by gguf-py (random codes,
+  only: Q8_0, Q4_0 and Q4_K GGUFs written directly by gguf-py (random codes,
   random fp16 scales; no F32 file), compiled by llmc as they are.
 
 Measured per configuration and side: prefill tokens/s (ppP), decode
@@ -254,8 +254,9 @@ def random_llama_gguf(path, qtype_name, shape, seed=1234):
     qtype = GGMLQuantizationType[qtype_name]
     block, block_bytes = GGML_QUANT_SIZES[qtype]
     # Weight std ~0.02: Q8_0 codes are uniform int8 (std ~74), Q4_0 codes
-    # uniform in -8..7 (std ~4.6).
-    scale = {"Q8_0": 0.02 / 74.0, "Q4_0": 0.02 / 4.6}[qtype_name]
+    # uniform in -8..7 (std ~4.6); Q4_K: d * 6-bit scale (mean ~32) * codes
+    # 0..15 (std ~4.6) minus dmin * 6-bit min.
+    scale = {"Q8_0": 0.02 / 74.0, "Q4_0": 0.02 / 4.6, "Q4_K": 0.02 / (32 * 4.6)}[qtype_name]
     rng = np.random.default_rng(seed)
     H, L, NH, KV = shape["hidden"], shape["layers"], shape["heads"], shape["kv_heads"]
     FF, V, hd = shape["intermediate"], shape["vocab"], shape["hidden"] // shape["heads"]
@@ -265,6 +266,9 @@ def random_llama_gguf(path, qtype_name, shape, seed=1234):
         b = rng.integers(0, 256, size=(rows, nb, block_bytes), dtype=np.uint8)
         d = (scale * rng.uniform(0.5, 1.5, size=(rows, nb))).astype(np.float16)
         b[:, :, 0:2] = d.view(np.uint8).reshape(rows, nb, 2)
+        if qtype_name == "Q4_K":  # dmin: the mins centre the codes (~7.5 * sc * d)
+            dmin = (scale * 7.5 * rng.uniform(0.5, 1.5, size=(rows, nb))).astype(np.float16)
+            b[:, :, 2:4] = dmin.view(np.uint8).reshape(rows, nb, 2)
         return b.reshape(rows, nb * block_bytes)
 
     tmp = path + ".tmp"
@@ -279,7 +283,7 @@ def random_llama_gguf(path, qtype_name, shape, seed=1234):
     w.add_rope_dimension_count(hd)
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_file_type({"Q8_0": 7, "Q4_0": 2}[qtype_name])
+    w.add_file_type({"Q8_0": 7, "Q4_0": 2, "Q4_K": 14}[qtype_name])
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
     tokens += [f"\u2581t{i}" for i in range(V - len(tokens))]
     types = ([TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL] + [TokenType.BYTE] * 256
@@ -618,7 +622,7 @@ def markdown(res):
           "4.5-bpw formats, compared with llama.cpp's Q4_0 (4.5 bpw). Q4_K_M is llama.cpp's usual "
           "mix as llama-quantize picks it per tensor (no --pure), and llmc compiles that same "
           "GGUF. TinyLlama-shape rows use "
-          "random Q8_0 / Q4_0 blocks written by gguf-py, which llmc compiles unchanged.",
+          "random Q8_0 / Q4_0 / Q4_K blocks written by gguf-py (Q4_K: the 6-bit scales and mins random too), which llmc compiles unchanged.",
           "- bpw = 8 x (all tensor bytes) / (all parameters), norms included, each side from its "
           "own file (llmc: `llmc bench`; llama.cpp: llama-bench's model_size / model_n_params).",
           "- Prefill: one forward of a P-token prompt from an empty KV cache (llmc: BOS then a "
@@ -736,7 +740,7 @@ def main():
             res["rows"][-1]["llamacpp_format"] = qtype
 
     if not args.no_tinyllama:
-        for qtype in ("Q8_0", "Q4_0"):
+        for qtype in ("Q8_0", "Q4_0", "Q4_K"):
             try:
                 gguf = tinyllama_gguf(args.work, qtype)
                 art = os.path.join(args.work, f"tinyllama-shape-random.{qtype}.llmc")

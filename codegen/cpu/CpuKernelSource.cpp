@@ -9,7 +9,8 @@
 // token. Float rows are one `omp simd` dot (built with -fopenmp-simd).
 // Widths are constants, so the loops have fixed trip counts.
 //
-// Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 also get an int8-activation kernel over the runtime's
+// Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 (and Q4_K, which has no f32 kernel here) get an
+// int8-activation kernel over the runtime's
 // eight-row interleaved copy (kRows8Template): the kernel engine's default
 // path, used for every step size.
 //===----------------------------------------------------------------------===//
@@ -326,6 +327,124 @@ extern "C" void @NAME@(const unsigned char *w8, const int8_t *xq, const float *x
 }
 )";
 
+/// Q4_K int8-activation kernel over the runtime's eight-row layout
+/// (runtime/src/kernels/rows8.h: per 256-weight super-block d[8], dmin[8],
+/// the sub-block scales and mins as bytes, then 4 chunks of 8 steps of 8
+/// rows x 4 bytes): @NAME@ and @NSB@ (super-blocks per row) substituted.
+/// Per sub-block j of 32 weights (activation block b): an exact integer dot,
+/// times the row's 6-bit scale (exact in int32), then acc += isum*sc * (d *
+/// dx_b) and side += (dmin * m) * xs_b; y = acc - side.
+const char *kRows8Q4KTemplate = R"(
+template <int T>
+static void @NAME@_t(const unsigned char *w8, const int8_t *xq, const float *xd,
+                     const float *xs, int64_t ldq, int64_t ldd, float *y, int64_t ldy,
+                     int64_t g0, int64_t g1) {
+  constexpr int NSB = @NSB@, GB = 1184;
+  for (int64_t g = g0; g < g1; ++g) {
+    const unsigned char *grp = w8 + g * int64_t(NSB) * GB;
+    float *yg = y + g * 8;
+#ifdef LLMC_R8_AVX2
+    __m256 acc[T], side[T];
+    for (int t = 0; t < T; ++t)
+      acc[t] = side[t] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15);
+#ifndef LLMC_R8_VNNI
+    const __m256i ones = _mm256_set1_epi16(1);
+#endif
+    for (int sb = 0; sb < NSB; ++sb) {
+      const unsigned char *p = grp + sb * GB;
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+      const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 16)));
+      for (int c = 0; c < 4; ++c) {
+        const unsigned char *q = p + 160 + c * 256;
+        _mm_prefetch(reinterpret_cast<const char *>(q + 1024), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char *>(q + 1088), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char *>(q + 1152), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char *>(q + 1216), _MM_HINT_T0);
+        const __m256i scLo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p + 32 + 16 * c)));
+        const __m256i scHi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p + 40 + 16 * c)));
+        const __m256 mLo = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p + 96 + 16 * c)))));
+        const __m256 mHi = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p + 104 + 16 * c)))));
+        const int64_t bLo = int64_t(sb) * 8 + 2 * c, bHi = bLo + 1;
+        for (int t = 0; t < T; ++t) {
+          int32_t xl[8], xh[8];
+          std::memcpy(xl, xq + t * ldq + bLo * 32, 32);
+          std::memcpy(xh, xq + t * ldq + bHi * 32, 32);
+#ifdef LLMC_R8_VNNI
+          __m256i lo32 = _mm256_setzero_si256(), hi32 = _mm256_setzero_si256();
+#else
+          __m256i lo16 = _mm256_setzero_si256(), hi16 = _mm256_setzero_si256();
+#endif
+          for (int s = 0; s < 8; ++s) {
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + 32 * s));
+            const __m256i a = _mm256_and_si256(v, m4);
+            const __m256i h = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+#ifdef LLMC_R8_VNNI
+            lo32 = LLMC_DPBUSD(lo32, a, _mm256_set1_epi32(xl[s]));
+            hi32 = LLMC_DPBUSD(hi32, h, _mm256_set1_epi32(xh[s]));
+#else
+            // 8 products of 4 bits per 16-bit lane: |sum| <= 30480.
+            lo16 = _mm256_add_epi16(lo16, _mm256_maddubs_epi16(a, _mm256_set1_epi32(xl[s])));
+            hi16 = _mm256_add_epi16(hi16, _mm256_maddubs_epi16(h, _mm256_set1_epi32(xh[s])));
+#endif
+          }
+#ifndef LLMC_R8_VNNI
+          const __m256i lo32 = _mm256_madd_epi16(lo16, ones), hi32 = _mm256_madd_epi16(hi16, ones);
+#endif
+          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(lo32, scLo)),
+                                   _mm256_mul_ps(d, _mm256_set1_ps(xd[t * ldd + bLo])), acc[t]);
+          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(hi32, scHi)),
+                                   _mm256_mul_ps(d, _mm256_set1_ps(xd[t * ldd + bHi])), acc[t]);
+          side[t] = _mm256_fmadd_ps(mLo, _mm256_set1_ps(xs[t * ldd + bLo]), side[t]);
+          side[t] = _mm256_fmadd_ps(mHi, _mm256_set1_ps(xs[t * ldd + bHi]), side[t]);
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t)
+      _mm256_storeu_ps(yg + t * ldy, _mm256_sub_ps(acc[t], side[t]));
+#else
+    float acc[T][8] = {}, side[T][8] = {};
+    for (int sb = 0; sb < NSB; ++sb) {
+      const unsigned char *p = grp + sb * GB;
+      for (int r = 0; r < 8; ++r) {
+        const float d = h2f(p + 2 * r), dm = h2f(p + 16 + 2 * r);
+        for (int c = 0; c < 4; ++c)
+          for (int t = 0; t < T; ++t)
+            for (int hh = 0; hh < 2; ++hh) {
+              const int sub = 2 * c + hh;
+              const int64_t b = int64_t(sb) * 8 + sub;
+              const int8_t *x = xq + t * ldq + b * 32;
+              int isum = 0;
+              for (int s = 0; s < 8; ++s)
+                for (int k = 0; k < 4; ++k) {
+                  const unsigned char byte = p[160 + c * 256 + s * 32 + r * 4 + k];
+                  isum += int(hh ? byte >> 4 : byte & 15) * x[4 * s + k];
+                }
+              acc[t][r] += float(isum * int(p[32 + 8 * sub + r])) * (d * xd[t * ldd + b]);
+              side[t][r] += dm * float(p[96 + 8 * sub + r]) * xs[t * ldd + b];
+            }
+      }
+    }
+    for (int t = 0; t < T; ++t)
+      for (int r = 0; r < 8; ++r)
+        yg[t * ldy + r] = acc[t][r] - side[t][r];
+#endif
+  }
+}
+
+extern "C" void @NAME@(const unsigned char *w8, const int8_t *xq, const float *xd,
+                       const float *xs, int64_t ldq, int64_t ldd, int32_t T, float *y,
+                       int64_t ldy, int64_t g0, int64_t g1) {
+  switch (T) {
+  case 1: @NAME@_t<1>(w8, xq, xd, xs, ldq, ldd, y, ldy, g0, g1); break;
+  case 2: @NAME@_t<2>(w8, xq, xd, xs, ldq, ldd, y, ldy, g0, g1); break;
+  case 3: @NAME@_t<3>(w8, xq, xd, xs, ldq, ldd, y, ldy, g0, g1); break;
+  case 4: @NAME@_t<4>(w8, xq, xd, xs, ldq, ldd, y, ldy, g0, g1); break;
+  default: break;
+  }
+}
+)";
+
 std::string replaceAll(std::string s, const std::string &from, const std::string &to) {
   for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
     s.replace(at, from.size(), to);
@@ -333,6 +452,12 @@ std::string replaceAll(std::string s, const std::string &from, const std::string
 }
 
 std::string rows8Kernel(const MatvecSpec &s) {
+  if (s.dtype == DType::Q4_K) {
+    std::string k = replaceAll(kRows8Q4KTemplate, "@NAME@", s.rows8Symbol());
+    k = replaceAll(k, "@NSB@", std::to_string(s.cols / 256));
+    return "\n// q4_K rows of " + std::to_string(s.cols) + ", eight-row layout, int8 activations" +
+           k;
+  }
   const int fmt = s.dtype == DType::Q4_0   ? 0
                   : s.dtype == DType::Q4_1 ? 1
                   : s.dtype == DType::Q8_0 ? 2
@@ -631,7 +756,11 @@ std::string MatvecSpec::rows8Symbol() const {
 
 bool hasRows8Kernel(DType dtype) {
   return dtype == DType::Q4_0 || dtype == DType::Q4_1 || dtype == DType::Q8_0 ||
-         dtype == DType::Q5_0 || dtype == DType::Q5_1;
+         dtype == DType::Q5_0 || dtype == DType::Q5_1 || dtype == DType::Q4_K;
+}
+
+bool canGenerateRows8(DType dtype, int64_t cols) {
+  return hasRows8Kernel(dtype) && cols > 0 && cols % (dtype == DType::Q4_K ? 256 : 32) == 0;
 }
 
 bool canGenerate(DType dtype, int64_t cols) {
@@ -644,12 +773,14 @@ std::string kernelSource(const std::vector<MatvecSpec> &specs,
   std::string out = kPrelude;
   std::set<std::pair<int, int64_t>> seen;
   for (const MatvecSpec &s : specs) {
-    if (!canGenerate(s.dtype, s.cols))
+    const bool f32 = canGenerate(s.dtype, s.cols), int8 = canGenerateRows8(s.dtype, s.cols);
+    if (!f32 && !int8)
       throw std::invalid_argument("no generated kernel for " + std::string(dtypeName(s.dtype)) +
                                   " rows of " + std::to_string(s.cols));
     if (seen.insert({int(s.dtype), s.cols}).second) {
-      out += kernel(s);
-      if (hasRows8Kernel(s.dtype))
+      if (f32)
+        out += kernel(s); // Q4_K: the int8 kernel only
+      if (int8)
         out += rows8Kernel(s);
     }
   }

@@ -122,7 +122,7 @@ void generateKernels(CompiledModel &out, const std::function<void(const std::str
       // copy run that layout's int8 kernel.
       const std::optional<DType> layout = kernels::rows8Layout(t->dtype);
       const DType dtype = layout && cols % 32 == 0 ? *layout : t->dtype;
-      if (!cg::canGenerate(dtype, cols)) {
+      if (!cg::canGenerate(dtype, cols) && !cg::canGenerateRows8(dtype, cols)) {
         ++skipped;
         continue;
       }
@@ -164,9 +164,12 @@ void generateKernels(CompiledModel &out, const std::function<void(const std::str
   int count = 0;
   for (const cg::MatvecSpec &s : specs) {
     const std::string dt(dtypeName(s.dtype));
-    kernels.push_back({{"symbol", s.symbol()}, {"kind", "matvec"}, {"dtype", dt}, {"cols", s.cols}});
-    ++count;
-    if (cg::hasRows8Kernel(s.dtype)) {
+    if (cg::canGenerate(s.dtype, s.cols)) {
+      kernels.push_back(
+          {{"symbol", s.symbol()}, {"kind", "matvec"}, {"dtype", dt}, {"cols", s.cols}});
+      ++count;
+    }
+    if (cg::canGenerateRows8(s.dtype, s.cols)) {
       kernels.push_back(
           {{"symbol", s.rows8Symbol()}, {"kind", "rows8_int8"}, {"dtype", dt}, {"cols", s.cols}});
       ++count;

@@ -234,6 +234,44 @@ def check_grouped(checks, work, sm):
                  f"mean KL {kl:.4g}")
 
 
+def check_kquants(checks, work):
+    """The tiny generated K-quant GGUF (hidden 256: Q4_K q/k/v/gate/up, Q5_K
+    o/down, Q6_K head): the generated Q4_K int8 kernel (eight-row layout with
+    unpacked sub-block scales) runs its 10 Q4_K products by default; the Q5_K
+    and Q6_K ones keep the library kernels. Logits stay within int8 noise of
+    the reference engine's."""
+    import make_gguf_models
+    name, arch, qt, overrides, seed, _ = [m for m in make_gguf_models.model_specs()
+                                          if m[0] == "gguf-llama-kquants"][0]
+    import make_hf_models
+    cfg = make_hf_models.make_config(arch, "f32", head_dim=overrides.get("head_dim", 16))
+    cfg.update(overrides)
+    gguf = os.path.join(work, name + ".gguf")
+    make_gguf_models.write_gguf(gguf, cfg, make_hf_models.make_weights(cfg, seed), qt,
+                                kquant_seed=seed)
+    art = os.path.join(work, name + ".llmc")
+    harness.run_llmc(["compile", gguf, "-o", art, "-q"], timeout=300)
+    kinds = {k.get("dtype") for k in manifest(art)["codegen"]["kernels"]
+             if k.get("kind") == "rows8_int8"}
+    checks.check("q4_k" in kinds, "kquants: the artifact has a generated q4_K int8 kernel",
+                 str(sorted(kinds)))
+    prompt = [5, 17, 200, 33, 9, 81, 140, 2, 77, 250, 64, 12]
+    ref, _ = harness.llmc_logits_and_greedy(art, prompt, 4, os.path.join(work, "kq-ref.npy"),
+                                            ["--engine", "reference"])
+    npy = os.path.join(work, "kq-gen.npy")
+    p = harness.run_llmc(["run", art, "--prompt-tokens", ",".join(map(str, prompt)), "-n", "4",
+                          "--dump-logits", npy, "--ignore-eos"],
+                         env={"LLMC_JIT_CACHE": os.path.join(work, "jit-cache")}, timeout=300)
+    info = [l for l in p.stderr.splitlines() if "generated kernels:" in l]
+    info = info[-1] if info else p.stderr.strip()[-200:]
+    checks.check("for 10 products" in info and "activations: int8" in info,
+                 "kquants: the 10 Q4_K products run the generated int8 kernel", info)
+    gen = np.load(npy)
+    kl = mean_kl(gen, ref)
+    checks.check(kl < 0.05, "kquants: generated int8 logits within int8 noise of the reference",
+                 f"mean KL {kl:.4g}, top-1 {np.mean(gen.argmax(-1) == ref.argmax(-1)) * 100:.0f}%")
+
+
 def main():
     checks = harness.Checks("kernel plan vs reference executor")
     work = harness.work_dir("kernel_plan")
@@ -255,6 +293,7 @@ def main():
 
     check_codegen(checks, work, sm)
     check_grouped(checks, work, sm)
+    check_kquants(checks, work)
 
     # Without a plan: the reference engine, and a clean error when kernels are forced.
     art = os.path.join(work, "nokernels.llmc")

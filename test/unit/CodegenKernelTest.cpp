@@ -14,6 +14,7 @@
 #include "../../runtime/src/kernels/dot_int8.h"
 #include "../../runtime/src/kernels/rows8.h"
 #include "GeneratedObject.h"
+#include "RandomRows.h"
 
 #include <gtest/gtest.h>
 
@@ -120,6 +121,8 @@ TEST(CodegenKernels, EightRowInt8KernelsMatchTheLibraryAtEveryLevel) {
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1})
     for (int64_t cols : {32, 96, 576, 1536})
       specs.push_back({t, cols});
+  specs.push_back({DType::Q4_K, 256});
+  specs.push_back({DType::Q4_K, 1536});
   const std::string source = kernelSource(specs);
   const std::vector<IsaLevel> levels = cgtest::testLevels();
   std::mt19937 rng(17);
@@ -136,11 +139,19 @@ TEST(CodegenKernels, EightRowInt8KernelsMatchTheLibraryAtEveryLevel) {
       std::vector<float> wf(static_cast<size_t>(rows * cols));
       for (float &v : wf)
         v = nd(rng);
-      std::vector<uint8_t> w(size_t(rows * stride)), packed(size_t(rows * stride));
-      for (int64_t r = 0; r < rows; ++r)
-        quantizeRowRef(spec.dtype, wf.data() + r * cols, w.data() + r * stride, cols);
+      const int64_t gb = kernels::rows8GroupBytes(spec.dtype, cols);
+      std::vector<uint8_t> w(size_t(rows * stride)), packed(size_t(rows / 8 * gb));
+      for (int64_t r = 0; r < rows; ++r) {
+        if (spec.dtype == DType::Q4_K) { // no reference quantizer: random blocks
+          const std::vector<uint8_t> row = llmc::testing::randomRow(spec.dtype, cols, rng);
+          std::copy(row.begin(), row.end(), w.begin() + r * stride);
+          dequantizeRow(spec.dtype, w.data() + r * stride, wf.data() + r * cols, cols);
+        } else {
+          quantizeRowRef(spec.dtype, wf.data() + r * cols, w.data() + r * stride, cols);
+        }
+      }
       kernels::packRows8(spec.dtype, w.data(), stride, rows, cols, packed.data());
-      const int64_t ldq = cols + 32, ldd = cols / 32 + 2, ldy = rows + 3, gb = 8 * stride;
+      const int64_t ldq = cols + 32, ldd = cols / 32 + 2, ldy = rows + 3;
       for (int T = 1; T <= kMaxRows; ++T) {
         std::vector<float> x(static_cast<size_t>(T * cols));
         for (float &v : x)
@@ -188,6 +199,7 @@ TEST(CodegenKernels, VnniEightRowKernelsEqualTheAvx2OnesBitForBit) {
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1})
     for (int64_t cols : {32, 576, 1536})
       specs.push_back({t, cols});
+  specs.push_back({DType::Q4_K, 1536});
   const std::string source = kernelSource(specs);
   ASSERT_NE(source.find("LLMC_DPBUSD"), std::string::npos);
   GeneratedObject avx2, emulated;
@@ -213,9 +225,16 @@ TEST(CodegenKernels, VnniEightRowKernelsEqualTheAvx2OnesBitForBit) {
     std::vector<float> wf(static_cast<size_t>(rows * cols));
     for (float &v : wf)
       v = nd(rng) * (spec.dtype == DType::Q8_0 ? 3.0f : 1.0f);
-    std::vector<uint8_t> w(size_t(rows * stride)), packed(size_t(rows * stride));
-    for (int64_t r = 0; r < rows; ++r)
-      quantizeRowRef(spec.dtype, wf.data() + r * cols, w.data() + r * stride, cols);
+    std::vector<uint8_t> w(size_t(rows * stride)),
+        packed(size_t(rows / 8 * kernels::rows8GroupBytes(spec.dtype, cols)));
+    for (int64_t r = 0; r < rows; ++r) {
+      if (spec.dtype == DType::Q4_K) {
+        const std::vector<uint8_t> row = llmc::testing::randomRow(spec.dtype, cols, rng);
+        std::copy(row.begin(), row.end(), w.begin() + r * stride);
+      } else {
+        quantizeRowRef(spec.dtype, wf.data() + r * cols, w.data() + r * stride, cols);
+      }
+    }
     kernels::packRows8(spec.dtype, w.data(), stride, rows, cols, packed.data());
     for (int T = 1; T <= kMaxRows; ++T) {
       // Activations at the int8 extremes too (+-127 in every block).
@@ -252,7 +271,12 @@ TEST(CodegenKernels, SourceIsDeterministicAndRejectsOtherFormats) {
   EXPECT_EQ(src.find("void llmc_r8_q4_0_576("), src.rfind("void llmc_r8_q4_0_576("));
   EXPECT_FALSE(canGenerate(DType::Q4_K, 576));
   EXPECT_FALSE(canGenerate(DType::Q8_0, 40)); // not a whole number of blocks
-  EXPECT_THROW(kernelSource({{DType::Q4_K, 256}}), std::invalid_argument);
+  EXPECT_THROW(kernelSource({{DType::Q6_K, 256}}), std::invalid_argument);
+  EXPECT_THROW(kernelSource({{DType::Q4_K, 576}}), std::invalid_argument);
+  // q4_K: the int8 eight-row kernel only.
+  const std::string k = kernelSource({{DType::Q4_K, 512}});
+  EXPECT_NE(k.find("void llmc_r8_q4_k_512("), std::string::npos);
+  EXPECT_EQ(k.find("llmc_mv_q4_k"), std::string::npos);
 }
 
 TEST(CodegenKernels, IsaNamesRoundTripAndLlmcIsaIsChecked) {

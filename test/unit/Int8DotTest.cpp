@@ -177,11 +177,48 @@ TEST(Rows8, PackedKernelsAreExactAndMatchTheRowKernels) {
       }
 }
 
+// Q4_K's layout unpacks the 6-bit sub-block scales and mins; its portable
+// kernel against the dequantized weights times the int8 activations.
+TEST(Rows8, Q4KPackedKernelMatchesTheDequantizedDot) {
+  std::mt19937 rng(9);
+  const DType t = DType::Q4_K;
+  for (int64_t cols : {256, 768})
+    for (int nx = 1; nx <= 4; ++nx) {
+      const int64_t rows = 16, stride = rowBytes(t, cols);
+      std::vector<uint8_t> m;
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<uint8_t> row = randomRow(t, cols, rng);
+        m.insert(m.end(), row.begin(), row.end());
+      }
+      const int64_t gb = kernels::rows8GroupBytes(t, cols);
+      ASSERT_EQ(gb, cols / 256 * 1184);
+      std::vector<uint8_t> packed(size_t(rows / 8 * gb));
+      kernels::packRows8(t, m.data(), stride, rows, cols, packed.data());
+      Acts a(nx, cols, rng);
+      const int64_t ldo = 20;
+      std::vector<float> got(size_t(ldo * nx), NAN);
+      for (int64_t g = 0; g < rows / 8; ++g)
+        kernels::rows8DotKernel(t, nx)(packed.data() + g * gb, cols, a.q.data(), a.d.data(),
+                                       a.s.data(), a.ldq, a.ldd, got.data() + g * 8, ldo);
+      for (int j = 0; j < nx; ++j)
+        for (int64_t r = 0; r < rows; ++r) {
+          std::vector<float> w(static_cast<size_t>(cols));
+          dequantizeRow(t, m.data() + r * stride, w.data(), cols);
+          const Expect e = expected(w, a, j);
+          EXPECT_NEAR(got[size_t(j * ldo + r)], e.exact, 1e-4 * e.magnitude + 1e-30)
+              << "cols " << cols << " nx " << nx << " token " << j << " row " << r;
+        }
+    }
+  EXPECT_FALSE(kernels::hasFastRows8Kernel(t)); // packed only for a generated kernel
+  std::vector<uint8_t> src(8 * 144 * 2), dst(8 * 1184 * 2);
+  EXPECT_THROW(kernels::packRows8(t, src.data(), 144 * 2, 8, 288, dst.data()), std::runtime_error);
+}
+
 TEST(Rows8, RejectsShapesAndTypesWithoutALayout) {
   std::vector<uint8_t> src(12 * 18), dst(12 * 18);
   EXPECT_THROW(kernels::packRows8(DType::Q4_0, src.data(), 18, 12, 32, dst.data()),
                std::runtime_error);
-  EXPECT_FALSE(kernels::hasRows8(DType::Q4_K));
+  EXPECT_FALSE(kernels::hasRows8(DType::Q6_K));
   EXPECT_TRUE(kernels::hasRows8(DType::Q5_0));
   EXPECT_FALSE(kernels::hasFastRows8Kernel(DType::Q5_0)); // packed only for a generated kernel
   EXPECT_THROW(kernels::rows8DotKernel(DType::F32, 1), std::runtime_error);

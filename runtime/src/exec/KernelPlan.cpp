@@ -255,8 +255,7 @@ void PlanEngine::FreeDeleter::operator()(uint8_t *p) const { std::free(p); }
 void PlanEngine::packRows8(WeightMatrix &w, const PlanBindings &bind) {
   const std::optional<DType> layout = kernels::rows8Layout(w.dtype);
   if (!layout || w.rows % kernels::kRows8 != 0 || w.cols % 32 != 0 ||
-      (*layout == w.dtype &&
-       w.rowStride * kernels::kRows8 != kernels::rows8GroupBytes(w.dtype, w.cols)))
+      (*layout == w.dtype && w.rowStride != rowBytes(w.dtype, w.cols)))
     return;
   // Layouts without a vectorized library kernel (Q5_0/Q5_1) only for a
   // generated one: the library's row kernels beat its portable one.

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "rows8.h"
 #include "llmc/format/grouped_int.h"
+#include "llmc/format/k_scales.h"
 
 #include <cmath>
 #include <cstring>
@@ -94,6 +95,65 @@ void scalarRows8(const uint8_t *group, int64_t cols, const int8_t *xq, const flo
                                                                 : acc[j][r];
 }
 
+/// Q4_K: per 8-row group and 256-weight super-block (kQ4KGroupBytes):
+///   d[8] (fp16) | dmin[8] (fp16) | sc[j][r] (u8, 8 sub-blocks x 8 rows) |
+///   m[j][r] (u8) | for chunk c in 0..3, s in 0..7, r in 0..7: qs_r[32c+4s..+3]
+/// Sub-block j = 2c + h is the low (h 0) or high (h 1) nibbles of chunk c.
+constexpr int64_t kQ4KGroupBytes = 16 + 16 + 64 + 64 + 1024;
+
+template <int NX>
+void scalarRows8Q4K(const uint8_t *group, int64_t cols, const int8_t *xq, const float *xd,
+                    const float *xs, int64_t ldq, int64_t ldd, float *out, int64_t ldo) {
+  float acc[NX][8] = {}, side[NX][8] = {};
+  for (int64_t sb = 0; sb < cols / 256; ++sb) {
+    const uint8_t *p = group + sb * kQ4KGroupBytes;
+    for (int r = 0; r < 8; ++r) {
+      const float d = half(p + 2 * r), dmin = half(p + 16 + 2 * r);
+      for (int c = 0; c < 4; ++c)
+        for (int j = 0; j < NX; ++j)
+          for (int h = 0; h < 2; ++h) {
+            const int sub = 2 * c + h;
+            const int64_t b = sb * 8 + sub; // activation block
+            const int8_t *q = xq + j * ldq + b * 32;
+            int32_t isum = 0;
+            for (int s = 0; s < 8; ++s)
+              for (int k = 0; k < 4; ++k) {
+                const uint8_t byte = p[160 + c * 256 + s * 32 + r * 4 + k];
+                isum += int32_t(h ? byte >> 4 : byte & 0x0F) * int32_t(q[4 * s + k]);
+              }
+            const int32_t sc = p[32 + 8 * sub + r], mn = p[96 + 8 * sub + r];
+            acc[j][r] = std::fma(float(isum * sc), d * xd[j * ldd + b], acc[j][r]);
+            side[j][r] = std::fma(dmin * float(mn), xs[j * ldd + b], side[j][r]);
+          }
+    }
+  }
+  for (int j = 0; j < NX; ++j)
+    for (int r = 0; r < 8; ++r)
+      out[j * ldo + r] = acc[j][r] - side[j][r];
+}
+
+void packQ4K(const uint8_t *src, int64_t rowStride, int64_t rows, int64_t nsb, uint8_t *dst) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kRows8)
+    for (int64_t sb = 0; sb < nsb; ++sb, dst += kQ4KGroupBytes)
+      for (int r = 0; r < kRows8; ++r) {
+        const uint8_t *blk = src + (r0 + r) * rowStride + sb * 144;
+        std::memcpy(dst + 2 * r, blk, 2);          // d
+        std::memcpy(dst + 16 + 2 * r, blk + 2, 2); // dmin
+        for (int j = 0; j < 8; ++j) {
+          uint8_t sc, mn;
+          unpackKScaleMin(blk + 4, j, sc, mn);
+          dst[32 + 8 * j + r] = sc;
+          dst[96 + 8 * j + r] = mn;
+        }
+        const uint8_t *qs = blk + 16;
+        for (int c = 0; c < 4; ++c)
+          for (int s = 0; s < 8; ++s)
+            std::memcpy(dst + 160 + c * 256 + s * 32 + r * 4, qs + 32 * c + 4 * s, 4);
+      }
+}
+
+template <int NX> Rows8DotFn q4kFor() { return scalarRows8Q4K<NX>; }
+
 template <DType T> Rows8DotFn scalarFor(int nx) {
   switch (nx) {
   case 1:
@@ -113,7 +173,7 @@ template <DType T> Rows8DotFn scalarFor(int nx) {
 
 std::optional<DType> rows8Layout(DType t) {
   if (t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0 || t == DType::Q5_0 ||
-      t == DType::Q5_1)
+      t == DType::Q5_1 || t == DType::Q4_K)
     return t;
   const std::optional<GroupedIntSpec> g = groupedIntSpec(t);
   if (!g || g->group % 32 != 0)
@@ -125,7 +185,11 @@ std::optional<DType> rows8Layout(DType t) {
   return std::nullopt;
 }
 
-int64_t rows8GroupBytes(DType t, int64_t cols) { return kRows8 * (cols / 32) * geometry(t).srcBlock; }
+int64_t rows8GroupBytes(DType t, int64_t cols) {
+  if (t == DType::Q4_K)
+    return (cols / 256) * kQ4KGroupBytes;
+  return kRows8 * (cols / 32) * geometry(t).srcBlock;
+}
 
 namespace {
 /// The interleave with the block geometry as constants (the copies become
@@ -193,6 +257,12 @@ void packRows8(DType t, const uint8_t *src, int64_t rowStride, int64_t rows, int
     geometry(t); // throws the message
   if (rows % kRows8 != 0 || cols % 32 != 0)
     throw std::runtime_error("rows8: rows must be a multiple of 8 and columns of 32");
+  if (t == DType::Q4_K) {
+    if (cols % 256 != 0)
+      throw std::runtime_error("rows8: q4_K columns must be a multiple of 256");
+    packQ4K(src, rowStride, rows, cols / 256, dst);
+    return;
+  }
   if (*layout != t) {
     packGrouped(*groupedIntSpec(t), *layout, src, rowStride, rows, cols, dst);
     return;
@@ -222,6 +292,19 @@ Rows8DotFn rows8DotKernelScalar(DType t, int nx) {
     return scalarFor<DType::Q5_0>(nx);
   case DType::Q5_1:
     return scalarFor<DType::Q5_1>(nx);
+  case DType::Q4_K:
+    switch (nx) {
+    case 1:
+      return q4kFor<1>();
+    case 2:
+      return q4kFor<2>();
+    case 3:
+      return q4kFor<3>();
+    case 4:
+      return q4kFor<4>();
+    }
+    throw std::runtime_error("rows8 kernel: " + std::to_string(nx) +
+                             " activation rows (1..4 supported)");
   default:
     geometry(t); // throws the message
     return nullptr;

@@ -16,8 +16,14 @@
 // one, so the low nibbles of step s are weights 4s.. and the high ones
 // 16 + 4s..; Q5_x qh bit j is weight j's fifth bit). The size equals the
 // source's. Built at load time (PlanEngine), from rows whose count is a
-// multiple of 8. Q5_0/Q5_1 have no AVX2 library kernel: the engine packs
-// them only for a generated one.
+// multiple of 8. Q4_K (per 256-weight super-block, 1184 bytes a group, 148
+// per row against the source's 144: the 6-bit sub-block scales and mins
+// unpacked to bytes):
+//   d[8] | dmin[8] | sc[j][r] | m[j][r] (j: 8 sub-blocks) |
+//   for chunk c in 0..3, s in 0..7, r in 0..7: qs_r[32c + 4s..+3]
+// (sub-block 2c is chunk c's low nibbles, 2c+1 its high ones).
+// Q5_0/Q5_1/Q4_K have no AVX2 library kernel: the engine packs them only
+// for a generated one.
 //
 // Internal to the runtime: the AVX2 kernels live in rows8_avx2.cpp.
 //===----------------------------------------------------------------------===//
@@ -32,14 +38,14 @@ namespace llmc::kernels {
 inline constexpr int64_t kRows8 = 8;
 
 /// The eight-row layout a matrix of type t is packed into: Q4_0, Q4_1,
-/// Q5_0, Q5_1 and Q8_0 their own; llmc's grouped integers with a group a multiple of 32
+/// Q5_0, Q5_1, Q8_0 and Q4_K their own; llmc's grouped integers with a group a multiple of 32
 /// that the layout holds exactly: gq4s_g* as Q4_0 (d (q - 8)), gq4a_g* as
 /// Q4_1 (d q + m), gq8s_g* as Q8_0 (d (q - 128)), each group's scale (and
 /// minimum) repeated for its 32-weight blocks. nullopt for any other type.
 std::optional<DType> rows8Layout(DType t);
 inline bool hasRows8(DType t) { return rows8Layout(t).has_value(); }
-/// Bytes of one 8-row group of cols columns in layout t (Q4_0, Q4_1, Q8_0;
-/// 8 source rows' bytes for those types).
+/// Bytes of one 8-row group of cols columns in layout t (8 source rows'
+/// bytes for the 32-weight block types; 1184 per 256 columns for Q4_K).
 int64_t rows8GroupBytes(DType t, int64_t cols);
 /// Rewrite rows [0, rows) (rows a multiple of 8, cols of 32) of a matrix
 /// of type t whose row r starts at src + r * rowStride into dst (rows / 8
