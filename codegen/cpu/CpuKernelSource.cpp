@@ -314,17 +314,6 @@ static void @NAME@_t(const unsigned char *w8, const int8_t *xq, const float *xd,
   }
 }
 
-extern "C" void @NAME@(const unsigned char *w8, const int8_t *xq, const float *xd,
-                       const float *xs, int64_t ldq, int64_t ldd, int32_t T, float *y,
-                       int64_t ldy, int64_t g0, int64_t g1) {
-  switch (T) {
-  case 1: @NAME@_t<1>(w8, xq, xd, xs, ldq, ldd, y, ldy, g0, g1); break;
-  case 2: @NAME@_t<2>(w8, xq, xd, xs, ldq, ldd, y, ldy, g0, g1); break;
-  case 3: @NAME@_t<3>(w8, xq, xd, xs, ldq, ldd, y, ldy, g0, g1); break;
-  case 4: @NAME@_t<4>(w8, xq, xd, xs, ldq, ldd, y, ldy, g0, g1); break;
-  default: break;
-  }
-}
 )";
 
 /// Q4_K int8-activation kernel over the runtime's eight-row layout
@@ -432,6 +421,10 @@ static void @NAME@_t(const unsigned char *w8, const int8_t *xq, const float *xd,
   }
 }
 
+)";
+
+/// The Rows8Fn entry point of an eight-row kernel template (@NAME@_t<T>).
+const char *kRows8Wrapper = R"(
 extern "C" void @NAME@(const unsigned char *w8, const int8_t *xq, const float *xd,
                        const float *xs, int64_t ldq, int64_t ldd, int32_t T, float *y,
                        int64_t ldy, int64_t g0, int64_t g1) {
@@ -453,7 +446,8 @@ std::string replaceAll(std::string s, const std::string &from, const std::string
 
 std::string rows8Kernel(const MatvecSpec &s) {
   if (s.dtype == DType::Q4_K) {
-    std::string k = replaceAll(kRows8Q4KTemplate, "@NAME@", s.rows8Symbol());
+    std::string k = replaceAll(std::string(kRows8Q4KTemplate) + kRows8Wrapper, "@NAME@",
+                               s.rows8Symbol());
     k = replaceAll(k, "@NSB@", std::to_string(s.cols / 256));
     return "\n// q4_K rows of " + std::to_string(s.cols) + ", eight-row layout, int8 activations" +
            k;
@@ -463,7 +457,7 @@ std::string rows8Kernel(const MatvecSpec &s) {
                   : s.dtype == DType::Q8_0 ? 2
                   : s.dtype == DType::Q5_0 ? 3
                                            : 4;
-  std::string k = replaceAll(kRows8Template, "@NAME@", s.rows8Symbol());
+  std::string k = replaceAll(std::string(kRows8Template) + kRows8Wrapper, "@NAME@", s.rows8Symbol());
   k = replaceAll(k, "@NB@", std::to_string(s.cols / 32));
   k = replaceAll(k, "@FMT@", std::to_string(fmt));
   return "\n// " + std::string(dtypeName(s.dtype)) + " rows of " + std::to_string(s.cols) +

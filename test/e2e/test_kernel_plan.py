@@ -59,6 +59,12 @@ def manifest(art):
     return json.loads(harness.run_llmc(["inspect", art, "--json"]).stdout)
 
 
+def generated_info(p):
+    """The last "generated kernels:" line `llmc run` printed (or its stderr's tail)."""
+    info = [l for l in p.stderr.splitlines() if "generated kernels:" in l]
+    return info[-1] if info else p.stderr.strip()[-200:]
+
+
 def mean_kl(got, ref):
     """Mean over positions of KL(softmax(ref) || softmax(got))."""
     def logp(z):
@@ -101,8 +107,7 @@ def check_model(checks, work, label, source, pipeline, layers, arena, prompt, n_
                           str(n_gen), "--dump-logits", npy, "--print-ids", "--ignore-eos",
                           "--engine", "kernels", "--exact-activations", "--generated-kernels"],
                          env={"LLMC_JIT_CACHE": os.path.join(work, "jit-cache")}, timeout=300)
-    info = [l for l in p.stderr.splitlines() if "generated kernels:" in l]
-    info = info[-1] if info else p.stderr.strip()[-200:]
+    info = generated_info(p)
     products = 7 * layers + 1
     checks.check(f"for {products} products and {ops} of {ops} other ops" in info,
                  f"{label}: generated kernels back every op ({products} products, {ops} others)",
@@ -119,8 +124,7 @@ def check_model(checks, work, label, source, pipeline, layers, arena, prompt, n_
                           "--dump-logits", npy, "--ignore-eos", "--engine", "kernels"])
     acts = [l for l in p.stderr.splitlines() if "activations:" in l]
     acts = acts[-1].split("activations:")[-1].strip() if acts else "?"
-    info = [l for l in p.stderr.splitlines() if "generated kernels:" in l]
-    info = info[-1] if info else p.stderr.strip()[-200:]
+    info = generated_info(p)
     checks.check(f"for {products} products and {ops} of {ops} other ops" in info,
                  f"{label}: by default too, generated kernels run all {products} products", info)
     i8 = np.load(npy)
@@ -224,8 +228,7 @@ def check_grouped(checks, work, sm):
     p = harness.run_llmc(["run", art, "--prompt-tokens", ",".join(map(str, prompt)), "-n", "4",
                           "--dump-logits", npy, "--ignore-eos"],
                          env={"LLMC_JIT_CACHE": os.path.join(work, "jit-cache")}, timeout=300)
-    info = [l for l in p.stderr.splitlines() if "generated kernels:" in l]
-    info = info[-1] if info else p.stderr.strip()[-200:]
+    info = generated_info(p)
     checks.check("for 211 products and 152 of 152 other ops" in info and "activations: int8" in info,
                  "gq4s_g32: generated int8 kernels for all 211 products, every other op generated",
                  info)
@@ -262,8 +265,7 @@ def check_kquants(checks, work):
     p = harness.run_llmc(["run", art, "--prompt-tokens", ",".join(map(str, prompt)), "-n", "4",
                           "--dump-logits", npy, "--ignore-eos"],
                          env={"LLMC_JIT_CACHE": os.path.join(work, "jit-cache")}, timeout=300)
-    info = [l for l in p.stderr.splitlines() if "generated kernels:" in l]
-    info = info[-1] if info else p.stderr.strip()[-200:]
+    info = generated_info(p)
     checks.check("for 10 products" in info and "activations: int8" in info,
                  "kquants: the 10 Q4_K products run the generated int8 kernel", info)
     gen = np.load(npy)
