@@ -65,6 +65,15 @@ def generated_info(p):
     return info[-1] if info else p.stderr.strip()[-200:]
 
 
+def run_default(work, art, prompt, npy):
+    """`llmc run` with the defaults (generated kernels, int8 activations) on
+    the prompt plus 4 tokens: (logits, its generated-kernels line)."""
+    p = harness.run_llmc(["run", art, "--prompt-tokens", ",".join(map(str, prompt)), "-n", "4",
+                          "--dump-logits", npy, "--ignore-eos"],
+                         env={"LLMC_JIT_CACHE": os.path.join(work, "jit-cache")}, timeout=300)
+    return np.load(npy), generated_info(p)
+
+
 def mean_kl(got, ref):
     """Mean over positions of KL(softmax(ref) || softmax(got))."""
     def logp(z):
@@ -224,15 +233,11 @@ def check_grouped(checks, work, sm):
     prompt = [1, 504, 3458, 314, 2817, 28, 253, 1345, 30]
     lib, _ = harness.llmc_logits_and_greedy(art, prompt, 4, os.path.join(work, "gq-lib.npy"),
                                             ["--library-kernels"])
-    npy = os.path.join(work, "gq-gen.npy")
-    p = harness.run_llmc(["run", art, "--prompt-tokens", ",".join(map(str, prompt)), "-n", "4",
-                          "--dump-logits", npy, "--ignore-eos"],
-                         env={"LLMC_JIT_CACHE": os.path.join(work, "jit-cache")}, timeout=300)
-    info = generated_info(p)
+    gen, info = run_default(work, art, prompt, os.path.join(work, "gq-gen.npy"))
     checks.check("for 211 products and 152 of 152 other ops" in info and "activations: int8" in info,
                  "gq4s_g32: generated int8 kernels for all 211 products, every other op generated",
                  info)
-    kl = mean_kl(np.load(npy), lib)
+    kl = mean_kl(gen, lib)
     checks.check(kl < 0.05, "gq4s_g32: generated within int8 noise of the library kernels",
                  f"mean KL {kl:.4g}")
 
@@ -261,14 +266,9 @@ def check_kquants(checks, work):
     prompt = [5, 17, 200, 33, 9, 81, 140, 2, 77, 250, 64, 12]
     ref, _ = harness.llmc_logits_and_greedy(art, prompt, 4, os.path.join(work, "kq-ref.npy"),
                                             ["--engine", "reference"])
-    npy = os.path.join(work, "kq-gen.npy")
-    p = harness.run_llmc(["run", art, "--prompt-tokens", ",".join(map(str, prompt)), "-n", "4",
-                          "--dump-logits", npy, "--ignore-eos"],
-                         env={"LLMC_JIT_CACHE": os.path.join(work, "jit-cache")}, timeout=300)
-    info = generated_info(p)
+    gen, info = run_default(work, art, prompt, os.path.join(work, "kq-gen.npy"))
     checks.check("for 10 products" in info and "activations: int8" in info,
                  "kquants: the 10 Q4_K products run the generated int8 kernel", info)
-    gen = np.load(npy)
     kl = mean_kl(gen, ref)
     checks.check(kl < 0.05, "kquants: generated int8 logits within int8 noise of the reference",
                  f"mean KL {kl:.4g}, top-1 {np.mean(gen.argmax(-1) == ref.argmax(-1)) * 100:.0f}%")

@@ -51,6 +51,16 @@ struct Acts {
   double deq(int j, int64_t k) const { return double(q[size_t(j * ldq + k)]) * d[size_t(j * ldd + k / 32)]; }
 };
 
+/// rows x cols of t, random rows (RandomRows.h) one after another.
+std::vector<uint8_t> randomMatrix(DType t, int64_t rows, int64_t cols, std::mt19937 &rng) {
+  std::vector<uint8_t> m;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<uint8_t> row = randomRow(t, cols, rng);
+    m.insert(m.end(), row.begin(), row.end());
+  }
+  return m;
+}
+
 struct Expect {
   double exact = 0, f32 = 0, magnitude = 0, roundBound = 0;
 };
@@ -141,11 +151,7 @@ TEST(Rows8, PackedKernelsAreExactAndMatchTheRowKernels) {
     for (int64_t cols : {32, 96, 576})
       for (int nx = 1; nx <= 4; ++nx) {
         const int64_t rows = 16, stride = rowBytes(t, cols);
-        std::vector<uint8_t> m;
-        for (int64_t r = 0; r < rows; ++r) {
-          std::vector<uint8_t> row = randomRow(t, cols, rng);
-          m.insert(m.end(), row.begin(), row.end());
-        }
+        const std::vector<uint8_t> m = randomMatrix(t, rows, cols, rng);
         std::vector<uint8_t> packed(static_cast<size_t>(rows / 8 * kernels::rows8GroupBytes(t, cols)));
         ASSERT_EQ(int64_t(packed.size()), rows * stride) << "the layout keeps the size";
         kernels::packRows8(t, m.data(), stride, rows, cols, packed.data());
@@ -185,11 +191,7 @@ TEST(Rows8, Q4KPackedKernelMatchesTheDequantizedDot) {
   for (int64_t cols : {256, 768})
     for (int nx = 1; nx <= 4; ++nx) {
       const int64_t rows = 16, stride = rowBytes(t, cols);
-      std::vector<uint8_t> m;
-      for (int64_t r = 0; r < rows; ++r) {
-        std::vector<uint8_t> row = randomRow(t, cols, rng);
-        m.insert(m.end(), row.begin(), row.end());
-      }
+      const std::vector<uint8_t> m = randomMatrix(t, rows, cols, rng);
       const int64_t gb = kernels::rows8GroupBytes(t, cols);
       ASSERT_EQ(gb, cols / 256 * 1184);
       std::vector<uint8_t> packed(size_t(rows / 8 * gb));
@@ -231,11 +233,7 @@ TEST(Int8Dot, MatmulWithInt8ActivationsMatchesTheF32Product) {
     for (int64_t rows : {8, 21, 40})
       for (int64_t T : {1, 3, 4, 5, 9}) {
         const int64_t cols = 96, stride = rowBytes(t, cols);
-        std::vector<uint8_t> m;
-        for (int64_t r = 0; r < rows; ++r) {
-          std::vector<uint8_t> row = randomRow(t, cols, rng);
-          m.insert(m.end(), row.begin(), row.end());
-        }
+        const std::vector<uint8_t> m = randomMatrix(t, rows, cols, rng);
         WeightMatrix w;
         w.data = m.data();
         w.dtype = t;
