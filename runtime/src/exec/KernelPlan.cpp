@@ -257,7 +257,7 @@ void PlanEngine::packRows8(WeightMatrix &w, const PlanBindings &bind) {
   if (!layout || w.rows % kernels::kRows8 != 0 || w.cols % 32 != 0 ||
       (*layout == w.dtype && w.rowStride != rowBytes(w.dtype, w.cols)))
     return;
-  // Layouts without a vectorized library kernel (Q5_0/Q5_1) only for a
+  // Layouts without a vectorized library kernel (Q5_0/Q5_1/Q4_K) only for a
   // generated one: the library's row kernels beat its portable one.
   if (!kernels::hasFastRows8Kernel(*layout) &&
       !(bind.generated && bind.generated->findRows8(*layout, w.cols)))
