@@ -5,6 +5,7 @@
 #include "runtime/src/kernels/rows8.h"
 #include "compiler/artifact/KernelPlanExport.h"
 #include "llmc/codegen.h"
+#include "codegen/cpu/HostCompiler.h"
 #include "compiler/artifact/ProgramExport.h"
 #include "compiler/import/SourceImporter.h"
 #include "mlir/IR/Verifier.h"
@@ -12,9 +13,11 @@
 #include "passes/quant/Calibration.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/raw_ostream.h"
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <set>
+#include <thread>
 #include <sys/stat.h>
 
 using namespace mlir;
@@ -99,9 +102,38 @@ opKernelSpecs(const nlohmann::json &plan,
   return ops;
 }
 
+/// `source` built for every level in `levels`, on as many threads as the
+/// machine has cores (each build is one compiler process). Throws the first
+/// failure.
+std::vector<codegen::SharedObject> buildObjects(const std::string &source,
+                                                const std::vector<codegen::IsaLevel> &levels) {
+  std::vector<codegen::SharedObject> built(levels.size());
+  std::vector<std::string> errors(levels.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next.fetch_add(1); i < levels.size(); i = next.fetch_add(1)) {
+      try {
+        built[i] = codegen::compileSharedObject(source, levels[i]);
+      } catch (const std::exception &e) {
+        errors[i] = e.what();
+      }
+    }
+  };
+  const size_t threads = std::min<size_t>(levels.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &t : pool)
+    t.join();
+  for (const std::string &e : errors)
+    if (!e.empty())
+      throw std::runtime_error(e);
+  return built;
+}
+
 /// The matrix-vector kernels of every product in the kernel plan and the
-/// op kernels of its other steps, as C++ built for the baseline and this
-/// host's instruction-set level.
+/// op kernels of its other steps, as C++ built for every x86-64 level.
 void generateKernels(CompiledModel &out, const std::function<void(const std::string &)> &say) {
   namespace cg = codegen;
   const nlohmann::json &plan = out.manifest["kernel_plan"];
@@ -138,23 +170,29 @@ void generateKernels(CompiledModel &out, const std::function<void(const std::str
   }
   auto t0 = std::chrono::steady_clock::now();
   std::string source = cg::kernelSource(specs, ops);
-  std::set<cg::IsaLevel> levels = {cg::IsaLevel::X86_64, cg::hostIsa()};
+  // One object per x86-64 level, so the artifact runs at its best on any
+  // machine of its architecture with no compiler there.
+  const std::vector<cg::IsaLevel> levels(std::begin(cg::kAllIsaLevels), std::end(cg::kAllIsaLevels));
+  std::vector<cg::SharedObject> built;
+  std::string failure;
+  try {
+    built = buildObjects(source, levels);
+  } catch (const std::exception &e) {
+    failure = e.what();
+  }
+  if (!failure.empty()) {
+    say("no generated kernels: " + failure);
+    return;
+  }
   nlohmann::json objects = nlohmann::json::object();
   std::string compiler;
-  for (cg::IsaLevel l : levels) {
-    cg::SharedObject so;
-    try {
-      so = cg::compileSharedObject(source, l);
-    } catch (const std::exception &e) {
-      say(std::string("no generated kernels: ") + e.what());
-      return;
-    }
-    compiler = so.compiler;
-    const std::string name = std::string("codegen.") + cg::isaName(l) + ".so";
-    out.blobs.push_back(std::make_unique<std::string>(std::move(so.bytes)));
+  for (size_t i = 0; i < levels.size(); ++i) {
+    compiler = built[i].compiler;
+    const std::string name = std::string("codegen.") + cg::isaName(levels[i]) + ".so";
+    out.blobs.push_back(std::make_unique<std::string>(std::move(built[i].bytes)));
     const std::string &b = *out.blobs.back();
     out.tensors.push_back({name, DType::U8, {int64_t(b.size())}, int64_t(b.size()), b.data()});
-    objects[cg::isaName(l)] = name;
+    objects[cg::isaName(levels[i])] = name;
   }
   out.blobs.push_back(std::make_unique<std::string>(std::move(source)));
   const std::string &src = *out.blobs.back();

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/cpu/CpuKernelSource.h"
 #include "llmc/codegen.h"
+#include "codegen/cpu/HostCompiler.h"
 #include "llmc/dtype.h"
 #include "../../runtime/src/codegen/GeneratedKernels.h"
 #include "../../runtime/src/kernels/dot_int8.h"

@@ -11,6 +11,7 @@
 #include "codegen/cpu/CpuKernelSource.h"
 #include "codegen/cpu/CpuOpKernels.h"
 #include "llmc/codegen.h"
+#include "codegen/cpu/HostCompiler.h"
 #include "llmc/dtype.h"
 #include "../../runtime/src/exec/Ops.h"
 #include "GeneratedObject.h"

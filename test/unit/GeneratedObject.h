@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "llmc/codegen.h"
+#include "codegen/cpu/HostCompiler.h"
 
 #include <gtest/gtest.h>
 

@@ -16,12 +16,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <sys/stat.h>
 
 namespace llmc::tool {
 namespace {
 struct CompileArgs {
-  std::string input, output, pipeline, tokenizer, kldRef, calib, kldText;
+  std::string input, output, pipeline, tokenizer, kldRef, calib, kldText, signKey;
+  bool noSign = false;
   double maxKld = -1, targetBpw = 0;
   int64_t kldTokens = 512;
   bool noIR = false, quiet = false, dryRun = false, noKernels = false;
@@ -116,6 +118,12 @@ std::function<int()> addCompileCommand(CLI::App &app) {
   cmd->add_flag("--no-ir", args->noIR, "do not embed the final IR in the manifest");
   cmd->add_flag("--no-kernels", args->noKernels,
                 "store no kernel plan (the artifact then runs on the reference executor)");
+  CLI::Option *sign = cmd->add_option(
+      "--sign", args->signKey,
+      "sign the artifact with this secret key (llmc keygen); default: " +
+          signing::defaultSecretKeyPath() +
+          " when it exists. Only signed artifacts run their generated kernels elsewhere");
+  cmd->add_flag("--no-sign", args->noSign, "write an unsigned artifact")->excludes(sign);
   cmd->add_flag("-q,--quiet", args->quiet, "no progress lines");
 
   return [args]() {
@@ -133,6 +141,15 @@ std::function<int()> addCompileCommand(CLI::App &app) {
       if (!args->quiet)
         progress(s);
     };
+    // The signing key first: a bad key fails before any work.
+    std::optional<signing::SecretKey> key;
+    std::string keyPath = args->signKey;
+    struct stat keySt;
+    if (keyPath.empty() && !args->noSign && !args->dryRun &&
+        ::stat(signing::defaultSecretKeyPath().c_str(), &keySt) == 0)
+      keyPath = signing::defaultSecretKeyPath();
+    if (!keyPath.empty() && !args->noSign)
+      key = signing::readSecretKey(keyPath);
     say("reading " + args->input);
     SourceModel src = readModel(args->input, args->tokenizer);
     char buf[512];
@@ -188,6 +205,7 @@ std::function<int()> addCompileCommand(CLI::App &app) {
     if (args->maxKld >= 0) {
       auto model = Artifact::fromBuffer(writer.toBuffer(), args->input + " (compiled)",
                                         /*verify_tensors=*/false);
+      model->markBuiltInThisProcess();
       std::unique_ptr<Artifact> ref;
       std::string refLabel = args->kldRef;
       if (!args->kldRef.empty()) {
@@ -199,6 +217,7 @@ std::function<int()> addCompileCommand(CLI::App &app) {
         CompiledModel refCm = compileModel(ctx, src, refOpts);
         ArtifactWriter refWriter(refCm.manifest, refCm.tensors);
         ref = Artifact::fromBuffer(refWriter.toBuffer(), refLabel, /*verify_tensors=*/false);
+        ref->markBuiltInThisProcess();
       }
       std::string textPath = args->kldText.empty() ? defaultEvalTextPath() : args->kldText;
       metrics::EvalSummary s = compareOnText(*model, args->input, *ref, refLabel, textPath,
@@ -229,11 +248,16 @@ std::function<int()> addCompileCommand(CLI::App &app) {
       say(buf);
       return int(kOk);
     }
+    if (key)
+      writer.signWith(*key);
     writer.writeFile(args->output);
     struct stat st;
     double mb = ::stat(args->output.c_str(), &st) == 0 ? st.st_size / 1048576.0 : 0;
-    snprintf(buf, sizeof buf, "wrote %s (%.1f MiB, %zu tensors) in %.2f s total",
-             args->output.c_str(), mb, cm.tensors.size(), secs());
+    snprintf(buf, sizeof buf, "wrote %s (%.1f MiB, %zu tensors, %s) in %.2f s total",
+             args->output.c_str(), mb, cm.tensors.size(),
+             key ? ("signed by " + key->pub.fingerprint() + " of " + keyPath).c_str()
+                 : "unsigned",
+             secs());
     say(buf);
     return int(kOk);
   };

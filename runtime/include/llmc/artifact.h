@@ -17,6 +17,7 @@
 #pragma once
 #include "llmc/model.h"
 #include "llmc/program.h"
+#include "llmc/signing.h"
 #include "llmc/tokenizer.h"
 #include <cstdint>
 #include <functional>
@@ -39,6 +40,20 @@ nlohmann::json configToJson(const ModelConfig &c);
 ModelConfig configFromJson(const nlohmann::json &j);
 nlohmann::json tokenizerToJson(const TokenizerData &t);
 TokenizerData tokenizerFromJson(const nlohmann::json &j);
+
+/// What an artifact's signature says, against a set of trusted keys.
+enum class SignatureStatus {
+  Unsigned,        // no signature block
+  Trusted,         // valid, by a trusted key
+  UntrustedSigner, // valid, by a key not trusted here
+  Invalid,         // the signature does not verify (tampered header, manifest or block)
+};
+struct SignatureCheck {
+  SignatureStatus status = SignatureStatus::Unsigned;
+  std::string signer; // the signer key's fingerprint ("" when unsigned)
+  /// One line for messages: "unsigned", "signed by ed25519:... (trusted: FILE)", ...
+  std::string describe() const;
+};
 
 /// A loaded model: manifest + tensors. Backed by an mmap'd file or an
 /// owned memory buffer (in-memory compile).
@@ -67,6 +82,19 @@ public:
   /// if touched. Does nothing for buffers (fromBuffer) or ranges outside.
   void releasePages(const void *p, uint64_t n) const;
 
+  /// Signed artifacts: the signature block is well formed and every tensor
+  /// has a SHA-256 in the manifest (checked at open).
+  bool isSigned() const { return signed_; }
+  /// Verifies the signature over header, manifest and signature block, then
+  /// looks the signer up among `trusted`.
+  SignatureCheck checkSignature(const std::vector<signing::PublicKey> &trusted) const;
+  /// The manifest's SHA-256 of a tensor (signed artifacts), else nullptr.
+  const signing::Digest *tensorDigest(const std::string &name) const;
+  /// Compiled by this process (in memory): its native code is as trusted as
+  /// the compiler that made it.
+  void markBuiltInThisProcess() { builtHere_ = true; }
+  bool builtInThisProcess() const { return builtHere_; }
+
 private:
   Artifact() = default;
   void parse(bool verify_tensors);
@@ -85,6 +113,11 @@ private:
   TokenizerData tokenizer_;
   std::vector<TensorView> tensors_;
   std::unordered_map<std::string, size_t> index_;
+  bool signed_ = false, builtHere_ = false;
+  // Signed artifacts: private copies of what the signature is over.
+  std::vector<uint8_t> headerCopy_, manifestCopy_, signatureBlock_;
+  std::unordered_map<std::string, signing::Digest> digests_;
+  void parseSignatureBlock(uint64_t dataEnd);
 };
 
 /// Builds an artifact. Tensor bytes are provided by callbacks so a writer can
@@ -100,6 +133,10 @@ public:
   };
   /// manifest: everything except "tensors" and "format_version", which the writer fills.
   ArtifactWriter(nlohmann::json manifest, std::vector<Tensor> tensors);
+  /// Sign what is written with `key` (see llmc/signing.h): every tensor's
+  /// SHA-256 in the manifest, the header's signed flag, a signature block
+  /// after the data section.
+  void signWith(const signing::SecretKey &key);
   /// Serialize to memory.
   std::vector<uint8_t> toBuffer() const;
   /// Write atomically: to PATH.tmp.XXXXXX in the same folder, fsync, rename.
@@ -110,6 +147,7 @@ public:
 private:
   nlohmann::json manifest_;
   std::vector<Tensor> tensors_;
+  std::shared_ptr<const signing::SecretKey> key_;
 };
 
 } // namespace llmc

@@ -1,13 +1,12 @@
 //===- codegen.h - Generated CPU kernels: ISA levels, host compiler -*- C++ -*-===//
-// Generated kernels are C++ source (their portable form), built with the
-// system C++ compiler for x86-64 instruction-set levels: ahead of time by the
-// compiler (baseline and the build host's level) and at load time by the
-// runtime (JIT) for a level the artifact has no object for.
+// Generated kernels are C++ source (their portable form), built by the
+// compiler (codegen/cpu/HostCompiler.h) for every x86-64 instruction-set
+// level below; the artifact stores one object per level and the runtime
+// loads the best one its CPU runs. The runtime never compiles anything.
 //
 // Levels (the psABI's x86-64 micro-architecture levels): baseline x86-64
 // (SSE2), v2 (SSE4.2, POPCNT), v3 (AVX2, FMA, F16C, BMI2), v4 (AVX-512
-// F/BW/CD/DQ/VL). VNNI is reported beside the level. The compiler command is
-// $LLMC_CXX, else the first of clang++, clang++-22, c++, g++ on PATH.
+// F/BW/CD/DQ/VL), each with a -vnni variant.
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "llmc/dtype.h"
@@ -87,22 +86,5 @@ bool hostHasVnni();
 /// one of its features, or unknown), else the host's. Throws
 /// std::runtime_error.
 IsaLevel targetIsa();
-
-/// The compiler command, or "" when none is found.
-std::string findHostCompiler();
-
-struct SharedObject {
-  std::string bytes;    // the .so file
-  std::string compiler; // command and version line
-  double seconds = 0;
-};
-
-/// Compile `source` at `level` (-O3 -march=<level>, vectorized reductions
-/// allowed with -fopenmp-simd). Throws std::runtime_error with the
-/// compiler's output on failure or when there is no compiler.
-SharedObject compileSharedObject(const std::string &source, IsaLevel level);
-
-/// Flags the objects are built with (recorded in the manifest).
-std::string compileFlags(IsaLevel level);
 
 } // namespace llmc::codegen

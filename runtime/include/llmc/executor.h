@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "llmc/artifact.h"
+#include "llmc/signing.h"
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -69,6 +70,11 @@ struct ExecutorOptions {
   /// dots, as llama.cpp does; true keeps them f32 (what the reference engine
   /// computes, up to float re-association).
   bool exact_activations = false;
+  /// Whose generated kernels run: those of artifacts signed by one of
+  /// trust.keys (or compiled in this process); others run the library
+  /// kernels (with untrustedCodeWarning() set), or fail to open with
+  /// trust.require_signed.
+  signing::CodeTrust trust;
 };
 
 struct KvSnapshot;
@@ -100,6 +106,9 @@ public:
   /// Which generated-kernel object the kernel engine loaded (and how), or
   /// why it runs library kernels only.
   std::string generatedKernelsInfo() const;
+  /// Non-empty when the artifact carries generated kernels that were not run
+  /// because it is not signed by a trusted key (one line, for a warning).
+  std::string untrustedCodeWarning() const;
   /// "f32", or how the kernel engine quantizes product activations (int8)
   /// and the size of its eight-row weight copies.
   std::string activationsInfo() const;

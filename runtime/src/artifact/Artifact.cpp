@@ -102,13 +102,14 @@ void Artifact::parse(bool verify_tensors) {
     fail(path, "not an llmc artifact (bad magic)");
   if (size_ < layout::kHeaderSize)
     fail(path, "truncated artifact (" + std::to_string(size_) + " bytes, the header alone needs 64)");
-  layout::Header h = layout::decode(base_);
+  headerCopy_.assign(base_, base_ + layout::kHeaderSize); // decoded and signed: one read
+  layout::Header h = layout::decode(headerCopy_.data());
   if (h.version != kArtifactVersion)
     fail(path, "unsupported artifact format version " + std::to_string(h.version) +
                    " (this runtime reads " + std::to_string(kArtifactVersion) + ")");
-  if (checksum64(base_, 56) != h.header_checksum)
+  if (checksum64(headerCopy_.data(), 56) != h.header_checksum)
     fail(path, "header checksum mismatch (the file is corrupted)");
-  if (h.flags != 0)
+  if ((h.flags & ~layout::kFlagSigned) != 0)
     fail(path, "unsupported header flags " + std::to_string(h.flags));
   if (h.manifest_offset < layout::kHeaderSize || h.manifest_offset > size_ ||
       h.manifest_size > size_ - h.manifest_offset)
@@ -124,8 +125,16 @@ void Artifact::parse(bool verify_tensors) {
                    std::to_string(h.data_offset + h.data_size) + " bytes but the file has " +
                    std::to_string(size_));
 
-  // --- Manifest.
+  if (h.flags & layout::kFlagSigned)
+    parseSignatureBlock(h.data_offset + h.data_size);
+
+  // --- Manifest. A signed one is parsed from a private copy, the same
+  // bytes checkSignature() hashes, whatever happens to the file meanwhile.
   const uint8_t *mbytes = base_ + h.manifest_offset;
+  if (signed_) {
+    manifestCopy_.assign(mbytes, mbytes + h.manifest_size);
+    mbytes = manifestCopy_.data();
+  }
   if (checksum64(mbytes, h.manifest_size) != h.manifest_checksum)
     fail(path, "manifest checksum mismatch (the file is corrupted)");
   try {
@@ -189,6 +198,13 @@ void Artifact::parse(bool verify_tensors) {
         checksum = c->get<uint64_t>();
         hasChecksum = true;
       }
+      if (signed_) {
+        signing::Digest d{};
+        const json *sha = jsonf::find(tj, "sha256");
+        if (!sha || !sha->is_string() || !signing::fromHex(sha->get<std::string>(), d.data(), d.size()))
+          jsonf::fail(ctx, "a signed artifact needs the tensor's 'sha256' (64 hex digits)");
+        digests_[tv.name] = d;
+      }
     } catch (const std::runtime_error &ex) {
       fail(path, ex.what());
     }
@@ -213,6 +229,59 @@ void Artifact::parse(bool verify_tensors) {
     tensors_.push_back(std::move(tv));
   }
   verifyChecksums(path, toVerify);
+}
+
+void Artifact::parseSignatureBlock(uint64_t dataEnd) {
+  if (dataEnd > size_ || size_ - dataEnd != layout::kSignatureBlockSize)
+    fail(path_, "signed artifact without a " + std::to_string(layout::kSignatureBlockSize) +
+                    "-byte signature block after its data section (truncated or extended)");
+  const uint8_t *b = base_ + dataEnd;
+  if (std::memcmp(b, layout::kSignatureMagic, 8) != 0 ||
+      layout::get<uint32_t>(b + 8) != layout::kSignatureAlgorithm)
+    fail(path_, "signature block: bad magic or unknown algorithm");
+  signed_ = true;
+  signatureBlock_.assign(b, b + layout::kSignatureBlockSize);
+}
+
+std::string SignatureCheck::describe() const {
+  switch (status) {
+  case SignatureStatus::Unsigned:
+    return "unsigned";
+  case SignatureStatus::Trusted:
+    return "signed by " + signer + " (trusted)";
+  case SignatureStatus::UntrustedSigner:
+    return "signed by " + signer + ", a key not trusted here";
+  case SignatureStatus::Invalid:
+    return "bad signature (claims " + signer + "; the header, manifest or signature was altered)";
+  }
+  return "?";
+}
+
+SignatureCheck Artifact::checkSignature(const std::vector<signing::PublicKey> &trusted) const {
+  SignatureCheck c;
+  if (!signed_)
+    return c;
+  signing::PublicKey signer;
+  std::memcpy(signer.bytes.data(), signatureBlock_.data() + 16, signer.bytes.size());
+  signing::Signature sig;
+  std::memcpy(sig.data(), signatureBlock_.data() + layout::kSignedBlockPrefix, sig.size());
+  c.signer = signer.fingerprint();
+  const std::string msg = layout::signedMessage(headerCopy_.data(), manifestCopy_.data(),
+                                                manifestCopy_.size(), signatureBlock_.data());
+  if (!signing::verify(signer, msg, sig)) {
+    c.status = SignatureStatus::Invalid;
+    return c;
+  }
+  c.status = SignatureStatus::UntrustedSigner;
+  for (const signing::PublicKey &k : trusted)
+    if (k == signer)
+      c.status = SignatureStatus::Trusted;
+  return c;
+}
+
+const signing::Digest *Artifact::tensorDigest(const std::string &name) const {
+  auto it = digests_.find(name);
+  return it == digests_.end() ? nullptr : &it->second;
 }
 
 void Artifact::verifyChecksums(const std::string &path,

@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "llmc/artifact.h"
+#include "llmc/signing.h"
 
 #include <cstring>
 #include <string>
@@ -12,6 +13,17 @@
 namespace llmc::layout {
 
 inline constexpr size_t kHeaderSize = 64;
+
+/// Header flag: a signature block follows the data section.
+inline constexpr uint32_t kFlagSigned = 1;
+/// The signature block (at data_offset + data_size, the end of the file):
+///   0 char[8] "LLMCSIG\0"   8 u32 algorithm (1: Ed25519 over SHA-256
+///   digests, see llmc/signing.h)   12 u32 flags (0)   16 u8[32] signer's
+///   public key   48 u8[64] signature   112 u8[16] zero.
+inline constexpr size_t kSignatureBlockSize = 128;
+inline constexpr size_t kSignedBlockPrefix = 48; // magic .. signer key: signed
+inline constexpr char kSignatureMagic[8] = {'L', 'L', 'M', 'C', 'S', 'I', 'G', '\0'};
+inline constexpr uint32_t kSignatureAlgorithm = 1;
 
 struct Header {
   uint32_t version = kArtifactVersion;
@@ -59,6 +71,18 @@ inline Header decode(const uint8_t *in) {
   h.manifest_checksum = get<uint64_t>(in + 48);
   h.header_checksum = get<uint64_t>(in + 56);
   return h;
+}
+
+/// The message an artifact's signature is over (llmc/signing.h).
+inline std::string signedMessage(const uint8_t *header, const uint8_t *manifest,
+                                 size_t manifestSize, const uint8_t *blockPrefix) {
+  static const char kDomain[] = "llmc-artifact-signature-v1";
+  std::string m(kDomain, sizeof kDomain); // with its NUL
+  for (const signing::Digest &d :
+       {signing::sha256(header, kHeaderSize), signing::sha256(manifest, manifestSize),
+        signing::sha256(blockPrefix, kSignedBlockPrefix)})
+    m.append(reinterpret_cast<const char *>(d.data()), d.size());
+  return m;
 }
 
 inline uint64_t alignUp(uint64_t v) {

@@ -30,9 +30,25 @@ struct Plan {
   std::string manifest;
   uint64_t dataOffset = 0, dataSize = 0, fileSize = 0;
   std::vector<uint64_t> offsets; // relative to dataOffset
+  std::vector<uint8_t> signature; // the signature block (signed artifacts), else empty
 };
 
-Plan makePlan(const json &base, const std::vector<ArtifactWriter::Tensor> &tensors) {
+/// The signature block over the planned header and manifest.
+std::vector<uint8_t> signatureBlock(const Plan &plan, const signing::SecretKey &key) {
+  std::vector<uint8_t> b(layout::kSignatureBlockSize, 0);
+  std::memcpy(b.data(), layout::kSignatureMagic, 8);
+  layout::put<uint32_t>(b.data() + 8, layout::kSignatureAlgorithm);
+  std::memcpy(b.data() + 16, key.pub.bytes.data(), key.pub.bytes.size());
+  const signing::Signature sig = signing::sign(
+      key, layout::signedMessage(plan.header,
+                                 reinterpret_cast<const uint8_t *>(plan.manifest.data()),
+                                 plan.manifest.size(), b.data()));
+  std::memcpy(b.data() + layout::kSignedBlockPrefix, sig.data(), sig.size());
+  return b;
+}
+
+Plan makePlan(const json &base, const std::vector<ArtifactWriter::Tensor> &tensors,
+              const signing::SecretKey *key) {
   if (!base.is_object())
     throw std::runtime_error("artifact manifest must be a JSON object");
   Plan plan;
@@ -64,6 +80,8 @@ Plan makePlan(const json &base, const std::vector<ArtifactWriter::Tensor> &tenso
                         {"offset", cursor},
                         {"nbytes", t.nbytes},
                         {"checksum", checksum64(t.data, size_t(t.nbytes))}});
+    if (key) // a signed artifact binds every section through the manifest
+      list.back()["sha256"] = signing::toHex(signing::sha256(t.data, size_t(t.nbytes)));
     cursor += uint64_t(t.nbytes);
   }
   manifest["tensors"] = std::move(list);
@@ -82,7 +100,12 @@ Plan makePlan(const json &base, const std::vector<ArtifactWriter::Tensor> &tenso
   h.data_offset = plan.dataOffset;
   h.data_size = plan.dataSize;
   h.manifest_checksum = checksum64(plan.manifest.data(), plan.manifest.size());
+  h.flags = key ? layout::kFlagSigned : 0;
   layout::encode(h, plan.header);
+  if (key) {
+    plan.signature = signatureBlock(plan, *key);
+    plan.fileSize += plan.signature.size();
+  }
   return plan;
 }
 
@@ -145,8 +168,12 @@ std::string folderOf(const std::string &path) {
 ArtifactWriter::ArtifactWriter(json manifest, std::vector<Tensor> tensors)
     : manifest_(std::move(manifest)), tensors_(std::move(tensors)) {}
 
+void ArtifactWriter::signWith(const signing::SecretKey &key) {
+  key_ = std::make_shared<signing::SecretKey>(key);
+}
+
 std::vector<uint8_t> ArtifactWriter::toBuffer() const {
-  Plan plan = makePlan(manifest_, tensors_);
+  Plan plan = makePlan(manifest_, tensors_, key_.get());
   std::vector<uint8_t> out(plan.fileSize, 0);
   std::memcpy(out.data(), plan.header, layout::kHeaderSize);
   std::memcpy(out.data() + layout::kHeaderSize, plan.manifest.data(), plan.manifest.size());
@@ -154,6 +181,9 @@ std::vector<uint8_t> ArtifactWriter::toBuffer() const {
     if (tensors_[i].nbytes > 0)
       std::memcpy(out.data() + plan.dataOffset + plan.offsets[i], tensors_[i].data,
                   size_t(tensors_[i].nbytes));
+  if (!plan.signature.empty())
+    std::memcpy(out.data() + plan.dataOffset + plan.dataSize, plan.signature.data(),
+                plan.signature.size());
   return out;
 }
 
@@ -204,7 +234,7 @@ void ArtifactWriter::writeFile(const std::string &path) const {
     throw std::runtime_error("artifact output path is empty");
   Plan plan;
   try {
-    plan = makePlan(manifest_, tensors_);
+    plan = makePlan(manifest_, tensors_, key_.get());
   } catch (const std::runtime_error &ex) {
     throw std::runtime_error(path + ": " + ex.what());
   }
@@ -227,7 +257,9 @@ void ArtifactWriter::writeFile(const std::string &path) const {
       if (tensors_[i].nbytes > 0)
         sink.write(tensors_[i].data, size_t(tensors_[i].nbytes));
     }
-    sink.padTo(plan.fileSize);
+    sink.padTo(plan.dataOffset + plan.dataSize);
+    if (!plan.signature.empty())
+      sink.write(plan.signature.data(), plan.signature.size());
     sink.flush();
     if (::fchmod(fd, 0644) != 0)
       throw std::runtime_error(path + ": cannot set permissions: " + std::strerror(errno));

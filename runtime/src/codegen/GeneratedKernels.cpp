@@ -2,12 +2,13 @@
 #include "GeneratedKernels.h"
 #include "llmc/codegen.h"
 
+#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
+#include <cstring>
 #include <dlfcn.h>
-#include <fstream>
+#include <fcntl.h>
 #include <stdexcept>
-#include <sys/stat.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <vector>
 
@@ -15,43 +16,61 @@ namespace llmc::codegen {
 
 namespace {
 
-void makeDirs(const std::string &path) {
-  for (size_t i = 1; i <= path.size(); ++i)
-    if (i == path.size() || path[i] == '/')
-      ::mkdir(path.substr(0, i).c_str(), 0755);
-}
-
-std::string hex(uint64_t v) {
-  char b[17];
-  snprintf(b, sizeof b, "%016llx", (unsigned long long)v);
-  return b;
-}
-
-/// `bytes` as a file in the cache (written once, atomically), for dlopen.
-std::string cachedFile(const std::string &key, const std::string &bytes) {
-  const std::string dir = jitCacheDir();
-  makeDirs(dir);
-  const std::string path = dir + "/" + key + ".so";
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && uint64_t(st.st_size) == bytes.size())
-    return path;
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f.write(bytes.data(), std::streamsize(bytes.size()));
-    if (!f)
-      throw std::runtime_error("cannot write " + tmp + " (set LLMC_JIT_CACHE to a writable folder)");
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("cannot create " + path);
-  return path;
-}
-
-std::string blob(const Artifact &art, const std::string &name, const std::string &ctx) {
+/// The bytes of the object stored as tensor `name`, in a sealed memory
+/// file: nothing on disk, nothing another process can swap or rewrite, and
+/// what is checked against the signed digest is what dlopen maps.
+int sealedObject(const Artifact &art, const std::string &name, const std::string &ctx) {
   const TensorView *t = art.tensor(name);
-  if (!t || t->dtype != DType::U8)
-    throw std::runtime_error(ctx + ": tensor '" + name + "' is missing or not u8");
-  return std::string(static_cast<const char *>(t->data), size_t(t->nbytes));
+  if (!t || t->dtype != DType::U8 || t->nbytes <= 0)
+    throw std::runtime_error(ctx + ": object '" + name + "' is missing or not u8");
+  int fd = ::memfd_create("llmc-kernels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0)
+    throw std::runtime_error(ctx + ": memfd_create failed: " + std::strerror(errno));
+  const uint8_t *p = static_cast<const uint8_t *>(t->data);
+  for (int64_t done = 0; done < t->nbytes;) {
+    const ssize_t w = ::write(fd, p + done, size_t(t->nbytes - done));
+    if (w <= 0) {
+      ::close(fd);
+      throw std::runtime_error(ctx + ": cannot copy the kernel object");
+    }
+    done += w;
+  }
+  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    ::close(fd);
+    throw std::runtime_error(ctx + ": cannot seal the kernel object");
+  }
+  if (const signing::Digest *want = art.tensorDigest(name)) {
+    void *m = ::mmap(nullptr, size_t(t->nbytes), PROT_READ, MAP_SHARED, fd, 0);
+    const bool ok = m != MAP_FAILED && signing::sha256(m, size_t(t->nbytes)) == *want;
+    if (m != MAP_FAILED)
+      ::munmap(m, size_t(t->nbytes));
+    if (!ok) {
+      ::close(fd);
+      throw std::runtime_error(ctx + ": object '" + name +
+                               "' does not match its signed SHA-256 (tampered)");
+    }
+  } else if (!art.builtInThisProcess()) {
+    ::close(fd);
+    throw std::runtime_error(ctx + ": object '" + name + "' has no signed digest");
+  }
+  return fd;
+}
+
+/// Whether the artifact's native code may run here; `how` says why not.
+bool codeMayRun(const Artifact &art, const signing::CodeTrust &trust, std::string &how) {
+  if (art.builtInThisProcess())
+    return true;
+  const SignatureCheck c = art.checkSignature(trust.keys);
+  if (c.status == SignatureStatus::Trusted)
+    return true;
+  const std::string why = art.path() + " is " + c.describe();
+  if (trust.require_signed)
+    throw std::runtime_error(why + ": its generated kernels are not run (--require-signed); "
+                                   "sign it with `llmc compile --sign KEY` and trust the key "
+                                   "with --trusted-key or the trust store " +
+                             signing::defaultTrustDir());
+  how = "not run: " + why + "; the runtime's built-in kernels run instead";
+  return false;
 }
 
 /// The lookup key of an op kernel from its manifest fields (what a plan
@@ -111,17 +130,9 @@ std::string opEntryKey(const nlohmann::json &k, const std::string &kind, const s
 
 } // namespace
 
-std::string jitCacheDir() {
-  if (const char *e = std::getenv("LLMC_JIT_CACHE"); e && *e)
-    return e;
-  if (const char *x = std::getenv("XDG_CACHE_HOME"); x && *x)
-    return std::string(x) + "/llmc/jit";
-  if (const char *h = std::getenv("HOME"); h && *h)
-    return std::string(h) + "/.cache/llmc/jit";
-  return "/tmp/llmc-jit-" + std::to_string(::getuid());
-}
-
-std::unique_ptr<GeneratedKernels> GeneratedKernels::load(const Artifact &art, std::string &how) {
+std::unique_ptr<GeneratedKernels> GeneratedKernels::load(const Artifact &art,
+                                                         const signing::CodeTrust &trust,
+                                                         std::string &how) {
   const nlohmann::json &m = art.manifest();
   if (!m.contains("codegen")) {
     how = "no generated kernels in the artifact";
@@ -136,80 +147,63 @@ std::unique_ptr<GeneratedKernels> GeneratedKernels::load(const Artifact &art, st
     return nullptr;
   }
   if (!cg.is_object() || cg.value("abi", 0) != kAbi || !cg.contains("kernels") ||
-      !cg["kernels"].is_array() || !cg.contains("source") || !cg["source"].is_string())
+      !cg["kernels"].is_array() || !cg.contains("objects") || !cg["objects"].is_object())
     throw std::runtime_error(ctx + ": malformed section (expected abi " + std::to_string(kAbi) +
-                             ", kernels, source)");
-  const IsaLevel want = targetIsa();
+                             ", kernels, objects)");
+  if (!codeMayRun(art, trust, how))
+    return nullptr;
   std::map<IsaLevel, std::string> objects; // level -> tensor name
-  if (cg.contains("objects") && cg["objects"].is_object())
-    for (auto it = cg["objects"].begin(); it != cg["objects"].end(); ++it)
-      if (auto l = parseIsa(it.key()); l && it->is_string())
-        objects[*l] = it->get<std::string>();
-
-  std::string path;
-  IsaLevel got = want;
-  if (objects.count(want)) {
-    const std::string bytes = blob(art, objects[want], ctx);
-    path = cachedFile("obj-" + hex(checksum64(bytes.data(), bytes.size())), bytes);
-    how = std::string("stored ") + isaName(want) + " object";
-  } else {
-    const std::string source = blob(art, cg["source"].get<std::string>(), ctx);
-    const std::string key = "jit-" + hex(checksum64(source.data(), source.size())) + "-" +
-                            isaName(want);
-    const std::string cached = jitCacheDir() + "/" + key + ".so";
-    struct stat st;
-    if (::stat(cached.c_str(), &st) == 0) {
-      path = cached;
-      how = std::string("JIT ") + isaName(want) + " object from the cache " + cached;
-    } else {
-      try {
-        SharedObject so = compileSharedObject(source, want);
-        path = cachedFile(key, so.bytes);
-        char buf[64];
-        snprintf(buf, sizeof buf, " in %.2f s", so.seconds);
-        how = std::string("JIT-compiled for ") + isaName(want) + buf + " (" + so.compiler + ")";
-      } catch (const std::exception &e) {
-        // No compiler here: the best stored object below `want` that this
-        // CPU runs (v3-vnni is below v4 but not a subset of it).
-        auto best = objects.end();
-        for (auto it = objects.begin(); it != objects.end() && int(it->first) < int(want); ++it)
-          if (hostRuns(it->first))
-            best = it;
-        if (best == objects.end()) {
-          how = std::string("none: no ") + isaName(want) + " object and no JIT (" + e.what() + ")";
-          return nullptr;
-        }
-        got = best->first;
-        const std::string bytes = blob(art, best->second, ctx);
-        path = cachedFile("obj-" + hex(checksum64(bytes.data(), bytes.size())), bytes);
-        how = std::string("stored ") + isaName(got) + " object (no " + isaName(want) +
-              " object, JIT unavailable: " + e.what() + ")";
-      }
-    }
+  for (auto it = cg["objects"].begin(); it != cg["objects"].end(); ++it)
+    if (auto l = parseIsa(it.key()); l && it->is_string())
+      objects[*l] = it->get<std::string>();
+  // The object of the level asked for (the CPU's, or LLMC_ISA), else the
+  // best stored level below it that this CPU runs (v3-vnni is below v4 but
+  // not a subset of it).
+  const IsaLevel want = targetIsa();
+  auto pick = objects.find(want);
+  if (pick == objects.end())
+    for (auto it = objects.begin(); it != objects.end() && int(it->first) < int(want); ++it)
+      if (hostRuns(it->first))
+        pick = it;
+  if (pick == objects.end()) {
+    how = std::string("none: the artifact has no object this CPU runs (it runs ") +
+          isaName(want) + ")";
+    return nullptr;
   }
+  const IsaLevel got = pick->first;
+  how = std::string("stored ") + isaName(got) + " object" +
+        (got == want ? "" : std::string(" (the artifact has no ") + isaName(want) + " object)");
+  const int fd = sealedObject(art, pick->second, ctx);
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
   void *h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ::close(fd); // the mapping dlopen made keeps the object alive
   if (!h)
-    throw std::runtime_error(ctx + ": cannot load " + path + ": " + ::dlerror());
+    throw std::runtime_error(ctx + ": cannot load the " + isaName(got) + " object: " + ::dlerror());
   std::unique_ptr<GeneratedKernels> g(new GeneratedKernels());
   g->handle_ = h;
   g->isa_ = isaName(got);
   using AbiFn = int (*)();
   auto abi = reinterpret_cast<AbiFn>(::dlsym(h, "llmc_codegen_abi"));
   if (!abi || abi() != kAbi)
-    throw std::runtime_error(ctx + ": " + path + " is not an llmc kernel object of abi " +
-                             std::to_string(kAbi));
-  for (const nlohmann::json &k : cg["kernels"]) {
+    throw std::runtime_error(ctx + ": the " + std::string(isaName(got)) +
+                             " object is not an llmc kernel object of abi " + std::to_string(kAbi));
+  g->bindSymbols(cg["kernels"], ctx);
+  return g;
+}
+
+void GeneratedKernels::bindSymbols(const nlohmann::json &kernels, const std::string &ctx) {
+  for (const nlohmann::json &k : kernels) {
     const std::string sym = k.value("symbol", ""), kind = k.value("kind", "matvec");
     if (sym.empty())
       throw std::runtime_error(ctx + ": kernel entry without a symbol: " + k.dump());
     const std::string op = opEntryKey(k, kind, ctx);
     if (op.empty() && kind != "matvec" && kind != "rows8_int8")
       throw std::runtime_error(ctx + ": unknown kernel kind '" + kind + "' in " + k.dump());
-    void *fn = ::dlsym(h, sym.c_str());
+    void *fn = ::dlsym(handle_, sym.c_str());
     if (!fn)
-      throw std::runtime_error(ctx + ": " + path + " has no symbol " + sym);
+      throw std::runtime_error(ctx + ": the " + isa_ + " object has no symbol " + sym);
     if (!op.empty()) {
-      g->ops_[op] = fn;
+      ops_[op] = fn;
       continue;
     }
     const int64_t cols = k.value("cols", int64_t(0));
@@ -217,11 +211,10 @@ std::unique_ptr<GeneratedKernels> GeneratedKernels::load(const Artifact &art, st
     if (!dtype || cols <= 0)
       throw std::runtime_error(ctx + ": malformed kernel entry " + k.dump());
     if (kind == "matvec")
-      g->fns_[{*dtype, cols}] = reinterpret_cast<MatvecFn>(fn);
+      fns_[{*dtype, cols}] = reinterpret_cast<MatvecFn>(fn);
     else
-      g->rows8_[{*dtype, cols}] = reinterpret_cast<Rows8Fn>(fn);
+      rows8_[{*dtype, cols}] = reinterpret_cast<Rows8Fn>(fn);
   }
-  return g;
 }
 
 GeneratedKernels::~GeneratedKernels() {

@@ -2,17 +2,19 @@
 // The manifest's "codegen" section names the generated kernels (one
 // matrix-vector kernel per weight format and input width of the model), the
 // C++ source they were generated as, and the shared objects the compiler
-// built from it per instruction-set level. load() picks the object for the
-// level the runtime runs at (codegen::targetIsa(): the CPU's, or LLMC_ISA);
-// when the artifact has none for that level it compiles the source (JIT)
-// into a cache directory ($LLMC_JIT_CACHE, else $XDG_CACHE_HOME/llmc/jit or
-// ~/.cache/llmc/jit) and reuses it next time; with no compiler it falls back
-// to the best stored object below that level, else to none.
+// built from it per instruction-set level. load() runs native code only from
+// an artifact signed by a trusted key (or compiled by this very process):
+// it picks the object for the level the runtime runs at
+// (codegen::targetIsa(): the CPU's, or LLMC_ISA), else the best stored one
+// below it that the CPU runs, copies it into a sealed memory file, checks
+// that copy against the signed SHA-256 and dlopens it from there. Nothing is
+// written to disk and nothing is compiled at run time.
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "llmc/artifact.h"
 #include "llmc/codegen.h"
 #include "llmc/dtype.h"
+#include "llmc/signing.h"
 
 #include <cstdint>
 #include <map>
@@ -28,7 +30,11 @@ public:
   /// nullptr when the artifact has no "codegen" section. `how` says which
   /// object was loaded and why. Throws std::runtime_error on a malformed
   /// section or a broken object.
-  static std::unique_ptr<GeneratedKernels> load(const Artifact &art, std::string &how);
+  /// nullptr too when the artifact's code may not run under `trust` (`how`
+  /// says why; with trust.require_signed that is an error instead).
+  static std::unique_ptr<GeneratedKernels> load(const Artifact &art,
+                                                const signing::CodeTrust &trust,
+                                                std::string &how);
   ~GeneratedKernels();
 
   /// The f32-activation kernel of rows of (dtype, cols), or nullptr.
@@ -53,9 +59,7 @@ private:
   std::map<std::pair<DType, int64_t>, Rows8Fn> rows8_;
   std::map<std::string, void *> ops_; // by opKey()
   void *findOp(const std::string &key) const;
+  void bindSymbols(const nlohmann::json &kernels, const std::string &ctx);
 };
-
-/// Where JIT-compiled and unpacked objects go (created on demand).
-std::string jitCacheDir();
 
 } // namespace llmc::codegen

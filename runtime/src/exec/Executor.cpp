@@ -482,7 +482,7 @@ void Executor::Impl::buildPlan(const ExecutorOptions &o) {
   bind.release = [this](const uint8_t *data, int64_t bytes) { art.releasePages(data, uint64_t(bytes)); };
   bind.pool = &pool;
   if (o.generated_kernels) {
-    generated = codegen::GeneratedKernels::load(art, generatedHow);
+    generated = codegen::GeneratedKernels::load(art, o.trust, generatedHow);
     bind.generated = generated.get();
   } else {
     generatedHow = "generated kernels disabled";
@@ -803,6 +803,11 @@ std::vector<float> Executor::forwardBlock(int64_t block, const std::vector<float
 
 int64_t Executor::pos() const { return impl->pos; }
 const char *Executor::engineName() const { return impl->plan ? "kernels" : "reference"; }
+std::string Executor::untrustedCodeWarning() const {
+  const std::string &h = impl->generatedHow;
+  return h.rfind("not run: ", 0) == 0 ? h.substr(9) : "";
+}
+
 std::string Executor::generatedKernelsInfo() const {
   if (!impl->plan)
     return "none (reference engine)";

@@ -30,7 +30,47 @@ def llmc_bin() -> str:
     if not (os.path.isfile(b) and os.access(b, os.X_OK)):
         print(f"FAIL: llmc binary not found at {b} (set LLMC_BIN)")
         sys.exit(1)
+    _ensure_signing_key(b)
     return b
+
+
+def llmc_rt_bin() -> str:
+    """The runtime-only binary (no MLIR linked) beside llmc."""
+    b = os.environ.get("LLMC_RT_BIN") or os.path.join(os.path.dirname(llmc_bin()), "llmc-rt")
+    if not (os.path.isfile(b) and os.access(b, os.X_OK)):
+        print(f"FAIL: llmc-rt binary not found at {b} (set LLMC_RT_BIN)")
+        sys.exit(1)
+    return b
+
+
+_signing_home = None
+
+
+def _ensure_signing_key(binary):
+    """Once per test process: a private XDG_CONFIG_HOME holding a fresh
+    default signing key that is also in its trust store, so artifacts the
+    test compiles are signed and run their generated kernels, as on a
+    developer's machine after `llmc keygen`. Every llmc started later
+    inherits it (the user's own ~/.config is never touched)."""
+    global _signing_home
+    if _signing_home is not None:
+        return
+    import tempfile
+    base = os.environ.get("LLMC_WORK") or os.path.join(SOURCE_DIR, "build", "e2e-work")
+    os.makedirs(base, exist_ok=True)
+    _signing_home = tempfile.mkdtemp(prefix="signing-", dir=base)
+    os.environ["XDG_CONFIG_HOME"] = _signing_home
+    p = subprocess.run([binary, "keygen", "--comment", "e2e test key"], capture_output=True,
+                       text=True, timeout=60)
+    if p.returncode != 0:
+        print(f"FAIL: llmc keygen for the test's signing key: {p.stderr.strip()}")
+        sys.exit(1)
+
+
+def signing_home() -> str:
+    """The XDG_CONFIG_HOME of this test process (see _ensure_signing_key)."""
+    llmc_bin()
+    return _signing_home
 
 
 def shared_dir() -> str:
@@ -46,9 +86,35 @@ def work_dir(test_name: str) -> str:
     return d
 
 
+# The exit code of a skipped test: test/e2e/CMakeLists.txt gives every e2e
+# test this SKIP_RETURN_CODE, so ctest lists it as skipped, not passed.
+SKIP_RETURN_CODE = 77
+_skipped_parts = []
+
+
+def under_ci() -> bool:
+    """CI=true: a missing model or fixture fails the run instead of skipping."""
+    return os.environ.get("CI") == "true"
+
+
 def skip(reason: str):
+    """Ends the test as skipped (exit SKIP_RETURN_CODE) because an input is
+    missing; under CI (CI=true) prints FAIL with the reason and exits 1."""
+    if under_ci():
+        print(f"FAIL: {reason} (CI=true: a missing input fails the test)")
+        sys.exit(1)
     print(f"SKIP: {reason}")
-    sys.exit(0)
+    sys.exit(SKIP_RETURN_CODE)
+
+
+def skip_part(reason: str):
+    """Skips one part of a test whose input is missing and returns; the test
+    goes on with its other parts. Under CI it fails at once, as skip() does.
+    Checks.finish() ends a test whose every part was skipped as skipped."""
+    if under_ci():
+        skip(reason)
+    print(f"SKIP (part): {reason}")
+    _skipped_parts.append(reason)
 
 
 def run_llmc(args, timeout=300, check=True, env=None):
@@ -153,6 +219,8 @@ class Checks:
 
     def finish(self):
         dt = time.time() - self.t0
+        if self.count == 0 and _skipped_parts:
+            skip(f"{self.title}: every part skipped ({'; '.join(_skipped_parts)})")
         if self.failed:
             print(f"== {self.title}: {len(self.failed)} of {self.count} checks FAILED ({dt:.1f} s): "
                   + ", ".join(self.failed))

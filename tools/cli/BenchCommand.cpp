@@ -200,6 +200,7 @@ std::function<int()> addBenchCommand(CLI::App &app) {
     eo.max_context = a->ctx > 0 ? a->ctx : need;
     a->engine.apply(eo);
     Executor exec(*art, eo);
+    warnUntrustedCode(exec);
     double loadS = secondsSince(t0);
     int threads = a->threads > 0 ? a->threads
                                  : int(std::max(1u, std::thread::hardware_concurrency()));

@@ -73,6 +73,8 @@ std::function<int()> addInspectCommand(CLI::App &app) {
     }
     printf("artifact:      %s (%.1f MiB, format version %d)\n", art->path().c_str(),
            art->fileSize() / 1048576.0, m.value("format_version", 0));
+    printf("signature:     %s\n",
+           art->checkSignature(signing::loadCodeTrust({}, false).keys).describe().c_str());
     printf("source:        %s (%s)\n", m["source"].value("path", "").c_str(),
            m["source"].value("format", "").c_str());
     printf("pipeline:      %s\n", m["pipeline"].value("anchored", "").empty()

@@ -106,6 +106,7 @@ Report runRetrieval(const EvalLongArgs &a, Task task, const Artifact &art, int64
   eo.threads = a.threads;
   eo.max_context = context + maxNew + kContextMargin;
   Executor exec(art, eo);
+  warnUntrustedCode(exec);
 
   Report r;
   r.task = task;
@@ -157,6 +158,7 @@ Report runPpl(const EvalLongArgs &a, const Artifact &art, int64_t context, int64
   eo.threads = a.threads;
   eo.max_context = context;
   Executor exec(art, eo);
+  warnUntrustedCode(exec);
   std::vector<int32_t> ids = tokenizeEvalText(art, a.input, text, exec.vocabSize(), textPath);
   if ((int64_t)ids.size() < context)
     throw std::runtime_error(textPath + ": the text has " + std::to_string(ids.size()) +
@@ -206,6 +208,7 @@ ExitCode runSweep(const EvalLongArgs &a, Task task, const Artifact &art, int64_t
   eo.kv_record = true;
   eo.max_context = retrieval ? context + maxNew + kContextMargin : context;
   Executor exec(art, eo);
+  warnUntrustedCode(exec);
   std::vector<SweepRow> rows(policies.size());
   double prefillTotal = 0;
   int prompts = 0;

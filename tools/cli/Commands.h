@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace llmc::tool {
 
@@ -25,9 +26,32 @@ std::function<int()> addImportCommand(CLI::App &app);
 std::function<int()> addEvalCommand(CLI::App &app);
 std::function<int()> addBenchCommand(CLI::App &app);
 std::function<int()> addEvalLongCommand(CLI::App &app);
+std::function<int()> addKeygenCommand(CLI::App &app);
+std::function<int()> addVerifyCommand(CLI::App &app);
+
+/// A registered subcommand and the function that runs it.
+struct Subcommand {
+  std::string name;
+  std::function<int()> run;
+};
+/// Parses argv and runs the chosen subcommand; errors become "TOOL: error:
+/// ..." and the exit codes above.
+int dispatch(CLI::App &app, int argc, char **argv, const std::vector<Subcommand> &cmds,
+             const char *tool);
+
+/// How a source model (not an artifact) becomes one in memory: set by the
+/// llmc binary (which links the compiler); the runtime-only binary has
+/// none and runs artifacts alone.
+using SourceCompiler = std::function<std::unique_ptr<Artifact>(
+    const std::string &path, const std::string &pipeline, const std::string &tokenizer,
+    bool quiet)>;
+void setSourceCompiler(SourceCompiler compiler);
+/// llmc: source models are compiled in memory (ModelLoading.cpp).
+void useInMemoryCompiler();
 
 /// Opens an .llmc artifact, or reads and compiles a GGUF file, HF folder or
-/// llama2.c checkpoint in memory. Throws std::runtime_error.
+/// llama2.c checkpoint in memory (with the SourceCompiler, when there is
+/// one). Throws std::runtime_error.
 std::unique_ptr<Artifact> loadModelOrArtifact(const std::string &path,
                                               const std::string &pipeline,
                                               const std::string &tokenizer,
@@ -37,19 +61,23 @@ bool isArtifactFile(const std::string &path);
 /// --library-kernels (the kernel engine runs the runtime's library kernels
 /// instead of the artifact's generated ones; --generated-kernels, the
 /// default, is accepted), --exact-activations (no int8 activations in the
-/// kernel engine's products).
+/// kernel engine's products), --trusted-key FILE / --require-signed (whose
+/// generated kernels may run; see llmc/signing.h).
 struct EngineChoice {
   Engine engine = Engine::Auto;
   bool generated = false; // --generated-kernels: the default, said explicitly
   bool library = false;
   bool exact = false;
-  void apply(ExecutorOptions &eo) const {
-    eo.engine = engine;
-    eo.generated_kernels = !library;
-    eo.exact_activations = exact;
-  }
+  std::vector<std::string> trustedKeys;
+  bool requireSigned = false;
+  /// Throws std::runtime_error on an unreadable key file.
+  void apply(ExecutorOptions &eo) const;
 };
 void addEngineOptions(CLI::App *cmd, EngineChoice &choice);
+/// One warning line on stderr (once per process) when the executor's
+/// artifact carries generated kernels that did not run for want of a
+/// trusted signature.
+void warnUntrustedCode(const Executor &exec);
 void progress(const std::string &msg); // "[llmc] msg" on stderr
 
 } // namespace llmc::tool

@@ -94,6 +94,7 @@ std::function<int()> addEvalCommand(CLI::App &app) {
     eo.max_context = ctx;
     a->engine.apply(eo);
     Executor exec(*art, eo);
+    warnUntrustedCode(exec);
     std::unique_ptr<Executor> refExec;
     const int64_t vocab = exec.vocabSize();
     if (refArt) {

@@ -116,6 +116,7 @@ std::function<int()> addRunCommand(CLI::App &app) {
     eo.max_context = a->ctx;
     a->engine.apply(eo);
     Executor exec(*art, eo);
+    warnUntrustedCode(exec);
     double loadS =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 

@@ -1,5 +1,5 @@
 //===- HostCompiler.cpp - Build generated C++ into a shared object --------===//
-#include "llmc/codegen.h"
+#include "codegen/cpu/HostCompiler.h"
 
 #include <chrono>
 #include <cstdlib>

@@ -1,0 +1,94 @@
+//===- ArtifactLoading.cpp - Open a model for a command, engine options ---===//
+// The part of model loading that needs only the runtime: artifacts are
+// opened here; source models go to the SourceCompiler the llmc binary sets
+// (ModelLoading.cpp), and the runtime-only binary has none.
+//===----------------------------------------------------------------------===//
+#include "Commands.h"
+#include <atomic>
+#include <cstring>
+#include <fstream>
+
+namespace llmc::tool {
+
+namespace {
+SourceCompiler &sourceCompiler() {
+  static SourceCompiler c;
+  return c;
+}
+} // namespace
+
+void progress(const std::string &msg) { fprintf(stderr, "[llmc] %s\n", msg.c_str()); }
+
+void setSourceCompiler(SourceCompiler compiler) { sourceCompiler() = std::move(compiler); }
+
+bool isArtifactFile(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  char magic[8] = {};
+  return f.read(magic, 8) && std::memcmp(magic, kArtifactMagic, 8) == 0;
+}
+
+std::unique_ptr<Artifact> loadModelOrArtifact(const std::string &path,
+                                              const std::string &pipeline,
+                                              const std::string &tokenizer,
+                                              bool quiet) {
+  if (isArtifactFile(path)) {
+    if (!pipeline.empty())
+      throw std::runtime_error(path + ": --pipeline applies to source models, "
+                                      "not to a compiled artifact");
+    return Artifact::open(path);
+  }
+  if (!sourceCompiler())
+    throw std::runtime_error(path + ": not an .llmc artifact (this runtime-only binary runs "
+                                    "compiled artifacts; compile the model with `llmc compile`)");
+  return sourceCompiler()(path, pipeline, tokenizer, quiet);
+}
+
+void EngineChoice::apply(ExecutorOptions &eo) const {
+  eo.engine = engine;
+  eo.generated_kernels = !library;
+  eo.exact_activations = exact;
+  eo.trust = signing::loadCodeTrust(trustedKeys, requireSigned);
+}
+
+void warnUntrustedCode(const Executor &exec) {
+  static std::atomic<bool> said{false};
+  const std::string w = exec.untrustedCodeWarning();
+  if (!w.empty() && !said.exchange(true))
+    fprintf(stderr, "llmc: warning: %s\n", w.c_str());
+}
+
+void addEngineOptions(CLI::App *cmd, EngineChoice &choice) {
+  Engine &engine = choice.engine;
+  cmd->add_option_function<std::string>(
+         "--engine",
+         [&engine](const std::string &s) {
+           engine = s == "kernels" ? Engine::Kernels
+                    : s == "reference" ? Engine::Reference
+                                       : Engine::Auto;
+         },
+         "auto (the artifact's kernel plan when it has one), kernels (the fused kernels of "
+         "the kernel plan) or reference (the op-by-op executor)")
+      ->check(CLI::IsMember({"auto", "kernels", "reference"}));
+  CLI::Option *gen = cmd->add_flag(
+      "--generated-kernels", choice.generated,
+      "kernel engine: run the artifact's generated kernels (the default): the stored object "
+      "of this CPU's level (or LLMC_ISA's), when the artifact is signed by a trusted key");
+  cmd->add_flag("--library-kernels", choice.library,
+                "kernel engine: run the runtime's library kernels instead of the artifact's "
+                "generated ones")
+      ->excludes(gen);
+  cmd->add_flag("--exact-activations", choice.exact,
+                "kernel engine: keep every product's activations in f32 (by default products "
+                "with Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 or gq4s/gq4a/gq8s weights quantize them to int8 "
+                "per 32 values and run integer dots, as llama.cpp does)");
+  cmd->add_option("--trusted-key", choice.trustedKeys,
+                  "public key file (llmc keygen's .pub) whose signed artifacts' generated "
+                  "kernels may run, beside the trust store " +
+                      signing::defaultTrustDir() + " (repeatable)")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--require-signed", choice.requireSigned,
+                "refuse an artifact whose generated kernels are not signed by a trusted key "
+                "(default: run the runtime's built-in kernels with a warning)");
+}
+
+} // namespace llmc::tool
