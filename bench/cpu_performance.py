@@ -348,6 +348,17 @@ def gguf_decode_bytes(path):
 
 #===- the two benchmarks ------------------------------------------------------===#
 
+def use_private_signing_key(llmc, work):
+    """The bench's own XDG_CONFIG_HOME with a default signing key that is
+    trusted there (llmc keygen), so the artifacts it compiles are signed and
+    run their generated kernels, as after `llmc keygen` on a user's machine;
+    the user's ~/.config is not touched."""
+    home = os.path.join(work, "signing-config")
+    os.environ["XDG_CONFIG_HOME"] = home
+    if not os.path.exists(os.path.join(home, "llmc", "signing.key")):
+        check_call([llmc, "keygen", "--comment", "bench/cpu_performance.py"], "llmc keygen")
+
+
 def llmc_compile(llmc, src, pipeline, out):
     cmd = [llmc, "compile", src, "-o", out]
     if pipeline:
@@ -363,6 +374,9 @@ def llmc_bench(llmc, artifact, threads, p, n, reps, timeout, extra=()):
     if m.returncode != 0:
         raise RuntimeError(f"llmc bench {os.path.basename(artifact)}: {last_error_line(m)}")
     j = json.loads(m.stdout)
+    if str(j.get("generated_kernels", "")).startswith("not run"):
+        raise RuntimeError(f"llmc bench {os.path.basename(artifact)}: generated kernels refused: "
+                           f"{j['generated_kernels']}")
     j["peak_rss_mb_outside"] = m.maxrss_mb  # same process, measured from outside
     j["wall_s"] = m.wall_s
     return j
@@ -692,6 +706,7 @@ def main():
         log("llama.cpp tools missing: running scripts/build_llamacpp.sh")
         subprocess.run([os.path.join(REPO, "scripts", "build_llamacpp.sh")], cwd=REPO, check=True)
     os.makedirs(args.work, exist_ok=True)
+    use_private_signing_key(args.llmc, args.work)
 
     res = {"command": " ".join(["bench/cpu_performance.py"] + sys.argv[1:]),
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
