@@ -259,6 +259,9 @@ std::function<int()> addCompileCommand(CLI::App &app) {
                  : "unsigned",
              secs());
     say(buf);
+    if (!key && cm.manifest.contains("codegen"))
+      say("note: unsigned artifacts run the runtime's built-in kernels, not their generated "
+          "ones; run `llmc keygen` once to sign every compile with your own trusted key");
     return int(kOk);
   };
 }
