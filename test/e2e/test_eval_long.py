@@ -69,7 +69,7 @@ def read_ids(path):
 def stories_checks(checks, work):
     stories = os.path.join(harness.shared_dir(), "models", "stories260K.bin")
     if not os.path.exists(stories):
-        print(f"note: {stories} not found; stories260K checks skipped")
+        harness.skip_part(f"{stories} not found; stories260K checks skipped")
         return
     ids_path = os.path.join(harness.SOURCE_DIR, "data", "eval", "stories260k.ids")
     j = eval_long(checks, "stories260K ppl", [stories, "--task", "ppl", "--context", "512",
@@ -124,7 +124,7 @@ def stories_checks(checks, work):
 def smollm2_checks(checks):
     model = os.path.join(harness.SOURCE_DIR, ".cache", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
     if not os.path.exists(model):
-        print(f"note: {model} not found; SmolLM2 checks skipped")
+        harness.skip_part(f"{model} not found (run scripts/setup.sh); SmolLM2 checks skipped")
         return
     j = eval_long(checks, "SmolLM2 passkey 1k", [model, "--task", "passkey", "--context", "1024",
                                                  "--trials", "3"])

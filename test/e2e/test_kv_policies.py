@@ -54,7 +54,7 @@ def sweep(checks, name, model, task, context, lines, work, extra=(), timeout=150
 def smollm2_checks(checks, work):
     model = os.path.join(harness.SOURCE_DIR, ".cache", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
     if not os.path.exists(model):
-        print(f"note: {model} not found; SmolLM2 checks skipped")
+        harness.skip_part(f"{model} not found (run scripts/setup.sh); SmolLM2 checks skipped")
         return
     lines = ["method=full", "method=restkv budget=0.5", "method=snapkv budget=0.5",
              "method=restkv budget=0.1", "method=streaming budget=1.0 kv-quant=polykv",
@@ -114,7 +114,7 @@ def smollm2_checks(checks, work):
 def stories_checks(checks, work):
     stories = os.path.join(harness.shared_dir(), "models", "stories260K.bin")
     if not os.path.exists(stories):
-        print(f"note: {stories} not found; stories260K checks skipped")
+        harness.skip_part(f"{stories} not found; stories260K checks skipped")
         return
     ids = os.path.join(harness.SOURCE_DIR, "data", "eval", "stories260k.ids")
     lines = ["method=full"] + [f"method={m} budget=0.25" for m in METHODS]

@@ -7,11 +7,18 @@ tokens of data/calib/default.txt in sequences of 128. Both artifacts are
 scored with `llmc eval --ref GGUF` on 512 tokens of the default evaluation
 text. Asserted:
 - every metric is finite and the artifact runs;
-- QTEA's mean KLD is below 5.0 (measured 4.07 on 2026-11-29, top-1 13%;
-  GPTQ 2-bit g64 measured 13.96 in the same setting) and below GPTQ's at
-  2 bits: the paper's direction (ternary + residual beats 2-bit GPTQ). With
-  so little calibration data both are far from the reference; 1024 tokens
-  brought QTEA to 2.60.
+- QTEA's mean KLD is below KLD_MAX = 4.85: measured 4.3915 on 2026-12-01
+  (f32 activations on both sides, as compile_and_eval scores; top-1 12.5%;
+  the eval ran on the runtime's library kernels), so the bound is the
+  measurement + 10%. The run is deterministic (4.3915 on every run), so the
+  margin is for kernel and float-order changes, not noise. A regression of
+  that size fails: dropping the group fit's least-squares round measured
+  5.11, dropping the FP8 residuals 13.5. (The older bound, 5.0, was set
+  against 4.07, measured on 2026-11-29, before the scores moved to f32
+  activations.) QTEA's KLD is also below GPTQ's at 2 bits (GPTQ 2-bit g64
+  measured 12.73 in the same setting): the paper's direction (ternary +
+  residual beats 2-bit GPTQ). With so little calibration data both are far
+  from the reference; 1024 tokens brought QTEA to 2.60 (2026-11-29).
 - the manifest records method qtea, format, out_rel_err and the .aux side
   data of every quantized matrix, and the QTEA matrices take fewer bytes
   than the 2-bit GPTQ ones.
@@ -26,7 +33,7 @@ import harness  # noqa: E402
 
 GGUF = os.path.join(harness.SOURCE_DIR, ".cache", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 CALIB = "calib-tokens=256 calib-seq=128 skip=token_embd.weight"
-KLD_MAX = 5.0
+KLD_MAX = 4.85  # measured 4.3915 (2026-12-01) + 10%; see the docstring
 
 
 def matrix_bytes(manifest):

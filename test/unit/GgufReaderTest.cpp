@@ -4,6 +4,7 @@
 // MoE tensors, alignment, and every error path: truncation, bad magic,
 // unknown architecture, unsupported tensor types, out-of-bounds data.
 //===----------------------------------------------------------------------===//
+#include "MissingInput.h"
 #include "ReaderTestUtil.h"
 #include "compiler/import/SourceModel.h"
 
@@ -245,7 +246,7 @@ bool exists(const std::string &p) {
 
 TEST(GgufReader, SmolLM2Config) {
   if (!exists(smolPath()))
-    GTEST_SKIP() << "no " << smolPath();
+    LLMC_MISSING_INPUT(smolPath() << " (run scripts/setup.sh)");
   SourceModel m = readGguf(smolPath());
   const ModelConfig &c = m.config;
   EXPECT_EQ(m.format, "gguf");
@@ -269,7 +270,7 @@ TEST(GgufReader, SmolLM2Config) {
 
 TEST(GgufReader, SmolLM2TensorsAndTokenizer) {
   if (!exists(smolPath()))
-    GTEST_SKIP() << "no " << smolPath();
+    LLMC_MISSING_INPUT(smolPath() << " (run scripts/setup.sh)");
   SourceModel m = readGguf(smolPath());
   const SourceTensor *emb = m.find("token_embd.weight");
   ASSERT_TRUE(emb);

@@ -244,7 +244,20 @@ TEST(GroupedInt, RoundToHalf) {
   EXPECT_EQ(roundToHalf(1.0f), 1.0f);
   EXPECT_EQ(roundToHalf(1.0f + 0x1p-12f), 1.0f);
   EXPECT_EQ(roundToHalf(1.0f + 0x1p-10f), 1.0f + 0x1p-10f);
-  EXPECT_EQ(roundToHalf(0.1f), halfToFloat(floatToHalf(0.1f)));
+  // Expected values worked out by hand: fp16 keeps 10 fraction bits, so
+  // x = 1.f * 2^e becomes round(f * 1024) / 1024 * 2^e, ties to even.
+  EXPECT_EQ(roundToHalf(0.1f), 0.0999755859375f);  // 1.6 * 2^-4: 1638.4 -> 1638
+  EXPECT_EQ(roundToHalf(1.0f / 3), 0.333251953125f); // 1.333 * 2^-2: 1365.33 -> 1365
+  EXPECT_EQ(roundToHalf(0.7f), 0.7001953125f);       // 1.4 * 2^-1: 409.6 -> 410 (up)
+  EXPECT_EQ(roundToHalf(-0.7f), -0.7001953125f);
+  EXPECT_EQ(roundToHalf(1.0f + 0x1p-11f), 1.0f);            // tie: down to even 0
+  EXPECT_EQ(roundToHalf(1.0f + 3 * 0x1p-11f), 1.0f + 0x1p-9f); // tie: up to even 2
+  EXPECT_EQ(roundToHalf(65519.0f), 65504.0f);                // the largest half
+  EXPECT_EQ(roundToHalf(65520.0f), INFINITY);                // past it: overflow
+  // Subnormals: multiples of 2^-24.
+  EXPECT_EQ(roundToHalf(0x1p-25f), 0.0f);             // tie: down to even 0
+  EXPECT_EQ(roundToHalf(3 * 0x1p-26f), 0x1p-24f);     // 0.75 ulp -> 1 ulp
+  EXPECT_EQ(roundToHalf(3 * 0x1p-25f), 0x1p-23f);     // tie: up to even 2 ulp
 }
 
 TEST(GroupedInt, RtnErrorBounds) {

@@ -4,6 +4,7 @@
 // (including an unshared classifier), tokenizer.bin reading and the exact
 // file-size validation.
 //===----------------------------------------------------------------------===//
+#include "MissingInput.h"
 #include "ReaderTestUtil.h"
 #include "compiler/import/SourceModel.h"
 
@@ -80,7 +81,7 @@ std::vector<uint8_t> tokenizerBin(const std::vector<std::string> &toks) {
 
 TEST(Llama2cReader, Stories260K) {
   if (!exists(storiesPath()))
-    GTEST_SKIP() << "no " << storiesPath();
+    LLMC_MISSING_INPUT(storiesPath());
   SourceModel m = readLlama2c(storiesPath());
   const ModelConfig &c = m.config;
   EXPECT_EQ(m.format, "llama2c");
@@ -122,7 +123,7 @@ TEST(Llama2cReader, Stories260K) {
 
 TEST(Llama2cReader, Stories260KTruncatedOrPadded) {
   if (!exists(storiesPath()))
-    GTEST_SKIP() << "no " << storiesPath();
+    LLMC_MISSING_INPUT(storiesPath());
   ScratchDir dir("l2c");
   std::vector<uint8_t> raw = readBytes(storiesPath());
   const std::string p = dir.file("stories.bin");

@@ -58,7 +58,7 @@ std::string kernelObject(int tag, size_t padTo = 0, const std::string &extra = "
   return bytes;
 }
 
-nlohmann::json baseManifest() {
+nlohmann::json baseManifest(const nlohmann::json &kernels = nlohmann::json::array()) {
   ModelConfig c;
   c.architecture = "llama";
   c.vocab_size = 8;
@@ -72,7 +72,7 @@ nlohmann::json baseManifest() {
   nlohmann::json m;
   m["config"] = configToJson(c);
   m["codegen"] = {{"abi", cg::kAbi},
-                  {"kernels", nlohmann::json::array()},
+                  {"kernels", kernels},
                   {"objects", {{"x86-64", "codegen.x86-64.so"}}}};
   return m;
 }
@@ -80,11 +80,12 @@ nlohmann::json baseManifest() {
 /// An artifact at `path` holding `objects` (name -> bytes), signed with
 /// `key` unless null.
 void writeArtifact(const std::string &path, const std::vector<std::pair<std::string, std::string>> &objects,
-                   const signing::SecretKey *key) {
+                   const signing::SecretKey *key,
+                   const nlohmann::json &kernels = nlohmann::json::array()) {
   std::vector<ArtifactWriter::Tensor> tensors;
   for (const auto &[name, bytes] : objects)
     tensors.push_back({name, DType::U8, {int64_t(bytes.size())}, int64_t(bytes.size()), bytes.data()});
-  ArtifactWriter w(baseManifest(), tensors);
+  ArtifactWriter w(baseManifest(kernels), tensors);
   if (key)
     w.signWith(*key);
   w.writeFile(path);
@@ -269,4 +270,22 @@ TEST_F(SignedArtifact, ObjectsPlantedInACacheFolderAreNeverLoaded) {
   ::unsetenv("XDG_CACHE_HOME");
   ASSERT_NE(g, nullptr) << how;
   EXPECT_FALSE(exists(marker)) << "an object planted in the cache folder ran";
+}
+
+TEST_F(SignedArtifact, ArtifactsLoadedTogetherKeepTheirOwnObjects) {
+  // llmc eval --ref compiles and loads two models in one process: each must
+  // run its own object. llmc_test_tag is bound as the "add" op kernel so
+  // the test can call it through the loaded kernels.
+  const nlohmann::json tagKernel = nlohmann::json::array({{{"symbol", "llmc_test_tag"}, {"kind", "add"}}});
+  writeArtifact(dir + "/one.llmc", {{"codegen.x86-64.so", kernelObject(1)}}, &key, tagKernel);
+  writeArtifact(dir + "/two.llmc", {{"codegen.x86-64.so", kernelObject(2)}}, &key, tagKernel);
+  std::string how;
+  auto a1 = Artifact::open(dir + "/one.llmc"), a2 = Artifact::open(dir + "/two.llmc");
+  auto g1 = cg::GeneratedKernels::load(*a1, trusted, how);
+  ASSERT_NE(g1, nullptr) << how;
+  auto g2 = cg::GeneratedKernels::load(*a2, trusted, how);
+  ASSERT_NE(g2, nullptr) << how;
+  using TagFn = int (*)();
+  EXPECT_EQ(reinterpret_cast<TagFn>(g1->findAdd())(), 1);
+  EXPECT_EQ(reinterpret_cast<TagFn>(g2->findAdd())(), 2);
 }

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "llmc/tokenizer.h"
 
+#include "MissingInput.h"
+
 #include "../../runtime/src/tokenizer/PreTokenizer.h"
 #include "compiler/import/SourceModel.h"
 
@@ -59,7 +61,7 @@ const Tokenizer *smol() {
 
 #define REQUIRE_SMOLLM2()                                                                      \
   if (!smol()) {                                                                               \
-    GTEST_SKIP() << "SmolLM2 GGUF not found at " << kGgufPath;                                 \
+    LLMC_MISSING_INPUT("SmolLM2 GGUF " << kGgufPath << " (run scripts/setup.sh)");             \
   }
 
 std::vector<int32_t> ids(const json &j) { return j.get<std::vector<int32_t>>(); }

@@ -175,11 +175,14 @@ std::unique_ptr<GeneratedKernels> GeneratedKernels::load(const Artifact &art,
         (got == want ? "" : std::string(" (the artifact has no ") + isaName(want) + " object)");
   const int fd = sealedObject(art, pick->second, ctx);
   const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  // The descriptor stays open while the object is loaded: dlopen knows a
+  // library by its path, and a reused descriptor number would name the
+  // object of an earlier artifact still loaded in this process.
+  std::unique_ptr<GeneratedKernels> g(new GeneratedKernels());
+  g->fd_ = fd;
   void *h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ::close(fd); // the mapping dlopen made keeps the object alive
   if (!h)
     throw std::runtime_error(ctx + ": cannot load the " + isaName(got) + " object: " + ::dlerror());
-  std::unique_ptr<GeneratedKernels> g(new GeneratedKernels());
   g->handle_ = h;
   g->isa_ = isaName(got);
   using AbiFn = int (*)();
@@ -220,6 +223,8 @@ void GeneratedKernels::bindSymbols(const nlohmann::json &kernels, const std::str
 GeneratedKernels::~GeneratedKernels() {
   if (handle_)
     ::dlclose(handle_);
+  if (fd_ >= 0)
+    ::close(fd_);
 }
 
 MatvecFn GeneratedKernels::find(DType dtype, int64_t cols) const {

@@ -54,6 +54,7 @@ public:
 
 private:
   void *handle_ = nullptr;
+  int fd_ = -1; // the sealed memory file the object was loaded from
   std::string isa_;
   std::map<std::pair<DType, int64_t>, MatvecFn> fns_;
   std::map<std::pair<DType, int64_t>, Rows8Fn> rows8_;

@@ -226,6 +226,36 @@ llm.model @m config {} {
 
 // -----
 
+// A quantized type's geometry is its format's own.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  // expected-error @+1 {{quantized format 'q4_0' packs 32 weights into 18 bytes, not block = 32, bytes = 20}}
+  %e = llm.weight "e" : tensor<8x32x!llm.quant<"q4_0", block = 32, bytes = 20>>
+  llm.return %e : tensor<8x32x!llm.quant<"q4_0", block = 32, bytes = 20>>
+}
+
+// -----
+
+// Parametric families are checked too (gq4a_g64: 64 four-bit codes, fp16 scale and min).
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  // expected-error @+1 {{quantized format 'gq4a_g64' packs 64 weights into 36 bytes, not block = 32, bytes = 36}}
+  %e = llm.weight "e" : tensor<8x64x!llm.quant<"gq4a_g64", block = 32, bytes = 36>>
+  llm.return %e : tensor<8x64x!llm.quant<"gq4a_g64", block = 32, bytes = 36>>
+}
+
+// -----
+
+// A format the runtime does not know is rejected.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  // expected-error @+1 {{unknown quantized format 'q9_9'}}
+  %e = llm.weight "e" : tensor<8x32x!llm.quant<"q9_9", block = 32, bytes = 34>>
+  llm.return %e : tensor<8x32x!llm.quant<"q9_9", block = 32, bytes = 34>>
+}
+
+// -----
+
 // Weights have static shapes.
 llm.model @m config {} {
 ^bb0(%t: tensor<?xi32>):
