@@ -16,6 +16,7 @@
 #include "../../runtime/src/exec/Ops.h"
 #include "GeneratedObject.h"
 
+#include "MissingInput.h"
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -97,7 +98,7 @@ class OpKernels : public ::testing::Test {
 protected:
   void SetUp() override {
     if (findHostCompiler().empty())
-      GTEST_SKIP() << "no C++ compiler to build generated kernels";
+      LLMC_MISSING_INPUT("a C++ compiler to build generated kernels");
   }
   std::mt19937 rng{23};
   std::normal_distribution<float> nd{0.0f, 1.0f};

@@ -9,6 +9,7 @@
 #include "llmc/artifact.h"
 #include "llmc/signing.h"
 
+#include "MissingInput.h"
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -110,7 +111,7 @@ class SignedArtifact : public ::testing::Test {
 protected:
   void SetUp() override {
     if (cg::findHostCompiler().empty())
-      GTEST_SKIP() << "no C++ compiler to build a kernel object";
+      LLMC_MISSING_INPUT("a C++ compiler to build a kernel object");
     dir = tempDir();
     key = signing::generateKey("test");
     other = signing::generateKey("someone else");
