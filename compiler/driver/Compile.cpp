@@ -2,6 +2,7 @@
 #include "compiler/driver/Compile.h"
 #include "codegen/cpu/CpuKernelSource.h"
 #include "codegen/cpu/CpuOpKernels.h"
+#include "runtime/src/exec/ThreadPool.h"
 #include "runtime/src/kernels/rows8.h"
 #include "compiler/artifact/KernelPlanExport.h"
 #include "llmc/codegen.h"
@@ -13,7 +14,6 @@
 #include "passes/quant/Calibration.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/raw_ostream.h"
-#include <atomic>
 #include <chrono>
 #include <map>
 #include <set>
@@ -102,33 +102,16 @@ opKernelSpecs(const nlohmann::json &plan,
   return ops;
 }
 
-/// `source` built for every level in `levels`, on as many threads as the
-/// machine has cores (each build is one compiler process). Throws the first
-/// failure.
+/// `source` built for every level in `levels`, one compiler process per
+/// level, as many at once as the machine has cores. Throws a failure.
 std::vector<codegen::SharedObject> buildObjects(const std::string &source,
                                                 const std::vector<codegen::IsaLevel> &levels) {
   std::vector<codegen::SharedObject> built(levels.size());
-  std::vector<std::string> errors(levels.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next.fetch_add(1); i < levels.size(); i = next.fetch_add(1)) {
-      try {
-        built[i] = codegen::compileSharedObject(source, levels[i]);
-      } catch (const std::exception &e) {
-        errors[i] = e.what();
-      }
-    }
-  };
-  const size_t threads = std::min<size_t>(levels.size(), std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t)
-    pool.emplace_back(work);
-  work();
-  for (std::thread &t : pool)
-    t.join();
-  for (const std::string &e : errors)
-    if (!e.empty())
-      throw std::runtime_error(e);
+  ThreadPool pool(int(std::min<size_t>(levels.size(), std::max(1u, std::thread::hardware_concurrency()))));
+  pool.parallelFor(0, int64_t(levels.size()), 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      built[size_t(i)] = codegen::compileSharedObject(source, levels[size_t(i)]);
+  });
   return built;
 }
 
@@ -174,14 +157,10 @@ void generateKernels(CompiledModel &out, const std::function<void(const std::str
   // machine of its architecture with no compiler there.
   const std::vector<cg::IsaLevel> levels(std::begin(cg::kAllIsaLevels), std::end(cg::kAllIsaLevels));
   std::vector<cg::SharedObject> built;
-  std::string failure;
   try {
     built = buildObjects(source, levels);
   } catch (const std::exception &e) {
-    failure = e.what();
-  }
-  if (!failure.empty()) {
-    say("no generated kernels: " + failure);
+    say(std::string("no generated kernels: ") + e.what());
     return;
   }
   nlohmann::json objects = nlohmann::json::object();

@@ -10,37 +10,22 @@
 #include "llmc/signing.h"
 
 #include "MissingInput.h"
+#include "ReaderTestUtil.h"
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
 
 using namespace llmc;
+using llmc::readertest::readBytes;
+using llmc::readertest::ScratchDir;
+using llmc::readertest::writeBytes;
 namespace cg = llmc::codegen;
 
 namespace {
-
-std::string tempDir() {
-  std::string t = ::testing::TempDir() + "llmc_signing_XXXXXX";
-  std::vector<char> b(t.begin(), t.end());
-  b.push_back('\0');
-  if (!::mkdtemp(b.data()))
-    throw std::runtime_error("mkdtemp failed");
-  return b.data();
-}
-
-std::vector<uint8_t> readBytes(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-void writeBytes(const std::string &path, const std::vector<uint8_t> &b) {
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char *>(b.data()), std::streamsize(b.size()));
-}
 
 bool exists(const std::string &p) {
   struct stat st;
@@ -112,7 +97,8 @@ protected:
   void SetUp() override {
     if (cg::findHostCompiler().empty())
       LLMC_MISSING_INPUT("a C++ compiler to build a kernel object");
-    dir = tempDir();
+    scratch.emplace("signing");
+    dir = scratch->path();
     key = signing::generateKey("test");
     other = signing::generateKey("someone else");
     object = kernelObject(7, 65536); // room for the planted object below
@@ -124,6 +110,7 @@ protected:
     art = Artifact::open(path, verifyTensors);
     return cg::GeneratedKernels::load(*art, trusted, how);
   }
+  std::optional<ScratchDir> scratch;
   std::string dir, object;
   signing::SecretKey key, other;
   signing::CodeTrust trusted;
@@ -148,7 +135,8 @@ TEST(Signing, SignaturesVerifyOnlyTheSignedMessageUnderTheSignersKey) {
 }
 
 TEST(Signing, KeyFilesRoundTripAndSecretKeysMustBePrivate) {
-  const std::string dir = tempDir(), path = dir + "/k";
+  const ScratchDir scratch("signing");
+  const std::string dir = scratch.path(), path = dir + "/k";
   const signing::SecretKey k = signing::generateKey("ci key");
   signing::writeKeyPair(k, path);
   EXPECT_EQ(signing::readSecretKey(path).pub.bytes, k.pub.bytes);
@@ -163,7 +151,7 @@ TEST(Signing, KeyFilesRoundTripAndSecretKeysMustBePrivate) {
   } catch (const std::runtime_error &e) {
     EXPECT_NE(std::string(e.what()).find("chmod 600"), std::string::npos) << e.what();
   }
-  writeBytes(dir + "/bad.pub", {'x', 'y'});
+  writeBytes(dir + "/bad.pub", std::vector<uint8_t>{'x', 'y'});
   EXPECT_THROW(signing::readPublicKey(dir + "/bad.pub"), std::runtime_error);
 }
 
@@ -260,7 +248,7 @@ TEST_F(SignedArtifact, ObjectsPlantedInACacheFolderAreNeverLoaded) {
   char key64[17];
   snprintf(key64, sizeof key64, "%016llx",
            (unsigned long long)checksum64(object.data(), object.size()));
-  writeBytes(cache + "/obj-" + key64 + ".so", {planted.begin(), planted.end()});
+  writeBytes(cache + "/obj-" + key64 + ".so", planted.data(), planted.size());
   ::setenv("LLMC_JIT_CACHE", cache.c_str(), 1);
   ::setenv("XDG_CACHE_HOME", cache.c_str(), 1);
   const std::string path = dir + "/c.llmc";

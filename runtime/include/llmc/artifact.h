@@ -51,7 +51,7 @@ enum class SignatureStatus {
 struct SignatureCheck {
   SignatureStatus status = SignatureStatus::Unsigned;
   std::string signer; // the signer key's fingerprint ("" when unsigned)
-  /// One line for messages: "unsigned", "signed by ed25519:... (trusted: FILE)", ...
+  /// One line for messages: "unsigned", "signed by ed25519:... (trusted)", ...
   std::string describe() const;
 };
 
@@ -82,9 +82,6 @@ public:
   /// if touched. Does nothing for buffers (fromBuffer) or ranges outside.
   void releasePages(const void *p, uint64_t n) const;
 
-  /// Signed artifacts: the signature block is well formed and every tensor
-  /// has a SHA-256 in the manifest (checked at open).
-  bool isSigned() const { return signed_; }
   /// Verifies the signature over header, manifest and signature block, then
   /// looks the signer up among `trusted`.
   SignatureCheck checkSignature(const std::vector<signing::PublicKey> &trusted) const;

@@ -262,7 +262,7 @@ SignatureCheck Artifact::checkSignature(const std::vector<signing::PublicKey> &t
   if (!signed_)
     return c;
   signing::PublicKey signer;
-  std::memcpy(signer.bytes.data(), signatureBlock_.data() + 16, signer.bytes.size());
+  std::memcpy(signer.bytes.data(), signatureBlock_.data() + layout::kSignerKeyOffset, signer.bytes.size());
   signing::Signature sig;
   std::memcpy(sig.data(), signatureBlock_.data() + layout::kSignedBlockPrefix, sig.size());
   c.signer = signer.fingerprint();

@@ -21,6 +21,7 @@ inline constexpr uint32_t kFlagSigned = 1;
 ///   digests, see llmc/signing.h)   12 u32 flags (0)   16 u8[32] signer's
 ///   public key   48 u8[64] signature   112 u8[16] zero.
 inline constexpr size_t kSignatureBlockSize = 128;
+inline constexpr size_t kSignerKeyOffset = 16;
 inline constexpr size_t kSignedBlockPrefix = 48; // magic .. signer key: signed
 inline constexpr char kSignatureMagic[8] = {'L', 'L', 'M', 'C', 'S', 'I', 'G', '\0'};
 inline constexpr uint32_t kSignatureAlgorithm = 1;

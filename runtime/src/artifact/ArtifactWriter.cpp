@@ -38,7 +38,7 @@ std::vector<uint8_t> signatureBlock(const Plan &plan, const signing::SecretKey &
   std::vector<uint8_t> b(layout::kSignatureBlockSize, 0);
   std::memcpy(b.data(), layout::kSignatureMagic, 8);
   layout::put<uint32_t>(b.data() + 8, layout::kSignatureAlgorithm);
-  std::memcpy(b.data() + 16, key.pub.bytes.data(), key.pub.bytes.size());
+  std::memcpy(b.data() + layout::kSignerKeyOffset, key.pub.bytes.data(), key.pub.bytes.size());
   const signing::Signature sig = signing::sign(
       key, layout::signedMessage(plan.header,
                                  reinterpret_cast<const uint8_t *>(plan.manifest.data()),

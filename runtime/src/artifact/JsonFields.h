@@ -4,6 +4,7 @@
 // byte strings that may not be valid UTF-8 (JSON text must be UTF-8).
 //===----------------------------------------------------------------------===//
 #pragma once
+#include "llmc/signing.h"
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -155,18 +156,9 @@ inline std::string bytesFromJson(const json &v, const std::string &ctx) {
   const std::string &hex = h->get_ref<const std::string &>();
   if (hex.size() % 2)
     fail(ctx, "odd-length hex string");
-  auto nib = [&](char c) -> int {
-    if (c >= '0' && c <= '9')
-      return c - '0';
-    if (c >= 'a' && c <= 'f')
-      return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-      return c - 'A' + 10;
-    fail(ctx, "bad hex digit");
-  };
   std::string out(hex.size() / 2, '\0');
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = char(nib(hex[2 * i]) << 4 | nib(hex[2 * i + 1]));
+  if (!signing::fromHex(hex, reinterpret_cast<uint8_t *>(out.data()), out.size()))
+    fail(ctx, "bad hex digit");
   return out;
 }
 
