@@ -9,6 +9,9 @@
 #include "codegen/cpu/HostCompiler.h"
 #include "compiler/artifact/ProgramExport.h"
 #include "compiler/import/SourceImporter.h"
+#include "compiler/pipelines/PassRecording.h"
+#include "compiler/weights/IrAttributes.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "passes/quant/Calibration.h"
@@ -18,7 +21,6 @@
 #include <map>
 #include <set>
 #include <thread>
-#include <sys/stat.h>
 
 using namespace mlir;
 
@@ -211,72 +213,106 @@ void generateKernels(CompiledModel &out, const std::function<void(const std::str
   say(buf);
 }
 
+/// Runs `opts.pipeline` on `module` with every pass recorded in the model,
+/// remarks printed as progress lines (none with quiet), and the IR verified
+/// after each pass.
+void runPipeline(MLIRContext &ctx, ModuleOp module, const CompileOptions &opts,
+                 const std::function<void(const std::string &)> &say) {
+  std::string pipeline = anchoredPipeline(opts.pipeline);
+  if (pipeline.empty())
+    return;
+  auto t1 = std::chrono::steady_clock::now();
+  std::string err;
+  llvm::raw_string_ostream errs(err);
+  auto parsed = parsePassPipeline(pipeline, errs);
+  if (failed(parsed))
+    throw CompileError("invalid --pipeline '" + opts.pipeline + "': " + err);
+  PassManager pm(&ctx, ModuleOp::getOperationName());
+  static_cast<OpPassManager &>(pm) = std::move(*parsed);
+  if (!opts.calibPath.empty())
+    setDefaultCalibration(pm, opts.calibPath);
+  recordPassesInModel(pm);
+  ScopedDiagnosticHandler remarks(&ctx, [&](Diagnostic &d) -> LogicalResult {
+    if (d.getSeverity() != DiagnosticSeverity::Remark)
+      return failure(); // errors and warnings: the default handler
+    if (!opts.quiet)
+      llvm::errs() << d.str() << "\n";
+    return success();
+  });
+  if (failed(pm.run(module)))
+    throw CompileError("pipeline '" + opts.pipeline + "' failed");
+  char buf[256];
+  snprintf(buf, sizeof buf, "ran pipeline %s in %.2f s", pipeline.c_str(), secondsSince(t1));
+  say(buf);
+}
+
+/// The weights the exported program reads, from the IR, with their side
+/// data; and what produced each (the manifest's "weight_transforms").
+void exportWeights(const WeightStore &store, const std::vector<ExportedWeight> &weights,
+                   CompiledModel &out) {
+  nlohmann::json weightInfo = nlohmann::json::object();
+  for (const ExportedWeight &w : weights) {
+    const WeightStore::Entry *t = store.find(w.name);
+    if (!t || !t->data)
+      throw CompileError("weight '" + w.name + "' has no data in the IR");
+    if (t->dtype != w.dtype || t->shape != w.shape)
+      throw CompileError("weight '" + w.name + "': its bytes and its type disagree (" +
+                         std::string(dtypeName(w.dtype)) + " vs " +
+                         std::string(dtypeName(t->dtype)) + ")");
+    out.tensors.push_back({w.name, t->dtype, t->shape, t->nbytes, t->data});
+    if (!t->aux.empty())
+      out.tensors.push_back({w.name + kAuxSuffix, DType::U8, {int64_t(t->aux.size())},
+                             int64_t(t->aux.size()), t->aux.data()});
+    if (t->info.contains("method"))
+      weightInfo[w.name] = t->info;
+  }
+  if (!weightInfo.empty())
+    out.manifest["weight_transforms"] = weightInfo;
+}
+
 } // namespace
 
 CompiledModel compileModel(MLIRContext &ctx, const SourceModel &src,
                            const CompileOptions &opts) {
-  auto say = [&](const std::string &s) {
-    if (opts.progress)
-      opts.progress(s);
-  };
   auto t0 = std::chrono::steady_clock::now();
   OwningOpRef<ModuleOp> module = importSourceModel(ctx, src);
   if (failed(verify(*module)))
     throw CompileError(src.path + ": the imported IR does not verify");
-  char buf[256];
-  snprintf(buf, sizeof buf, "imported %s (%lld layers) in %.2f s",
-           src.config.architecture.c_str(), (long long)src.config.num_layers,
-           secondsSince(t0));
-  say(buf);
-
-  auto store = std::make_shared<WeightStore>(src);
-  store->setQuiet(opts.quiet);
-  WeightStore::Scope activeStore(*store);
-  std::string pipeline = anchoredPipeline(opts.pipeline);
-  if (!pipeline.empty()) {
-    auto t1 = std::chrono::steady_clock::now();
-    std::string err;
-    llvm::raw_string_ostream errs(err);
-    auto parsed = parsePassPipeline(pipeline, errs);
-    if (failed(parsed))
-      throw CompileError("invalid --pipeline '" + opts.pipeline + "': " + err);
-    PassManager pm(&ctx, ModuleOp::getOperationName());
-    static_cast<OpPassManager &>(pm) = std::move(*parsed);
-    quant::DefaultCalibrationScope calib(opts.calibPath);
-    if (failed(pm.run(*module)))
-      throw CompileError("pipeline '" + opts.pipeline + "' failed");
-    snprintf(buf, sizeof buf, "ran pipeline %s in %.2f s", pipeline.c_str(),
-             secondsSince(t1));
-    say(buf);
+  if (opts.progress) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "imported %s (%lld layers) in %.2f s",
+             src.config.architecture.c_str(), (long long)src.config.num_layers,
+             secondsSince(t0));
+    opts.progress(buf);
   }
+  return compileModule(ctx, std::move(module), opts);
+}
+
+CompiledModel compileModule(MLIRContext &ctx, OwningOpRef<ModuleOp> module,
+                            const CompileOptions &opts) {
+  auto say = [&](const std::string &s) {
+    if (opts.progress)
+      opts.progress(s);
+  };
+  llm::ModelOp model = modelOf(*module);
+  if (!model)
+    throw CompileError("the IR has no llm.model");
+  if (!model.getSourceAttr() || !model.getTokenizerAttr())
+    throw CompileError("the IR does not carry its model (no weights, tokenizer or source): "
+                       "import it with llmc import --emit-resources");
+  runPipeline(ctx, *module, opts, say);
+  if (failed(verify(*module)))
+    throw CompileError("the IR does not verify after the pipeline");
 
   auto exported = exportProgram(*module);
   if (failed(exported))
     throw CompileError("cannot export the compiled model");
 
   CompiledModel out;
-  out.store = store;
-  if (opts.embedIR) {
-    llvm::raw_string_ostream os(out.irText);
-    module->print(os);
-  }
-  nlohmann::json weightInfo = nlohmann::json::object();
-  for (const ExportedWeight &w : exported->weights) {
-    const WeightStore::Entry *t = store->find(w.name);
-    if (!t)
-      throw CompileError("weight '" + w.name + "' is not in the weight store");
-    if (t->dtype != w.dtype || t->shape != w.shape)
-      throw CompileError("weight '" + w.name +
-                         "' in the IR does not match the weight store (type " +
-                         std::string(dtypeName(w.dtype)) + " vs " +
-                         std::string(dtypeName(t->dtype)) + ")");
-    out.tensors.push_back({w.name, t->dtype, t->shape, t->nbytes, t->data});
-    if (t->aux)
-      out.tensors.push_back({w.name + kAuxSuffix, DType::U8, {int64_t(t->aux->size())},
-                        int64_t(t->aux->size()), t->aux->data()});
-    if (t->info.contains("method"))
-      weightInfo[w.name] = t->info;
-  }
+  out.store = std::make_shared<WeightStore>(*module);
+  if (opts.embedIR)
+    out.irText = printWithoutData(*module);
+  exportWeights(*out.store, exported->weights, out);
 
   nlohmann::json &m = out.manifest;
   m["config"] = exported->config;
@@ -288,6 +324,7 @@ CompiledModel compileModel(MLIRContext &ctx, const SourceModel &src,
     if (plan.is_null()) {
       say("no kernel plan: " + why + "; the artifact runs on the reference executor");
     } else {
+      char buf[256];
       snprintf(buf, sizeof buf, "lowered to %zu kernels (arena %lld floats per token) in %.2f s",
                plan["steps"].size(), (long long)plan["arena_floats_per_token"].get<int64_t>(),
                secondsSince(t2));
@@ -297,22 +334,16 @@ CompiledModel compileModel(MLIRContext &ctx, const SourceModel &src,
         generateKernels(out, say);
     }
   }
-  m["tokenizer"] = tokenizerToJson(src.tokenizer);
-  m["pipeline"] = {{"text", opts.pipeline}, {"anchored", pipeline}};
-  if (!weightInfo.empty())
-    m["weight_transforms"] = weightInfo;
-  nlohmann::json source = {{"format", src.format}, {"path", src.path}};
-  struct stat st;
-  if (::stat(src.path.c_str(), &st) == 0) {
-    source["size"] = (int64_t)st.st_size;
-    source["mtime"] = (int64_t)st.st_mtime;
-  }
-  for (auto &[k, v] : src.metadata)
-    source["metadata"][k] = v;
-  m["source"] = source;
+  m["tokenizer"] = tokenizerToJson(out.store->tokenizer());
+  nlohmann::json passes = nlohmann::json::array();
+  if (ArrayAttr p = model.getPassesAttr())
+    passes = attributeToJson(p);
+  m["pipeline"] = {{"passes", passes}};
+  m["source"] = attributeToJson(model.getSourceAttr());
   m["compiler"] = {{"name", "llmc"}, {"version", "0.1.0"}};
   if (opts.embedIR)
     m["ir"] = out.irText;
+  out.module = std::move(module);
   return out;
 }
 

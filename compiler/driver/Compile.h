@@ -6,7 +6,9 @@
 #include "compiler/import/SourceModel.h"
 #include "compiler/weights/WeightStore.h"
 #include "llmc/artifact.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -34,8 +36,11 @@ struct CompileOptions {
   bool codegen = true;
 };
 
+/// Valid while the MLIRContext it was compiled in lives (the weights are
+/// the IR's blobs, owned by the context).
 struct CompiledModel {
-  std::shared_ptr<WeightStore> store; // keeps rewritten weights alive
+  mlir::OwningOpRef<mlir::ModuleOp> module; // the final IR
+  std::shared_ptr<WeightStore> store;       // its weights, by name
   nlohmann::json manifest; // without "tensors" (the writer adds it)
   std::vector<ArtifactWriter::Tensor> tensors;
   std::string irText;
@@ -46,9 +51,16 @@ struct CompileError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Throws CompileError (pipeline or verification failure; MLIR diagnostics
-/// have been printed to stderr) or ImportError.
+/// Imports `src` (the IR then owns the model) and compiles it. Throws
+/// CompileError (pipeline or verification failure; MLIR diagnostics have
+/// been printed to stderr) or ImportError.
 CompiledModel compileModel(mlir::MLIRContext &ctx, const SourceModel &src,
                            const CompileOptions &opts);
+
+/// Compiles a module that carries its model (weights, tokenizer, source:
+/// importSourceModel, or llmc import --emit-resources read back). The same
+/// IR and pipeline give the same artifact bytes whichever way it came.
+CompiledModel compileModule(mlir::MLIRContext &ctx, mlir::OwningOpRef<mlir::ModuleOp> module,
+                            const CompileOptions &opts);
 
 } // namespace llmc

@@ -1,10 +1,14 @@
 //===- SourceImporter.cpp - SourceModel -> llm IR ---------------*- C++ -*-===//
 // The one importer every reader feeds: it knows the canonical tensor names
 // (SourceModel.h) and the llm dialect, and nothing about file formats.
-// Weights become `llm.weight` references; no weight byte is copied.
+// Weights become `llm.weight` ops whose `value` blobs reference the source
+// file's mapping (no weight byte is copied; the blobs keep the mapping
+// alive); the tokenizer and provenance become attributes of `llm.model`.
 //===----------------------------------------------------------------------===//
 #include "compiler/import/SourceImporter.h"
+#include "compiler/weights/IrAttributes.h"
 #include "compiler/weights/WeightTypes.h"
+#include <sys/stat.h>
 #include "dialects/llm/IR/LlmOps.h"
 #include "llmc/artifact.h"
 #include "mlir/IR/Builders.h"
@@ -30,8 +34,9 @@ Attribute jsonToAttr(Builder &b, const nlohmann::json &j) {
 
 class Importer {
 public:
-  Importer(MLIRContext &ctx, const SourceModel &src)
-      : ctx(ctx), src(src), b(&ctx) {}
+  Importer(MLIRContext &ctx, const SourceModel &src, bool carryWeights)
+      : ctx(ctx), src(src), b(&ctx), carryWeights(carryWeights),
+        keepAlive(std::make_shared<std::vector<std::shared_ptr<SourceBuffer>>>(src.buffers)) {}
 
   OwningOpRef<ModuleOp> run() {
     const ModelConfig &c = src.config;
@@ -44,8 +49,14 @@ public:
     for (auto &[k, v] : cfgJson.items())
       if (Attribute a = jsonToAttr(b, v))
         cfg.push_back(b.getNamedAttr(k, a));
-    auto model = llm::ModelOp::create(b, fileLoc, symbolName(),
-                                      b.getDictionaryAttr(cfg));
+    auto model = llm::ModelOp::create(b, fileLoc, b.getStringAttr(symbolName()),
+                                      b.getDictionaryAttr(cfg), /*tokenizer=*/nullptr,
+                                      /*source=*/nullptr, /*passes=*/nullptr);
+    if (carryWeights) {
+      const std::string tok = tokenizerToJson(src.tokenizer).dump();
+      model.setTokenizerAttr(ownedBytesAttr(&ctx, "tokenizer", {tok.begin(), tok.end()}));
+      model.setSourceAttr(cast<DictionaryAttr>(jsonToAttribute(b, sourceJson())));
+    }
     Block *body = new Block();
     model.getBody().push_back(body);
     Value tokens = body->addArgument(
@@ -78,6 +89,19 @@ private:
     if (s.empty() || isdigit(static_cast<unsigned char>(s[0])))
       s = "m_" + s;
     return s;
+  }
+
+  /// Where the model came from (recorded in the artifact's manifest).
+  nlohmann::json sourceJson() const {
+    nlohmann::json source = {{"format", src.format}, {"path", src.path}};
+    struct stat st;
+    if (::stat(src.path.c_str(), &st) == 0) {
+      source["size"] = (int64_t)st.st_size;
+      source["mtime"] = (int64_t)st.st_mtime;
+    }
+    for (auto &[k, v] : src.metadata)
+      source["metadata"][k] = v;
+    return source;
   }
 
   Location loc(const std::string &name) {
@@ -117,7 +141,11 @@ private:
 
   Value weightOf(const SourceTensor &t) {
     auto type = RankedTensorType::get(t.shape, weightElementType(&ctx, t.dtype));
-    return llm::WeightOp::create(b, loc(t.name), type, t.name);
+    auto op = llm::WeightOp::create(b, loc(t.name), type, b.getStringAttr(t.name),
+                                    /*value=*/nullptr, /*aux=*/nullptr, /*transform=*/nullptr);
+    if (carryWeights)
+      op.setValueAttr(borrowedBytesAttr(&ctx, t.name, t.data, t.nbytes, keepAlive));
+    return op;
   }
 
   Value norm(Value x, Value w, const std::string &what,
@@ -191,13 +219,15 @@ private:
   MLIRContext &ctx;
   const SourceModel &src;
   OpBuilder b;
+  bool carryWeights;
+  std::shared_ptr<const void> keepAlive; // the source's buffers, held by every blob
 };
 } // namespace
 
-OwningOpRef<ModuleOp> importSourceModel(MLIRContext &ctx,
-                                        const SourceModel &src) {
+OwningOpRef<ModuleOp> importSourceModel(MLIRContext &ctx, const SourceModel &src,
+                                        bool carryWeights) {
   ctx.getOrLoadDialect<llm::LlmDialect>();
-  return Importer(ctx, src).run();
+  return Importer(ctx, src, carryWeights).run();
 }
 
 } // namespace llmc

@@ -8,8 +8,12 @@
 
 namespace llmc {
 
-/// Builds one `llm.model` from a model as read from its file. Throws
-/// ImportError naming the file and the missing or misshapen tensor.
+/// Builds one `llm.model` from a model as read from its file. With
+/// `carryWeights` the IR owns the model: every weight's bytes (referenced,
+/// not copied), the tokenizer and the provenance; without, only names and
+/// types (the importers' lit tests). Throws ImportError naming the file and
+/// the missing or misshapen tensor.
 mlir::OwningOpRef<mlir::ModuleOp> importSourceModel(mlir::MLIRContext &ctx,
-                                                    const SourceModel &src);
+                                                    const SourceModel &src,
+                                                    bool carryWeights = true);
 } // namespace llmc

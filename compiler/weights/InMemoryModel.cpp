@@ -13,18 +13,18 @@ std::unique_ptr<Artifact> buildInMemoryArtifact(mlir::ModuleOp module,
   std::vector<ArtifactWriter::Tensor> tensors;
   for (const ExportedWeight &w : exported->weights) {
     const WeightStore::Entry *e = store.find(w.name);
-    if (!e || e->dtype != w.dtype || e->shape != w.shape)
-      throw std::runtime_error("weight '" + w.name +
-                               "' in the IR does not match the weight store");
+    if (!e || !e->data)
+      throw std::runtime_error("weight '" + w.name + "' has no data in the IR (a types-only "
+                               "module cannot run: import with --emit-resources)");
     tensors.push_back({w.name, e->dtype, e->shape, e->nbytes, e->data});
-    if (e->aux)
-      tensors.push_back({w.name + kAuxSuffix, DType::U8, {int64_t(e->aux->size())},
-                        int64_t(e->aux->size()), e->aux->data()});
+    if (!e->aux.empty())
+      tensors.push_back({w.name + kAuxSuffix, DType::U8, {int64_t(e->aux.size())},
+                         int64_t(e->aux.size()), e->aux.data()});
   }
   nlohmann::json manifest;
   manifest["config"] = exported->config;
   manifest["program"] = exported->program.toJson();
-  manifest["tokenizer"] = tokenizerToJson(store.source().tokenizer);
+  manifest["tokenizer"] = tokenizerToJson(store.tokenizer());
   ArtifactWriter writer(std::move(manifest), std::move(tensors));
   return Artifact::fromBuffer(writer.toBuffer(), "<model being compiled>",
                               /*verify_tensors=*/false);

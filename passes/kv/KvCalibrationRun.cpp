@@ -49,9 +49,7 @@ double secondsSince(std::chrono::steady_clock::time_point since) {
 }
 
 std::string defaultCalibrationText() {
-  std::string dir = LLMC_DATA_DIR;
-  if (const char *env = std::getenv("LLMC_DATA_DIR"); env && *env)
-    dir = env;
+  const std::string dir = LLMC_DATA_DIR;
   if (dir.empty())
     return "";
   return dir + "/calib/default.txt";
@@ -66,11 +64,11 @@ std::vector<int32_t> readCalibrationTokens(const WeightStore &store, const std::
   ss << in.rdbuf();
   std::vector<int32_t> ids;
   if (isTokenIdFile(path)) {
-    ids = readTokenIds(ss.str(), path, store.source().config.vocab_size);
+    ids = readTokenIds(ss.str(), path, store.vocabSize());
   } else {
-    const TokenizerData &td = store.source().tokenizer;
+    const TokenizerData td = store.tokenizer();
     if (td.empty())
-      throw std::runtime_error(store.source().path +
+      throw std::runtime_error(store.sourcePath() +
                                ": the model has no tokenizer to encode the calibration text " +
                                path + " (give token ids in a .ids file with calib-text=FILE.ids)");
     Tokenizer tok(td);
@@ -122,11 +120,10 @@ std::vector<double> meanOneClamped(const std::vector<double> &w, double lo, doub
 
 CalibrationRun::CalibrationRun(mlir::ModuleOp module, const WeightStore &store,
                                const CalibrationRunOptions &o)
-    : started_(std::chrono::steady_clock::now()) {
+    : module_(module), started_(std::chrono::steady_clock::now()) {
   textPath_ = o.textPath.empty() ? defaultCalibrationText() : o.textPath;
   if (textPath_.empty())
-    throw std::runtime_error("no default calibration text known (set LLMC_DATA_DIR or give "
-                             "calib-text=FILE)");
+    throw std::runtime_error("no default calibration text known (give calib-text=FILE)");
   if (o.score < 1 || o.context < o.score + 2)
     throw std::runtime_error("calib-context " + std::to_string(o.context) +
                              " leaves no prompt before calib-score " + std::to_string(o.score));

@@ -95,12 +95,15 @@ public:
   /// after a prompt, and score the tail. `kept` (if given) receives the
   /// cache entries right after the compression.
   ProbeScore probe(const std::map<int64_t, nlohmann::json> &byLayer, int64_t *kept = nullptr);
+  /// The module being calibrated (where progress remarks point).
+  mlir::ModuleOp module() const { return module_; }
 
 private:
   /// Teacher-forces the tail on the current cache. With `keep`, stores its
   /// log-probabilities as the full-cache reference (KL is then 0).
   ProbeScore scoreTail(bool keep);
 
+  mlir::ModuleOp module_;
   std::string textPath_;
   std::vector<int32_t> ids_;
   std::vector<float> fullLogProbs_; // [score][vocab], full cache

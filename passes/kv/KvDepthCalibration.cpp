@@ -53,7 +53,7 @@ DepthCalibrationResult calibrateDepth(CalibrationRun &run, const std::vector<int
   const nlohmann::json probe = probePolicy(r.probeRatio, o.window, o.sink, o.pool);
   r.layers = layers;
 
-  llvm::raw_ostream &log = WeightStore::progressStream();
+  ProgressLog log(run.module());
   log << llvm::format("[llmc] llm-kv-policy depthkv: %lld prompt + %lld scored tokens of %s, "
                       "probe snapkv budget %.4g; prefill %.2fs, full-cache nll %.5f (%.2fs)\n",
                       (long long)run.promptTokens(), (long long)run.scoredTokens(),

@@ -52,7 +52,7 @@ std::vector<double> depthLayerScales(const std::vector<double> &delta, double lo
                                      double hi = 4.0);
 
 /// Steps 2-3 on the prepared run for the attention layers `layers`.
-/// Progress lines (one per layer) go to WeightStore::progressStream().
+/// Progress lines (one per layer) are remarks on the calibrated module (ProgressLog).
 /// Throws std::runtime_error (the model cannot be run).
 DepthCalibrationResult calibrateDepth(CalibrationRun &run, const std::vector<int64_t> &layers,
                                       const DepthCalibrationOptions &opts);

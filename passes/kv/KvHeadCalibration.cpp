@@ -69,7 +69,7 @@ HeadCalibrationResult calibrateHeads(CalibrationRun &run,
   int64_t probes = 0;
   for (const HeadProbeLayer &hl : layers)
     probes += hl.kvHeads;
-  llvm::raw_ostream &log = WeightStore::progressStream();
+  ProgressLog log(run.module());
   const std::string method =
       layers.empty() ? std::string("?") : layers.front().policy.value("method", "?");
   log << llvm::format("[llmc] llm-kv-policy heads=calibrated: %lld prompt + %lld scored tokens "

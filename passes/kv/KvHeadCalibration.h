@@ -68,7 +68,7 @@ std::vector<double> headScales(const std::vector<double> &delta, double lo = 0.0
                                double hi = 4.0);
 
 /// Steps 2-3 on the prepared run. One progress line per layer goes to
-/// WeightStore::progressStream(). Throws std::runtime_error (the runtime
+/// remarks on the calibrated module (ProgressLog). Throws std::runtime_error (the runtime
 /// rejects a policy, the model cannot be run).
 HeadCalibrationResult calibrateHeads(CalibrationRun &run,
                                      const std::vector<HeadProbeLayer> &layers,

@@ -297,17 +297,18 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
     std::unique_ptr<CalibrationRun> run;
     if (depth || headCal) {
       const std::string who = depth ? depthWho : "heads=calibrated";
-      WeightStore *store = WeightStore::active();
-      if (!store)
-        return fail(who + " needs llmc compile (calibration): it runs the model on "
-                    "calibration text to measure each " + (depth ? "layer" : "KV head") +
-                    "'s sensitivity, and llmc-opt has no weights");
       CalibrationRunOptions ro;
       ro.textPath = calibText;
       ro.context = calibContext;
       ro.score = calibScore;
       try {
-        run = std::make_unique<CalibrationRun>(module, *store, ro);
+        WeightStore store(module);
+        if (!store.hasData())
+          return fail(who + " runs the model on calibration text to measure each " +
+                      (depth ? "layer" : "KV head") +
+                      "'s sensitivity: it needs the weights in the IR (llmc import "
+                      "--emit-resources, or llmc compile)");
+        run = std::make_unique<CalibrationRun>(module, store, ro);
       } catch (const std::exception &e) {
         return fail(who + " calibration: " + e.what());
       }

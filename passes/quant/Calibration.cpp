@@ -15,25 +15,12 @@
 
 namespace llmc::quant {
 
-namespace {
-thread_local std::string scopedDefault;
-} // namespace
-
-DefaultCalibrationScope::DefaultCalibrationScope(std::string path) : previous(scopedDefault) {
-  scopedDefault = std::move(path);
-}
-DefaultCalibrationScope::~DefaultCalibrationScope() { scopedDefault = previous; }
-
 bool isTokenIdFile(const std::string &path) {
   return path.size() > 4 && path.compare(path.size() - 4, 4, ".ids") == 0;
 }
 
 std::string defaultCalibrationPath() {
-  if (!scopedDefault.empty())
-    return scopedDefault;
-  std::string dir = LLMC_DATA_DIR;
-  if (const char *env = std::getenv("LLMC_DATA_DIR"); env && *env)
-    dir = env;
+  const std::string dir = LLMC_DATA_DIR;
   if (dir.empty())
     return "";
   return dir + "/calib/default.txt";
@@ -53,11 +40,11 @@ CalibrationData loadCalibration(const WeightStore &store, const std::string &pat
   ss << in.rdbuf();
   std::vector<int32_t> ids;
   if (isTokenIdFile(out.path)) {
-    ids = readTokenIds(ss.str(), out.path, store.source().config.vocab_size);
+    ids = readTokenIds(ss.str(), out.path, store.vocabSize());
   } else {
-    const TokenizerData &td = store.source().tokenizer;
+    const TokenizerData td = store.tokenizer();
     if (td.empty())
-      throw std::runtime_error(store.source().path +
+      throw std::runtime_error(store.sourcePath() +
                                ": the model has no tokenizer to encode the calibration text "
                                "(give token ids in a .ids file instead)");
     Tokenizer tok(td);

@@ -23,21 +23,11 @@ struct CalibrationData {
   int64_t tokens = 0;
 };
 
-/// The calibration text used when a pass's `calib` option is empty: the one
-/// set by the innermost live DefaultCalibrationScope on this thread (llmc
-/// compile --calib), else data/calib/default.txt of the source tree
-/// ($LLMC_DATA_DIR overrides the data folder).
+/// The calibration text used when a pass's `calib` option is empty:
+/// data/calib/default.txt of the llmc tree this build came from. (llmc
+/// compile --calib sets the option itself; no pass reads a global or the
+/// environment, so llmc-opt runs a pass exactly as llmc compile does.)
 std::string defaultCalibrationPath();
-
-/// Makes `path` the default calibration text for its lifetime.
-class DefaultCalibrationScope {
-public:
-  explicit DefaultCalibrationScope(std::string path);
-  ~DefaultCalibrationScope();
-
-private:
-  std::string previous;
-};
 
 /// A calibration or evaluation file holding token ids instead of text: its
 /// name ends in ".ids" (whitespace-separated decimal ids; '#' starts a

@@ -212,12 +212,18 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
     if (walk.wasInterrupted())
       return signalPassFailure();
 
-    WeightStore *store = WeightStore::active();
-    if (!store) {
+    std::unique_ptr<WeightStore> store;
+    try {
+      store = std::make_unique<WeightStore>(module);
+    } catch (const std::exception &e) {
+      return fail(e.what());
+    }
+    if (!store->hasData()) {
       if (calibrated)
         return fail("method=" + m +
-                    " needs weights and calibration data: run it through llmc compile "
-                    "(under llmc-opt only method=rtn and method=hbq can run, retyping weights)");
+                    " needs the weights in the IR (llmc import --emit-resources, or llmc "
+                    "compile); on a types-only module only method=rtn and method=hbq run, "
+                    "retyping weights");
       for (auto [w, t] : retypeOnly) {
         auto type = cast<RankedTensorType>(w.getType());
         w.getResult().setType(
@@ -244,7 +250,7 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
         contexts.push_back(std::make_unique<QuantizeContext>(module, *store, slot.first,
                                                              std::move(slot.second), data.tokens));
       if (calibrated) {
-        WeightStore::progressStream() << llvm::format("[llmc] llm-quantize %s: %lld calibration tokens from %s "
+        ProgressLog(module) << llvm::format("[llmc] llm-quantize %s: %lld calibration tokens from %s "
                                      "(%zu sequences)\n",
                                      m.c_str(), (long long)data.tokens, data.path.c_str(),
                                      data.sequences.size());
@@ -281,7 +287,7 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
             else
               awqBlock(*ctx, sites.sites(), l);
           }
-          WeightStore::progressStream() << llvm::format(
+          ProgressLog(module) << llvm::format(
               "[llmc] block %lld/%lld: %zu input sites, capture %.2fs, total %.2fs\n",
               (long long)l + 1, (long long)blocks, sites.sites().size(), capture,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count());

@@ -182,7 +182,7 @@ private:
     for (const std::string &x : s.roles)
       roles += (roles.empty() ? "" : ",") + x;
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    WeightStore::progressStream() << llvm::format("[llmc] awq block %lld %-10s alpha %.2f  out.mse %.3g -> %.3g "
+    ProgressLog(ctx.module()) << llvm::format("[llmc] awq block %lld %-10s alpha %.2f  out.mse %.3g -> %.3g "
                                  "(rtn -> scaled)  %.2fs\n",
                                  (long long)block, roles.c_str(), r.alpha, r.lossRtn, r.lossBest,
                                  secs);

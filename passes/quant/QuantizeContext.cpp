@@ -110,7 +110,7 @@ void QuantizeContext::write(const std::string &name, DType t, const FloatWeight 
   std::string outErr;
   if (info.contains("out_rel_err"))
     outErr = llvm::formatv("  out.err {0:F4}", info["out_rel_err"].get<double>()).str();
-  WeightStore::progressStream() << llvm::format("[llmc] quantize %-28s %-12s %-4s %s  rel.err %.4f", name.c_str(),
+  ProgressLog(module_) << llvm::format("[llmc] quantize %-28s %-12s %-4s %s  rel.err %.4f", name.c_str(),
                                shapeText(original.shape).c_str(), method.c_str(),
                                std::string(dtypeName(t)).c_str(), relErr)
                << outErr << llvm::format("  %.2fs\n", seconds);
@@ -143,7 +143,7 @@ void QuantizeContext::rtnRemaining() {
 }
 
 void QuantizeContext::summarize(const std::string &method, double seconds) const {
-  WeightStore::progressStream() << llvm::format(
+  ProgressLog(module_) << llvm::format(
       "[llmc] llm-quantize %s %s: %lld tensors (%.1fM weights), mean rel.err %.4f, %.1fs "
       "(%.1fs rounding)\n",
       method.c_str(), std::string(dtypeName(format_)).c_str(), (long long)quantized_,

@@ -81,7 +81,7 @@ void osaqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite
       st->ns.basis.resize(s->cols, 0);
     }
     if (s->expert < 0 && enough) {
-      auto &os = WeightStore::progressStream();
+      ProgressLog os(ctx.module());
       os << llvm::format(
           "[llmc] osaq block %lld %-16s n=%-5lld tokens A/B %lld/%lld: eig(H_A)/mean diag "
           "min %.2e p1 %.2e p10 %.2e p50 %.2e; null candidates %lld, stable rank %lld",
@@ -97,7 +97,7 @@ void osaqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite
       os << "\n";
     }
     if (s->expert < 0 && !enough)
-      WeightStore::progressStream() << llvm::format("[llmc] osaq block %lld %s: split A has fewer than %.2f x %lld "
+      ProgressLog(ctx.module()) << llvm::format("[llmc] osaq block %lld %s: split A has fewer than %.2f x %lld "
                                    "tokens, null space not trusted (r = 0, plain GPTQ)\n",
                                    (long long)block, joined(s->roles).c_str(),
                                    opts.minTokensPerInput, (long long)s->cols);
@@ -151,7 +151,7 @@ void osaqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite
                       });
     // What the absorption did to this weight (nothing to say with r = 0).
     if (maxRank > 0 && rangeBefore > 0)
-      WeightStore::progressStream() << llvm::format(
+      ProgressLog(ctx.module()) << llvm::format(
           "[llmc] osaq %-28s r=%-3lld group range %.4g -> %.4g (%+.2f%%), step %.3g, "
           "output change on split B %.2e\n",
           name.c_str(), (long long)maxRank, rangeBefore / double(solved),

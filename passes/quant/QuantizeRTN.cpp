@@ -90,11 +90,17 @@ struct QuantizeRTNPass final : impl::QuantizeRTNPassBase<QuantizeRTNPass> {
     if (walk.wasInterrupted())
       return signalPassFailure();
 
-    WeightStore *store = WeightStore::active();
+    std::unique_ptr<WeightStore> store;
+    try {
+      store = std::make_unique<WeightStore>(getOperation());
+    } catch (const std::exception &e) {
+      getOperation().emitError() << "llm-quantize-rtn: " << e.what();
+      return signalPassFailure();
+    }
     llvm::StringSet<> done;
     for (llm::WeightOp w : targets) {
       auto type = cast<RankedTensorType>(w.getType());
-      if (store && done.insert(w.getName()).second &&
+      if (store->hasData() && done.insert(w.getName()).second &&
           failed(rewriteBytes(*store, w, *format)))
         return signalPassFailure();
       w.getResult().setType(RankedTensorType::get(
@@ -140,7 +146,7 @@ struct QuantizeRTNPass final : impl::QuantizeRTNPassBase<QuantizeRTNPass> {
     std::vector<int64_t> shape = e->shape;
     DType from = e->dtype;
     store.replace(w.getName().str(), format, shape, std::move(bytes), info);
-    WeightStore::progressStream() << llvm::format("[llmc] quantize %-28s %-12s rtn %s -> %s  rel.err %.4f  %.2fs\n",
+    ProgressLog(w) << llvm::format("[llmc] quantize %-28s %-12s rtn %s -> %s  rel.err %.4f  %.2fs\n",
                                  w.getName().str().c_str(),
                                  shapeText(shape).c_str(), std::string(dtypeName(from)).c_str(),
                                  std::string(dtypeName(format)).c_str(), relErr, secs);

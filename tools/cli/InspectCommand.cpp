@@ -77,9 +77,11 @@ std::function<int()> addInspectCommand(CLI::App &app) {
            art->checkSignature(signing::loadCodeTrust({}, false).keys).describe().c_str());
     printf("source:        %s (%s)\n", m["source"].value("path", "").c_str(),
            m["source"].value("format", "").c_str());
-    printf("pipeline:      %s\n", m["pipeline"].value("anchored", "").empty()
-                                      ? "(none)"
-                                      : m["pipeline"].value("anchored", "").c_str());
+    // The passes the IR records (older artifacts: the pipeline text given).
+    std::string passes = m["pipeline"].value("anchored", "");
+    for (const nlohmann::json &p : m["pipeline"].value("passes", nlohmann::json::array()))
+      passes += (passes.empty() ? "" : ", ") + p.get<std::string>();
+    printf("pipeline:      %s\n", passes.empty() ? "(none)" : passes.c_str());
     printf("config:\n");
     for (auto &[k, v] : m["config"].items())
       printf("  %-24s %s\n", k.c_str(), v.dump().c_str());

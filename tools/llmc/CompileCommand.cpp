@@ -11,6 +11,7 @@
 #include "Evaluation.h"
 #include "compiler/Registration.h"
 #include "compiler/driver/Compile.h"
+#include "compiler/driver/IrFile.h"
 #include "compiler/driver/MixedPrecision.h"
 #include "mlir/IR/MLIRContext.h"
 #include <chrono>
@@ -77,7 +78,9 @@ std::function<int()> addCompileCommand(CLI::App &app) {
   cmd->footer("Exit codes: 0 written (or --dry-run done), 1 bad input or failed compile, "
               "2 bad flags, 3 --max-kld exceeded (nothing written).");
   cmd->add_option("model", args->input, "GGUF file, HF folder (config.json + "
-                                        "*.safetensors) or llama2.c checkpoint")
+                                        "*.safetensors), llama2.c checkpoint, or an IR file "
+                                        "that carries its model (llmc import --emit-resources; "
+                                        ".mlir or .mlirbc)")
       ->required();
   cmd->add_option("-o,--output", args->output,
                   "artifact to write (atomically); required unless --dry-run");
@@ -150,18 +153,32 @@ std::function<int()> addCompileCommand(CLI::App &app) {
       keyPath = signing::defaultSecretKeyPath();
     if (!keyPath.empty() && !args->noSign)
       key = signing::readSecretKey(keyPath);
+    // An IR file that carries its model (llmc import --emit-resources, then
+    // llmc-opt) compiles exactly like the source it was imported from.
+    const bool irInput = isIrFile(args->input);
+    if (irInput && args->targetBpw > 0) {
+      fprintf(stderr, "llmc compile: --target-bpw needs a source model, not an IR file\n");
+      return int(kUsage);
+    }
     say("reading " + args->input);
-    SourceModel src = readModel(args->input, args->tokenizer);
     char buf[512];
-    snprintf(buf, sizeof buf, "read %s model '%s': %zu tensors in %.2f s",
-             src.format.c_str(), src.config.architecture.c_str(),
-             src.tensors.size(), secs());
-    say(buf);
+    std::optional<SourceModel> src;
+    if (!irInput) {
+      src = readModel(args->input, args->tokenizer);
+      snprintf(buf, sizeof buf, "read %s model '%s': %zu tensors in %.2f s",
+               src->format.c_str(), src->config.architecture.c_str(), src->tensors.size(),
+               secs());
+      say(buf);
+    }
 
     mlir::DialectRegistry registry;
     registerLlmcDialects(registry);
     registerLlmcPasses();
     mlir::MLIRContext ctx(registry);
+    auto compileInput = [&](const CompileOptions &o) {
+      return irInput ? compileModule(ctx, readIrFile(ctx, args->input), o)
+                     : compileModel(ctx, *src, o);
+    };
     CompileOptions opts;
     opts.pipeline = args->pipeline;
     opts.calibPath = args->calib;
@@ -183,7 +200,7 @@ std::function<int()> addCompileCommand(CLI::App &app) {
       if (const char *v = std::getenv("LLMC_TARGET_BPW_VALIDATE"))
         mp.validate = std::max(0, std::atoi(v));
       try {
-        plan = planMixedPrecision(ctx, src, mp);
+        plan = planMixedPrecision(ctx, *src, mp);
       } catch (const MixedPrecisionUsageError &e) {
         fprintf(stderr, "llmc compile: %s\n", e.what());
         return int(kUsage);
@@ -191,7 +208,7 @@ std::function<int()> addCompileCommand(CLI::App &app) {
       say(plan.summary);
       opts.pipeline = plan.pipeline;
     }
-    CompiledModel cm = compileModel(ctx, src, opts);
+    CompiledModel cm = compileInput(opts);
     if (args->targetBpw > 0) {
       const double achieved = matrixBitsPerWeight(cm);
       if (achieved > args->targetBpw)
@@ -214,7 +231,7 @@ std::function<int()> addCompileCommand(CLI::App &app) {
         refLabel = args->input + " (no pipeline)";
         CompileOptions refOpts;
         refOpts.embedIR = false;
-        CompiledModel refCm = compileModel(ctx, src, refOpts);
+        CompiledModel refCm = compileInput(refOpts);
         ArtifactWriter refWriter(refCm.manifest, refCm.tensors);
         ref = Artifact::fromBuffer(refWriter.toBuffer(), refLabel, /*verify_tensors=*/false);
         ref->markBuiltInThisProcess();

@@ -1,19 +1,23 @@
-//===- ImportCommand.cpp - llmc import MODEL: print the llm IR ----------===//
-// Shows what the importer builds (used by the importers' lit tests and to
-// feed llmc-opt by hand). Weights stay in the source file; the IR names them.
+//===- ImportCommand.cpp - llmc import MODEL: the llm IR ----------------===//
+// Shows what the importer builds. Without --emit-resources the IR names
+// weights and types only (what the importers' lit tests check); with it the
+// IR owns the model (weights as blobs, tokenizer, provenance) and can be
+// taken through llmc-opt and back into llmc compile, which then writes the
+// same artifact as compiling the source with the same passes.
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
 #include "compiler/Registration.h"
-#include "compiler/import/SourceImporter.h"
 #include "compiler/driver/Compile.h"
+#include "compiler/driver/IrFile.h"
+#include "compiler/import/SourceImporter.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
-#include "llvm/Support/raw_ostream.h"
 
 namespace llmc::tool {
 namespace {
 struct ImportArgs {
-  std::string input, tokenizer;
+  std::string input, tokenizer, output = "-";
+  bool emitResources = false, emitBytecode = false;
 };
 } // namespace
 
@@ -23,17 +27,30 @@ std::function<int()> addImportCommand(CLI::App &app) {
       "import", "Print the llm dialect IR of a GGUF file, HF folder or llama2.c checkpoint");
   cmd->add_option("model", args->input, "source model")->required();
   cmd->add_option("--tokenizer", args->tokenizer, "llama2.c tokenizer.bin");
+  cmd->add_option("-o,--output", args->output,
+                  "where to write the IR (default: stdout); written atomically; a name "
+                  "ending in .mlirbc implies --emit-bytecode");
+  cmd->add_flag("--emit-resources", args->emitResources,
+                "the IR carries the model: every weight's bytes as a dense_resource blob, "
+                "the tokenizer and the provenance (for llmc-opt, then llmc compile IR.mlirbc)");
+  cmd->add_flag("--emit-bytecode", args->emitBytecode,
+                "write MLIR bytecode (blobs stored raw and read back in place)");
   return [args]() {
+    const bool bytecode = args->emitBytecode || (args->output.size() > 7 &&
+                                                 args->output.substr(args->output.size() - 7) == ".mlirbc");
+    if (bytecode && args->output == "-") {
+      fprintf(stderr, "llmc import: bytecode needs -o FILE (not a terminal)\n");
+      return int(kUsage);
+    }
     SourceModel src = readModel(args->input, args->tokenizer);
     mlir::DialectRegistry registry;
     registerLlmcDialects(registry);
     mlir::MLIRContext ctx(registry);
-    auto module = importSourceModel(ctx, src);
+    auto module = importSourceModel(ctx, src, args->emitResources);
     if (mlir::failed(mlir::verify(*module)))
       throw CompileError(args->input + ": the imported IR does not verify");
-    module->print(llvm::outs());
-    llvm::outs() << "\n";
-    return kOk;
+    writeIrFile(*module, args->output, bytecode);
+    return int(kOk);
   };
 }
 

@@ -4,6 +4,8 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/llm/IR/LlmOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -58,6 +60,36 @@ LogicalResult checkActivation(Operation *op, StringRef what, Value v,
     return op->emitOpError() << "'" << what << "' has " << features(v)
                              << " features but expected " << width << " ("
                              << meaning << ")";
+  return success();
+}
+
+/// Bytes a weight of `type` takes as stored (f32 4, f16/bf16 2, a quant
+/// format its block bytes per block).
+int64_t storedBytes(RankedTensorType type) {
+  const int64_t n = type.getNumElements();
+  Type e = type.getElementType();
+  if (auto q = dyn_cast<QuantType>(e))
+    return n / q.getBlockSize() * q.getBlockBytes();
+  return n * (e.isF32() ? 4 : 2);
+}
+
+/// `attr` holds stored bytes: a 1-D i8 attribute of `expected` bytes (any
+/// size when negative), or a dense literal of the weight's own type.
+LogicalResult verifyStoredBytes(Operation *op, StringRef what, ElementsAttr attr,
+                                RankedTensorType weightType, int64_t expected) {
+  auto t = cast<ShapedType>(attr.getType());
+  if (expected >= 0 && isa<DenseElementsAttr>(attr) && t == weightType &&
+      !isa<QuantType>(weightType.getElementType()))
+    return success();
+  if (t.getRank() != 1 || !t.getElementType().isInteger(8))
+    return op->emitOpError() << "'" << what << "' must be a 1-D i8 attribute of the stored bytes"
+                             << (expected >= 0 ? " (or a dense literal of the weight's type)" : "")
+                             << ", got " << t;
+  if (!isa<DenseResourceElementsAttr, DenseElementsAttr>(attr))
+    return op->emitOpError() << "'" << what << "' must be dense or dense_resource";
+  if (expected >= 0 && t.getNumElements() != expected)
+    return op->emitOpError() << "'" << what << "' holds " << t.getNumElements()
+                             << " bytes but the weight's type stores " << expected;
   return success();
 }
 
@@ -137,6 +169,12 @@ LogicalResult WeightOp::verify() {
              << " is not a multiple of the " << q.getFormat()
              << " block size " << q.getBlockSize();
   }
+  if (auto value = getValueAttr())
+    if (failed(verifyStoredBytes(*this, "value", value, type, storedBytes(type))))
+      return failure();
+  if (auto aux = getAuxAttr())
+    if (failed(verifyStoredBytes(*this, "aux", aux, type, -1)))
+      return failure();
   return success();
 }
 

@@ -25,7 +25,11 @@ def Llm_ModelOp : Llm_Op<"model", [Symbol, IsolatedFromAbove, NoTerminator]> {
     The body takes the token ids of one step (`tensor<?xi32>`) and ends with
     `llm.return` of the logits. `config` records the architecture summary
     (hidden_size, vocab_size, context_length, ...); passes that change the
-    architecture keep it up to date.
+    architecture keep it up to date. When the IR carries the model,
+    `tokenizer` holds the tokenizer (its JSON form as `i8` bytes), `source`
+    where the model came from (format, path, size, provenance notes) and
+    `passes` every pass run on it so far, in order, with all its options
+    (appended by llmc compile and llmc-opt alike).
 
     ```mlir
     llm.model @smollm2 config {architecture = "llama", hidden_size = 576 : i64} {
@@ -35,7 +39,10 @@ def Llm_ModelOp : Llm_Op<"model", [Symbol, IsolatedFromAbove, NoTerminator]> {
     }
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, DictionaryAttr:$config);
+  let arguments = (ins SymbolNameAttr:$sym_name, DictionaryAttr:$config,
+                       OptionalAttr<ElementsAttr>:$tokenizer,
+                       OptionalAttr<DictionaryAttr>:$source,
+                       OptionalAttr<StrArrayAttr>:$passes);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name `config` $config attr-dict-with-keyword $body";
   let hasVerifier = 1;
@@ -87,16 +94,29 @@ def Llm_YieldOp : Llm_Op<"yield", [Pure, Terminator, HasParent<"LayerOp">]> {
 //===----------------------------------------------------------------------===//
 
 def Llm_WeightOp : Llm_Op<"weight", [Pure]> {
-  let summary = "A named reference into the weight store";
+  let summary = "A named weight and, when the IR owns the model, its bytes";
   let description = [{
-    Names a tensor of the model's weight store; the IR holds only its name
-    and type. Element types: f32, f16, bf16 or `!llm.quant<...>`.
+    Names a tensor of the model. Element types: f32, f16, bf16 or
+    `!llm.quant<...>`.
+
+    When the IR carries the model (every `llmc compile`, and `llmc import
+    --emit-resources`), `value` holds the weight's stored bytes as a 1-D
+    `i8` elements attribute: a `dense_resource` blob (mmap-backed when read
+    from bytecode or imported from a model file; nothing is copied) or, in
+    hand-written tests, a `dense<...>` literal of the weight's own element
+    type. Formats with side data keep it in `aux`; `transform` records what
+    produced the bytes (method, bits, error), copied to the artifact's
+    manifest. Passes read and rewrite weights only through these attributes.
+    Without `value` the IR describes shapes and types only (what the
+    importers' and type-level lit tests check).
 
     ```mlir
-    %wq = llm.weight "blk.0.attn_q.weight" : tensor<576x576x!llm.quant<"q4_1", block = 32, bytes = 20>>
+    %wq = llm.weight "blk.0.attn_q.weight" {value = dense_resource<blk.0.attn_q.weight> : tensor<207360xi8>}
+        : tensor<576x576x!llm.quant<"q4_1", block = 32, bytes = 20>>
     ```
   }];
-  let arguments = (ins StrAttr:$name);
+  let arguments = (ins StrAttr:$name, OptionalAttr<ElementsAttr>:$value,
+                       OptionalAttr<ElementsAttr>:$aux, OptionalAttr<DictionaryAttr>:$transform);
   let results = (outs Llm_Weight:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;

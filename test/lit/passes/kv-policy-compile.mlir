@@ -30,7 +30,7 @@
 // RUN: not llmc compile %shared/models/stories260K.bin -o %t/text.llmc -q --pipeline 'llm-kv-policy{method=depthkv budget=0.1}' 2>&1 | FileCheck %s --check-prefix=NOTOK
 // RUN: not llmc compile %shared/models/stories260K.bin -o %t/short.llmc -q --pipeline 'llm-kv-policy{method=depthkv budget=0.1 calib-text=%t/calib.ids}' 2>&1 | FileCheck %s --check-prefix=SHORT
 
-// SNAP: pipeline: builtin.module(llm-kv-policy{method=snapkv budget=0.1})
+// SNAP: pipeline: llm-kv-policy{budget=0.1 {{.*}}method=snapkv {{.*}}}
 // SNAP: kv policies: 5 of 5 attention layers
 // SNAP-NEXT: layer 0 snapkv budget 0.1, layer_scale 1, mode prefill, kv_quant none
 // SNAP-NEXT: layer 1 snapkv budget 0.1,

@@ -72,8 +72,8 @@
 // KVQUANT: error: llm-kv-policy: option 'kv-quant' must be none or polykv, not 'int4'
 // DepthKV measures the model, so under llmc-opt (no weights) it stops after
 // the option checks; kv-policy-compile.mlir runs it through llmc compile.
-// DEPTH: error: llm-kv-policy: layers=depthkv needs llmc compile (calibration): it runs the model on calibration text to measure each layer's sensitivity, and llmc-opt has no weights
-// DEPTHM: error: llm-kv-policy: method=depthkv needs llmc compile (calibration): it runs the model on calibration text to measure each layer's sensitivity, and llmc-opt has no weights
+// DEPTH: error: llm-kv-policy: layers=depthkv runs the model on calibration text to measure each layer's sensitivity: it needs the weights in the IR (llmc import --emit-resources, or llmc compile)
+// DEPTHM: error: llm-kv-policy: method=depthkv runs the model on calibration text to measure each layer's sensitivity: it needs the weights in the IR (llmc import --emit-resources, or llmc compile)
 // LAYERS: error: llm-kv-policy: option 'layers' must be uniform, pyramid or depthkv, not 'steps'
 // DEPTHPYR: error: llm-kv-policy: method=depthkv implies layers=depthkv, not layers=pyramid (use method=snapkv for uniform budgets)
 // PYRDEPTH: error: llm-kv-policy: method=pyramidkv implies layers=pyramid, not layers=depthkv (use method=depthkv for calibrated budgets)
@@ -85,8 +85,8 @@
 // FULLPYR: error: llm-kv-policy: method=full keeps every entry: option 'layers' must be uniform, not pyramid
 // heads=calibrated also measures the model (kv-policy-compile.mlir runs it);
 // with layers=depthkv both share one calibration run, DepthKV first.
-// HEADS: error: llm-kv-policy: heads=calibrated needs llmc compile (calibration): it runs the model on calibration text to measure each KV head's sensitivity, and llmc-opt has no weights
-// HEADSDEPTH: error: llm-kv-policy: layers=depthkv needs llmc compile (calibration): it runs the model on calibration text to measure each layer's sensitivity, and llmc-opt has no weights
+// HEADS: error: llm-kv-policy: heads=calibrated runs the model on calibration text to measure each KV head's sensitivity: it needs the weights in the IR (llmc import --emit-resources, or llmc compile)
+// HEADSDEPTH: error: llm-kv-policy: layers=depthkv runs the model on calibration text to measure each layer's sensitivity: it needs the weights in the IR (llmc import --emit-resources, or llmc compile)
 // HEADSNAME: error: llm-kv-policy: option 'heads' must be uniform or calibrated, not 'greedy'
 // HEADSFULL: error: llm-kv-policy: method=full keeps every entry: option 'heads' must be uniform, not calibrated
 // HEADSLAPROX: error: llm-kv-policy: method=laprox selects across a layer's KV heads jointly (per-head budgets only set the layer's total): option 'heads' must be uniform, not calibrated

@@ -76,7 +76,7 @@
 // MOE: blk.0.ffn_down_exps.weight aaac3_g32 4x64x128 14336
 // MOE-NEXT: blk.0.ffn_down_exps.weight.aux u8 128 128
 
-// NODATA: llm-quantize: method=aaac needs weights and calibration data: run it through llmc compile
+// NODATA: llm-quantize: method=aaac needs the weights in the IR (llmc import --emit-resources, or llmc compile)
 // BITS: llm-quantize: method=aaac bits=5 group=64: aaac type: 5 bits (2..4 supported)
 // GROUP: llm-quantize: method=aaac bits=4 group=12: aaac type: group size 12 (must be a multiple of 8 in [8, 4096])
 // ITERS: llm-quantize: aaac-iters, qtea-deadzone and qtea-damp must be positive

@@ -7,9 +7,9 @@
 // RUN: not llmc-opt %s --pass-pipeline='builtin.module(llm-quantize{bits=4 group=12})' 2>&1 | FileCheck %s --check-prefix=GROUP
 // RUN: not llmc-opt %s --pass-pipeline='builtin.module(llm-quantize{group=16 calib-tokens=0})' 2>&1 | FileCheck %s --check-prefix=TOKENS
 
-// GPTQ: llm-quantize: method=gptq needs weights and calibration data: run it through llmc compile
-// AWQ: llm-quantize: method=awq needs weights and calibration data: run it through llmc compile
-// OSAQ: llm-quantize: method=osaq needs weights and calibration data: run it through llmc compile
+// GPTQ: llm-quantize: method=gptq needs the weights in the IR (llmc import --emit-resources, or llmc compile)
+// AWQ: llm-quantize: method=awq needs the weights in the IR (llmc import --emit-resources, or llmc compile)
+// OSAQ: llm-quantize: method=osaq needs the weights in the IR (llmc import --emit-resources, or llmc compile)
 // METHOD: llm-quantize: unknown method 'hqq' (expected rtn, gptq, awq, osaq, aaac, qtea or hbq)
 // BITS: llm-quantize: method=rtn bits=9 group=16: grouped-integer type: 9 bits (2..8 supported)
 // GROUP: llm-quantize: method=rtn bits=4 group=12: grouped-integer type: group size 12 (must be a multiple of 8 in [8, 4096])

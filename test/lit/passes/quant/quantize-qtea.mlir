@@ -85,7 +85,7 @@
 // ERR-OPT: qtea-deadzone and qtea-damp must be positive, qtea-decay non-negative
 // ERR-GROUP: weight 'token_embd.weight' has rows of 64 weights, not a multiple of the group size 48
 // ERR-G12: qtea type: group size 12
-// ERR-OPT-TOOL: method=qtea needs weights and calibration data: run it through llmc compile
+// ERR-OPT-TOOL: method=qtea needs the weights in the IR (llmc import --emit-resources, or llmc compile)
 
 llm.model @m config {} {
 ^bb0(%t: tensor<?xi32>):
