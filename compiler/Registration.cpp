@@ -1,5 +1,6 @@
 //===- Registration.cpp - Everything llmc registers with MLIR ---*- C++ -*-===//
 #include "compiler/Registration.h"
+#include "compiler/pipelines/CompilePipeline.h"
 #include "dialects/llm/IR/LlmDialect.h"
 #include "dialects/llmk/IR/LlmkDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -21,5 +22,6 @@ void registerLlmcPasses() {
   quant::registerQuantPasses();
   kv::registerKvPasses();
   lowering::registerLoweringPasses();
+  registerCompilePipelines();
 }
 } // namespace llmc

@@ -1,5 +1,6 @@
 //===- KernelPlanExport.cpp - llmk IR -> the runtime's kernel plan --------===//
 #include "compiler/artifact/KernelPlanExport.h"
+#include "compiler/pipelines/CompilePipeline.h"
 #include "compiler/artifact/ProgramExport.h"
 #include "dialects/llm/IR/LlmOps.h"
 #include "dialects/llmk/IR/LlmkOps.h"
@@ -137,6 +138,15 @@ private:
             });
     if (failed(ok))
       return failure();
+    // The kernel decision of llmk-select-kernels, as the runtime reads it.
+    if (auto layouts = op.getAttrOfType<ArrayAttr>("layouts")) {
+      json l = json::array();
+      for (Attribute a : layouts)
+        l.push_back(llmk::stringifyWeightLayout(cast<llmk::WeightLayoutAttr>(a).getValue()).str());
+      s["layouts"] = std::move(l);
+    }
+    if (auto p = op.getAttrOfType<llmk::ActivationPrecisionAttr>("activations"))
+      s["activations"] = llmk::stringifyActivationPrecision(p.getValue()).str();
     auto out = slotOf(&op, op.getResult(0));
     if (failed(out))
       return failure();
@@ -156,7 +166,8 @@ private:
 
 } // namespace
 
-json buildKernelPlan(ModuleOp module, std::string &why) {
+json buildKernelPlan(ModuleOp module, const PipelineInstruments &instruments,
+                     bool generatedKernels, std::string &why) {
   OwningOpRef<ModuleOp> clone = module.clone();
   std::string diag;
   ScopedDiagnosticHandler capture(module.getContext(), [&](Diagnostic &d) {
@@ -164,10 +175,10 @@ json buildKernelPlan(ModuleOp module, std::string &why) {
       diag = d.str();
     return success();
   });
-  PassManager pm(module.getContext(), ModuleOp::getOperationName());
-  pm.addPass(lowering::createLowerToKernelsPass());
-  pm.addPass(lowering::createPlanBuffersPass());
-  if (failed(pm.run(*clone))) {
+  std::unique_ptr<PassManager> pm =
+      makeCompilePassManager(*module.getContext(), CompilePhase::Lower, instruments);
+  addLoweringPipeline(*pm, generatedKernels);
+  if (failed(pm->run(*clone))) {
     why = diag.empty() ? "kernel lowering failed" : diag;
     return nullptr;
   }

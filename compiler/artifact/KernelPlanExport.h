@@ -1,17 +1,19 @@
 //===- KernelPlanExport.h - llmk IR -> the runtime's kernel plan -*- C++ -*-===//
 #pragma once
+#include "compiler/pipelines/CompilePipeline.h"
 #include "mlir/IR/BuiltinOps.h"
 #include <nlohmann/json.hpp>
 #include <string>
 
 namespace llmc {
 
-/// Lowers a clone of `module` (llm ops, after the user's pipeline) with
-/// llm-lower-to-kernels and llmk-plan-buffers and returns the manifest's
+/// Lowers a clone of `module` (llm ops, after the user's pipeline) with the
+/// lowering phase (CompilePipeline.h) and returns the manifest's
 /// "kernel_plan": {"arena_floats_per_token", "steps": [{"kernel", "in":
 /// [[offset, width]...], "out": [offset, width] (-1: the logits), "weights":
 /// [names], "norm": name, "attrs": {...}}]}. When the model has an op with
 /// no kernel lowering, returns null and sets `why` to the diagnostic.
-nlohmann::json buildKernelPlan(mlir::ModuleOp module, std::string &why);
+nlohmann::json buildKernelPlan(mlir::ModuleOp module, const PipelineInstruments &instruments,
+                               bool generatedKernels, std::string &why);
 
 } // namespace llmc

@@ -5,10 +5,12 @@
 #include "runtime/src/exec/ThreadPool.h"
 #include "runtime/src/kernels/rows8.h"
 #include "compiler/artifact/KernelPlanExport.h"
+#include "compiler/artifact/PackedLayouts.h"
 #include "llmc/codegen.h"
 #include "codegen/cpu/HostCompiler.h"
 #include "compiler/artifact/ProgramExport.h"
 #include "compiler/import/SourceImporter.h"
+#include "compiler/pipelines/CompilePipeline.h"
 #include "compiler/pipelines/PassRecording.h"
 #include "compiler/weights/IrAttributes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -26,17 +28,6 @@ using namespace mlir;
 
 namespace llmc {
 namespace {
-
-/// Accepts "builtin.module(a,b)" or a bare "a,b" and returns the anchored form.
-std::string anchoredPipeline(std::string p) {
-  auto start = p.find_first_not_of(" \t");
-  if (start == std::string::npos)
-    return "";
-  p = p.substr(start);
-  if (p.rfind("builtin.module(", 0) == 0)
-    return p;
-  return "builtin.module(" + p + ")";
-}
 
 double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -213,25 +204,21 @@ void generateKernels(CompiledModel &out, const std::function<void(const std::str
   say(buf);
 }
 
-/// Runs `opts.pipeline` on `module` with every pass recorded in the model,
-/// remarks printed as progress lines (none with quiet), and the IR verified
-/// after each pass.
-void runPipeline(MLIRContext &ctx, ModuleOp module, const CompileOptions &opts,
-                 const std::function<void(const std::string &)> &say) {
-  std::string pipeline = anchoredPipeline(opts.pipeline);
+/// Runs the user phase (opts.pipeline) on `module`: every pass recorded in
+/// the model and verified, remarks printed as progress lines (none with
+/// quiet), with the instruments asked for.
+void runUserPhase(MLIRContext &ctx, ModuleOp module, const CompileOptions &opts,
+                  const std::function<void(const std::string &)> &say) {
+  const std::string pipeline = anchoredPipeline(opts.pipeline);
   if (pipeline.empty())
     return;
   auto t1 = std::chrono::steady_clock::now();
+  std::unique_ptr<PassManager> pm = makeCompilePassManager(ctx, CompilePhase::User, opts.instruments);
   std::string err;
-  llvm::raw_string_ostream errs(err);
-  auto parsed = parsePassPipeline(pipeline, errs);
-  if (failed(parsed))
+  if (!setUserPipeline(*pm, pipeline, err))
     throw CompileError("invalid --pipeline '" + opts.pipeline + "': " + err);
-  PassManager pm(&ctx, ModuleOp::getOperationName());
-  static_cast<OpPassManager &>(pm) = std::move(*parsed);
   if (!opts.calibPath.empty())
-    setDefaultCalibration(pm, opts.calibPath);
-  recordPassesInModel(pm);
+    setDefaultCalibration(*pm, opts.calibPath);
   ScopedDiagnosticHandler remarks(&ctx, [&](Diagnostic &d) -> LogicalResult {
     if (d.getSeverity() != DiagnosticSeverity::Remark)
       return failure(); // errors and warnings: the default handler
@@ -239,7 +226,7 @@ void runPipeline(MLIRContext &ctx, ModuleOp module, const CompileOptions &opts,
       llvm::errs() << d.str() << "\n";
     return success();
   });
-  if (failed(pm.run(module)))
+  if (failed(pm->run(module)))
     throw CompileError("pipeline '" + opts.pipeline + "' failed");
   char buf[256];
   snprintf(buf, sizeof buf, "ran pipeline %s in %.2f s", pipeline.c_str(), secondsSince(t1));
@@ -300,7 +287,7 @@ CompiledModel compileModule(MLIRContext &ctx, OwningOpRef<ModuleOp> module,
   if (!model.getSourceAttr() || !model.getTokenizerAttr())
     throw CompileError("the IR does not carry its model (no weights, tokenizer or source): "
                        "import it with llmc import --emit-resources");
-  runPipeline(ctx, *module, opts, say);
+  runUserPhase(ctx, *module, opts, say);
   if (failed(verify(*module)))
     throw CompileError("the IR does not verify after the pipeline");
 
@@ -320,7 +307,7 @@ CompiledModel compileModule(MLIRContext &ctx, OwningOpRef<ModuleOp> module,
   if (opts.kernels) {
     auto t2 = std::chrono::steady_clock::now();
     std::string why;
-    nlohmann::json plan = buildKernelPlan(*module, why);
+    nlohmann::json plan = buildKernelPlan(*module, opts.instruments, opts.codegen, why);
     if (plan.is_null()) {
       say("no kernel plan: " + why + "; the artifact runs on the reference executor");
     } else {
@@ -332,6 +319,15 @@ CompiledModel compileModule(MLIRContext &ctx, OwningOpRef<ModuleOp> module,
       m["kernel_plan"] = std::move(plan);
       if (opts.codegen)
         generateKernels(out, say);
+      const PackingResult packing = packSelectedLayouts(m, out.tensors, out.blobs);
+      if (packing.packed) {
+        snprintf(buf, sizeof buf,
+                 "packed %lld weights in the rows8 layout (%.1f MiB; %lld also kept row-major) "
+                 "in %.2f s",
+                 (long long)packing.packed, packing.packedBytes / 1048576.0,
+                 (long long)packing.keptRowMajor, packing.seconds);
+        say(buf);
+      }
     }
   }
   m["tokenizer"] = tokenizerToJson(out.store->tokenizer());

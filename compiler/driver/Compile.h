@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "compiler/import/SourceModel.h"
+#include "compiler/pipelines/CompilePipeline.h"
 #include "compiler/weights/WeightStore.h"
 #include "llmc/artifact.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -27,6 +28,8 @@ struct CompileOptions {
   std::function<void(const std::string &)> progress;
   /// Passes print no progress lines (their errors still go to stderr).
   bool quiet = false;
+  /// --mlir-print-ir-after-all, --mlir-timing, a crash reproducer.
+  PipelineInstruments instruments;
   /// Lower the final IR to kernels and store the kernel plan the runtime
   /// runs (false: the artifact runs on the reference executor only).
   bool kernels = true;

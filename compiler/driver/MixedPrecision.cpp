@@ -165,19 +165,16 @@ std::vector<std::vector<size_t>> allocationUnits(const std::vector<FreeWeight> &
 } // namespace
 
 double matrixBitsPerWeight(const CompiledModel &cm) {
+  // The weights as their formats store them (the IR's), side data included;
+  // not the kernels' layouts the artifact may also hold.
   int64_t params = 0, bytes = 0;
-  std::set<std::string> matrices;
-  for (const ArtifactWriter::Tensor &t : cm.tensors)
-    if (t.shape.size() >= 2) {
-      params += numel(t.shape);
-      bytes += t.nbytes;
-      matrices.insert(t.name);
-    }
-  const size_t n = std::char_traits<char>::length(kAuxSuffix);
-  for (const ArtifactWriter::Tensor &t : cm.tensors)
-    if (t.name.size() > n && t.name.compare(t.name.size() - n, n, kAuxSuffix) == 0 &&
-        matrices.count(t.name.substr(0, t.name.size() - n)))
-      bytes += t.nbytes;
+  for (const std::string &name : cm.store->names()) {
+    const WeightStore::Entry *e = cm.store->find(name);
+    if (e->shape.size() < 2)
+      continue;
+    params += numel(e->shape);
+    bytes += e->nbytes + int64_t(e->aux.size());
+  }
   return params ? 8.0 * double(bytes) / double(params) : 0.0;
 }
 
@@ -203,6 +200,7 @@ MixedPrecisionPlan planMixedPrecision(mlir::MLIRContext &ctx, const SourceModel 
   // The source with no pipeline: the probes' reference and weights.
   CompileOptions refOpts;
   refOpts.embedIR = false;
+  refOpts.kernels = false; // only its weights are used: no plan, no packing, no codegen
   CompiledModel ref = compileModel(ctx, src, refOpts);
   WeightSet ws = classifyWeights(ref, step, cands);
   std::vector<FreeWeight> &free = ws.free;
@@ -282,6 +280,7 @@ MixedPrecisionPlan planMixedPrecision(mlir::MLIRContext &ctx, const SourceModel 
     mo.pipeline = withOverrides(step, all);
     mo.calibPath = opts.calibPath;
     mo.embedIR = false;
+    mo.kernels = false; // only its weights' transform records are read
     say("target-bpw: running " + step.method + " at " + std::to_string(opts.probeBits) +
         " bits to weigh the sensitivities by its output errors");
     const CompiledModel mq = compileModel(ctx, src, mo);

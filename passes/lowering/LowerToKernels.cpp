@@ -123,7 +123,8 @@ private:
         Value residual = add.getLhs() == result ? add.getRhs() : add.getLhs();
         if (residual != result) {
           b.setInsertionPoint(add);
-          auto fused = llmk::MatmulAddOp::create(b, add.getLoc(), add.getType(), x, w, residual);
+          auto fused = llmk::MatmulAddOp::create(b, add.getLoc(), add.getType(), x, w, residual,
+                                                  /*layouts=*/nullptr, /*activations=*/nullptr);
           add.replaceAllUsesWith(fused.getResult());
           add.erase();
           producer->erase();
@@ -133,7 +134,7 @@ private:
     }
     b.setInsertionPoint(producer);
     auto mm = llmk::NormMatmulOp::create(b, producer->getLoc(), result.getType(), x, Value(),
-                                         ValueRange{w}, FloatAttr());
+                                         ValueRange{w}, FloatAttr(), nullptr, nullptr);
     replace(producer, mm);
   }
 
@@ -144,7 +145,7 @@ private:
     b.setInsertionPoint(a);
     auto qkv = llmk::NormMatmulOp::create(
         b, a.getLoc(), activation(ctx, rowsOf(a.getWq()) + rowsOf(a.getWk()) + rowsOf(a.getWv())),
-        in.x, in.norm, ValueRange{a.getWq(), a.getWk(), a.getWv()}, in.eps);
+        in.x, in.norm, ValueRange{a.getWq(), a.getWk(), a.getWv()}, in.eps, nullptr, nullptr);
     auto q = llmk::RopeKvAppendOp::create(b, a.getLoc(), activation(ctx, H * hd), qkv,
                                           a.getLayerAttr(), a.getNumHeadsAttr(),
                                           a.getNumKvHeadsAttr(), a.getHeadDimAttr(),
@@ -162,7 +163,7 @@ private:
     b.setInsertionPoint(m);
     auto gu = llmk::NormGatedMatmulOp::create(
         b, m.getLoc(), activation(m.getContext(), rowsOf(m.getGate())), in.x, in.norm,
-        m.getGate(), m.getUp(), in.eps, m.getActivationAttr());
+        m.getGate(), m.getUp(), in.eps, m.getActivationAttr(), nullptr, nullptr);
     lowerOutputProjection(m, gu, m.getDown());
     dropIfDead(in.op);
   }
@@ -171,7 +172,7 @@ private:
     NormedInput in = absorbNorm(h.getX());
     b.setInsertionPoint(h);
     auto mm = llmk::NormMatmulOp::create(b, h.getLoc(), h.getType(), in.x, in.norm,
-                                         ValueRange{h.getWeight()}, in.eps);
+                                         ValueRange{h.getWeight()}, in.eps, nullptr, nullptr);
     replace(h, mm);
     dropIfDead(in.op);
   }

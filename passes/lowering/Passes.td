@@ -56,4 +56,35 @@ def PlanBuffersPass : Pass<"llmk-plan-buffers", "mlir::ModuleOp"> {
   }];
 }
 
+def SelectKernelsPass : Pass<"llmk-select-kernels", "mlir::ModuleOp"> {
+  let summary = "Choose each product's weight layouts and activation precision for the target";
+  let description = [{
+    The compiler's kernel decision, made once and written on every
+    `llmk.norm_matmul`, `llmk.norm_gated_matmul` and `llmk.matmul_add`:
+
+    - `layouts`: per weight operand, `rows8` when the target's int8 kernels
+      read the format in the eight-row interleaved layout (Q4_0, Q4_1, Q8_0
+      and the grouped integers that map onto them exactly; Q5_0/Q5_1 when
+      generated kernels are built, which have rows8 kernels for them) and
+      the matrix is whole groups of 8 rows of 32-weight blocks; else
+      `row_major`. The artifact writer stores rows8 weights packed (the
+      runtime maps them and repacks nothing).
+    - `activations`: `int8` when some weight of the op has an int8 dot
+      product (its input is quantized once per 32-value block), else `f32`.
+
+    `target` names the target description (`x86-64`: every level the
+    artifact carries objects for shares these layouts).
+
+    ```mlir
+    %qkv = llmk.norm_matmul %x norm(%n), %wq, %wk, %wv {activations = #llmk<activations int8>,
+        eps = 1.0e-05 : f64, layouts = [#llmk<layout rows8>, #llmk<layout rows8>, #llmk<layout rows8>]} : ...
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"x86-64\"", "target description (x86-64)">,
+    Option<"generatedKernels", "generated-kernels", "bool", "true",
+           "generated kernels are built (rows8 for Q5_0/Q5_1 too)">,
+  ];
+}
+
 #endif // LLMC_PASSES_LOWERING_TD

@@ -321,3 +321,61 @@ TEST(Rows8, GroupedIntegersPackIntoTheBlockLayouts) {
   EXPECT_FALSE(kernels::rows8Layout(*dtypeFromName("gq3s_g32"))); // no 3-bit layout
   EXPECT_FALSE(kernels::rows8Layout(*dtypeFromName("gq8a_g32")));
 }
+
+// Weights the compiler stores only in the eight-row layout are read back
+// row by row (f32 products, the reference engine): unpacking a row gives the
+// layout's own row bytes, and a packed-only WeightMatrix's loadRow gives the
+// exact values of the source row, for the block formats and the grouped
+// integers packed into them; a matmul with f32 activations over it equals
+// the one over the row-major source bit for bit (both take the blocked
+// f32 path at this T; at decode sizes the source would take the fused one).
+TEST(Rows8, PackedOnlyWeightsReadBackExactly) {
+  std::mt19937 rng(29);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  ThreadPool pool(2);
+  for (const char *name : {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "gq4s_g64", "gq4a_g128",
+                           "gq8s_g32"}) {
+    const DType t = *dtypeFromName(name);
+    const DType layout = *kernels::rows8Layout(t);
+    const int64_t rows = 24, cols = 128, stride = rowBytes(t, cols);
+    std::vector<float> wf(static_cast<size_t>(rows * cols));
+    for (float &v : wf)
+      v = nd(rng);
+    std::vector<uint8_t> m(size_t(rows * stride));
+    for (int64_t r = 0; r < rows; ++r)
+      quantizeRowRef(t, wf.data() + r * cols, m.data() + r * stride, cols);
+    const int64_t gb = kernels::rows8GroupBytes(layout, cols);
+    std::vector<uint8_t> packed(size_t(rows / 8 * gb));
+    kernels::packRows8(t, m.data(), stride, rows, cols, packed.data());
+    WeightMatrix src, only;
+    src.data = m.data();
+    src.dtype = only.dtype = t;
+    src.rows = only.rows = rows;
+    src.cols = only.cols = cols;
+    src.rowStride = only.rowStride = stride;
+    only.rows8 = packed.data();
+    only.rows8Type = layout;
+    std::vector<float> want(static_cast<size_t>(cols)), got(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      if (layout == t) { // the block formats: the very bytes of the source row
+        std::vector<uint8_t> row(static_cast<size_t>(stride));
+        kernels::unpackRows8Row(t, packed.data() + (r / 8) * gb, int(r % 8), cols, row.data());
+        EXPECT_EQ(0, std::memcmp(row.data(), m.data() + r * stride, size_t(stride)))
+            << name << " row " << r;
+      }
+      loadRow(src, r, want.data());
+      loadRow(only, r, got.data());
+      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), size_t(cols) * 4)) << name << " row " << r;
+    }
+    const int64_t T = kFusedMaxT + 3; // both through the blocked f32 product
+    std::vector<float> x(size_t(T * cols)), y1(size_t(T * rows)), y2(size_t(T * rows));
+    for (float &v : x)
+      v = nd(rng);
+    matmul(pool, src, x.data(), T, cols, y1.data(), rows);
+    matmul(pool, only, x.data(), T, cols, y2.data(), rows);
+    EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * 4)) << name << " f32 matmul";
+  }
+  std::vector<uint8_t> group(1184), row(144);
+  EXPECT_THROW(kernels::unpackRows8Row(DType::Q4_K, group.data(), 0, 256, row.data()),
+               std::runtime_error);
+}

@@ -97,7 +97,26 @@ ModelStats modelStats(const Artifact &art) {
   for (const ProgramNode &n : art.program().nodes)
     for (const auto &kv : n.weights)
       (n.op == "embed" ? embedOnly : readWhole).insert(kv.second);
+  // Weights the compiler stored in their kernels' layout: the products read
+  // the packed tensor; a row-major copy kept beside it serves the embedding.
+  std::map<std::string, std::string> packedTensor; // packed tensor -> weight
+  const nlohmann::json packed = art.manifest().value("packed_weights", nlohmann::json::object());
+  for (auto &[name, p] : packed.items())
+    if (p.contains("tensor") && p["tensor"].is_string())
+      packedTensor[p["tensor"].get<std::string>()] = name;
+  for (const auto &[tensor, weight] : packedTensor)
+    readWhole.erase(weight);
   for (const TensorView &t : art.tensors()) {
+    if (auto pk = packedTensor.find(t.name); pk != packedTensor.end()) {
+      s.weightBytes += t.nbytes;
+      s.bytesByType["rows8"] += t.nbytes;
+      s.decodeBytes += t.nbytes;
+      const TensorView *rowMajor = art.tensor(pk->second);
+      const nlohmann::json &shape = packed[pk->second]["shape"];
+      if (!rowMajor && shape.is_array() && shape.size() == 2)
+        s.params += shape[0].get<int64_t>() * shape[1].get<int64_t>();
+      continue;
+    }
     bool isAux = t.name.size() > 4 && t.name.compare(t.name.size() - 4, 4, kAuxSuffix) == 0;
     const std::string base = isAux ? t.name.substr(0, t.name.size() - 4) : t.name;
     if (!readWhole.count(base) && !embedOnly.count(base)) {

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <sys/stat.h>
 
@@ -28,6 +29,7 @@ struct CompileArgs {
   double maxKld = -1, targetBpw = 0;
   int64_t kldTokens = 512;
   bool noIR = false, quiet = false, dryRun = false, noKernels = false;
+  PipelineInstruments instruments;
 };
 
 std::string shapeText(const std::vector<int64_t> &s) {
@@ -37,21 +39,35 @@ std::string shapeText(const std::vector<int64_t> &s) {
   return r;
 }
 
-/// The --dry-run table on stdout: one row per tensor and the totals.
+/// The --dry-run table on stdout: one row per stored tensor and the totals.
+/// A weight stored in its kernels' layout (packed_weights) is listed under
+/// its own name, shape and format, with the bytes it takes in that layout.
 void printStoragePlan(const CompiledModel &cm) {
-  printf("%-36s %-16s %-12s %8s %12s  %s\n", "name", "shape", "format", "bits/w", "bytes",
-         "method");
+  printf("%-36s %-16s %-12s %8s %12s  %-6s %s\n", "name", "shape", "format", "bits/w", "bytes",
+         "layout", "method");
   int64_t params = 0, bytes = 0, quantParams = 0, quantBytes = 0;
+  const nlohmann::json packed = cm.manifest.value("packed_weights", nlohmann::json::object());
+  std::map<std::string, std::string> weightOf; // packed tensor -> weight
+  for (auto &[name, p] : packed.items())
+    weightOf[p["tensor"].get<std::string>()] = name;
   for (const ArtifactWriter::Tensor &t : cm.tensors) {
+    std::string weight = t.name, format(dtypeName(t.dtype)), layout = "-";
+    std::vector<int64_t> shape = t.shape;
+    if (auto w = weightOf.find(t.name); w != weightOf.end()) {
+      weight = w->second;
+      shape = packed[weight]["shape"].get<std::vector<int64_t>>();
+      format = packed[weight]["dtype"].get<std::string>();
+      layout = "rows8";
+    }
     int64_t n = 1;
-    for (int64_t d : t.shape)
+    for (int64_t d : shape)
       n *= d;
     std::string method = "-";
-    if (const WeightStore::Entry *e = cm.store->find(t.name); e && e->info.contains("method"))
+    if (const WeightStore::Entry *e = cm.store->find(weight); e && e->info.contains("method"))
       method = e->info["method"].get<std::string>();
     double bpw = n ? 8.0 * double(t.nbytes) / double(n) : 0;
-    printf("%-36s %-16s %-12s %8.3f %12lld  %s\n", t.name.c_str(), shapeText(t.shape).c_str(),
-           std::string(dtypeName(t.dtype)).c_str(), bpw, (long long)t.nbytes, method.c_str());
+    printf("%-36s %-16s %-12s %8.3f %12lld  %-6s %s\n", weight.c_str(), shapeText(shape).c_str(),
+           format.c_str(), bpw, (long long)t.nbytes, layout.c_str(), method.c_str());
     params += n;
     bytes += (int64_t)t.nbytes;
     if (method != "-") {
@@ -128,6 +144,15 @@ std::function<int()> addCompileCommand(CLI::App &app) {
           " when it exists. Only signed artifacts run their generated kernels elsewhere");
   cmd->add_flag("--no-sign", args->noSign, "write an unsigned artifact")->excludes(sign);
   cmd->add_flag("-q,--quiet", args->quiet, "no progress lines");
+  cmd->add_flag("--mlir-print-ir-after-all", args->instruments.printIrAfterAll,
+                "print the IR after every pass of both phases (user passes, lowering) on "
+                "stderr; weight blobs are elided");
+  cmd->add_flag("--mlir-timing", args->instruments.timing,
+                "print each phase's pass timing report on stderr");
+  cmd->add_option("--mlir-pass-pipeline-crash-reproducer", args->instruments.crashReproducer,
+                  "when a pass fails or crashes, write a reproducer (the IR before the "
+                  "failing phase, weights included, and its pipeline) to this .mlir file, "
+                  "for llmc-opt --run-reproducer");
 
   return [args]() {
     if (args->output.empty() && !args->dryRun) {
@@ -186,6 +211,7 @@ std::function<int()> addCompileCommand(CLI::App &app) {
     opts.kernels = !args->noKernels;
     opts.progress = say;
     opts.quiet = args->quiet;
+    opts.instruments = args->instruments;
     MixedPrecisionPlan plan;
     if (args->targetBpw > 0) {
       MixedPrecisionOptions mp;

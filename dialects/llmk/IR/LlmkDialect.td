@@ -25,6 +25,7 @@ def Llmk_Dialect : Dialect {
     (`llmk.arena_floats_per_token`); the logits stay outside it.
   }];
   let cppNamespace = "::llmc::llmk";
+  let useDefaultAttributePrinterParser = 1;
 }
 
 class Llmk_Op<string mnemonic, list<Trait> traits = []>

@@ -3,6 +3,7 @@
 #define LLMK_OPS_TD
 
 include "dialects/llmk/IR/LlmkDialect.td"
+include "dialects/llmk/IR/LlmkAttrs.td"
 include "dialects/llm/IR/LlmTypes.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -26,7 +27,9 @@ def Llmk_NormMatmulOp : Llmk_Op<"norm_matmul", [Pure, AttrSizedOperandSegments]>
     are one kernel with one [T, q + k + v] output.
   }];
   let arguments = (ins Llmk_Activation:$x, Optional<Llmk_Weight>:$norm,
-                       Variadic<Llmk_Weight>:$weights, OptionalAttr<F64Attr>:$eps);
+                       Variadic<Llmk_Weight>:$weights, OptionalAttr<F64Attr>:$eps,
+                       OptionalAttr<Llmk_WeightLayoutArray>:$layouts,
+                       OptionalAttr<Llmk_ActivationPrecisionAttr>:$activations);
   let results = (outs Llmk_Activation:$result);
   let assemblyFormat = [{
     $x (`norm` `(` $norm^ `)`)? `,` $weights attr-dict `:` functional-type(operands, results)
@@ -42,7 +45,9 @@ def Llmk_NormGatedMatmulOp : Llmk_Op<"norm_gated_matmul", [Pure]> {
     product is stored.
   }];
   let arguments = (ins Llmk_Activation:$x, Optional<Llmk_Weight>:$norm, Llmk_Weight:$gate,
-                       Llmk_Weight:$up, OptionalAttr<F64Attr>:$eps, StrAttr:$activation);
+                       Llmk_Weight:$up, OptionalAttr<F64Attr>:$eps, StrAttr:$activation,
+                       OptionalAttr<Llmk_WeightLayoutArray>:$layouts,
+                       OptionalAttr<Llmk_ActivationPrecisionAttr>:$activations);
   let results = (outs Llmk_Activation:$result);
   let assemblyFormat = [{
     $x (`norm` `(` $norm^ `)`)? `,` $gate `,` $up attr-dict `:` functional-type(operands, results)
@@ -58,7 +63,9 @@ def Llmk_MatmulAddOp : Llmk_Op<"matmul_add", [Pure]> {
     planner lets the result take the residual's slot when this is the
     residual's last use (in place).
   }];
-  let arguments = (ins Llmk_Activation:$x, Llmk_Weight:$weight, Llmk_Activation:$residual);
+  let arguments = (ins Llmk_Activation:$x, Llmk_Weight:$weight, Llmk_Activation:$residual,
+                       OptionalAttr<Llmk_WeightLayoutArray>:$layouts,
+                       OptionalAttr<Llmk_ActivationPrecisionAttr>:$activations);
   let results = (outs Llmk_Activation:$result);
   let assemblyFormat = "$x `,` $weight `,` $residual attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -13,6 +13,7 @@
 #include "KernelPlan.h"
 #include "Matmul.h"
 #include "OpSpec.h"
+#include "PackedWeights.h"
 #include "Ops.h"
 #include "ThreadPool.h"
 #include "../kv/KvCache.h"
@@ -90,6 +91,7 @@ struct Node {
 
 struct Executor::Impl {
   const Artifact &art;
+  PackedWeights packed; // weights the compiler stored in the eight-row layout
   ThreadPool pool;
   int64_t maxCtx = 0;
   int64_t pos = 0;
@@ -112,7 +114,7 @@ struct Executor::Impl {
   std::vector<float> planLogits;
 
   Impl(const Artifact &a, const ExecutorOptions &o)
-      : art(a), pool(o.threads), hook(o.linear_input_hook), hookBlock(o.hook_block),
+      : art(a), packed(a), pool(o.threads), hook(o.linear_input_hook), hookBlock(o.hook_block),
         stopAfterBlock(o.stop_after_block), kvRecord(o.kv_record) {
     int64_t ctx = a.config().context_length;
     maxCtx = o.max_context > 0 ? o.max_context : (ctx > 0 ? std::min<int64_t>(ctx, 4096) : 4096);
@@ -169,7 +171,10 @@ struct Executor::Impl {
 };
 
 WeightMatrix Executor::Impl::matrixOf(const TensorView &t) {
-  return WeightMatrix::of(t, needsAux(t.dtype) ? art.tensor(t.name + kAuxSuffix) : nullptr);
+  WeightMatrix w =
+      WeightMatrix::of(t, needsAux(t.dtype) ? art.tensor(t.name + kAuxSuffix) : nullptr);
+  packed.attach(t.name, w);
+  return w;
 }
 
 const TensorView &Executor::Impl::weight(const ProgramNode &pn, const std::string &desc,
@@ -177,7 +182,7 @@ const TensorView &Executor::Impl::weight(const ProgramNode &pn, const std::strin
   auto it = pn.weights.find(role);
   if (it == pn.weights.end())
     throw std::runtime_error(desc + ": missing weight '" + role + "'");
-  const TensorView *t = art.tensor(it->second);
+  const TensorView *t = packed.find(it->second);
   if (!t)
     throw std::runtime_error(desc + ": weight '" + it->second + "' (" + role +
                              ") is not in artifact " + art.path());
@@ -460,7 +465,7 @@ void Executor::Impl::buildPlan(const ExecutorOptions &o) {
                              "use the reference engine");
   PlanBindings bind;
   bind.matrix = [&](const std::string &name, const std::string &ctx) {
-    const TensorView *t = art.tensor(name);
+    const TensorView *t = packed.find(name);
     if (!t || t->shape.size() != 2)
       throw std::runtime_error(ctx + ": weight '" + name + "' is not a matrix of " + art.path());
     return matrixOf(*t);
@@ -823,8 +828,10 @@ std::string Executor::activationsInfo() const {
     return "f32";
   char mib[32];
   snprintf(mib, sizeof mib, "%.1f", double(impl->plan->rows8Bytes()) / (1 << 20));
-  return "int8 in " + std::to_string(impl->plan->int8Products()) +
-         " products (eight-row weight copies: " + mib + " MiB)";
+  // Weights come packed from the compiler; older artifacts are packed here.
+  return "int8 in " + std::to_string(impl->plan->int8Products()) + " products (" +
+         (impl->packed.empty() ? "" : "eight-row layouts packed at compile time; ") +
+         "repacked at load: " + mib + " MiB)";
 }
 void Executor::reset() {
   impl->pos = 0;

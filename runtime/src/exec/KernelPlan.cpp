@@ -172,12 +172,10 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
       need(s.in[1].width == inW && s.out.width == inW, ctx, "adds slots of different widths");
       break;
     }
-    if (int8_ && (s.kernel == PlanKernel::NormMatmul || s.kernel == PlanKernel::NormGatedMatmul ||
-                  s.kernel == PlanKernel::MatmulAdd))
-      for (WeightMatrix &w : s.w) {
-        packRows8(w, bind);
-        int8Products_ += (kernels::hasInt8Dot(w.dtype) || w.rows8) && w.cols % kernels::kInt8Block == 0;
-      }
+    const bool product = s.kernel == PlanKernel::NormMatmul ||
+                         s.kernel == PlanKernel::NormGatedMatmul || s.kernel == PlanKernel::MatmulAdd;
+    if (product)
+      bindKernelChoice(s, sj, bind);
     if (bind.generated && (s.kernel == PlanKernel::NormMatmul ||
                            s.kernel == PlanKernel::NormGatedMatmul ||
                            s.kernel == PlanKernel::MatmulAdd)) {
@@ -187,13 +185,15 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
         // Q4_0/Q4_1/Q8_0) picks the int8 kernel.
         s.gen8.push_back(w.rows8 ? bind.generated->findRows8(w.rows8Type, w.cols) : nullptr);
       }
-      if (std::find(s.gen.begin(), s.gen.end(), nullptr) != s.gen.end())
+      // Row-major kernels need every weight's rows as stored.
+      if (std::find(s.gen.begin(), s.gen.end(), nullptr) != s.gen.end() ||
+          std::any_of(s.w.begin(), s.w.end(), [](const WeightMatrix &w) { return !w.data; }))
         s.gen.clear();
       // A product runs generated code through its int8 kernel when it takes
       // int8 activations, else when the step has a matvec kernel for every
       // weight (decode-sized steps).
       for (size_t k = 0; k < s.w.size(); ++k) {
-        const bool int8 = int8_ && (kernels::hasInt8Dot(s.w[k].dtype) || s.w[k].rows8) &&
+        const bool int8 = s.int8 && (kernels::hasInt8Dot(s.w[k].dtype) || s.w[k].rows8) &&
                           s.w[k].cols % kernels::kInt8Block == 0;
         generatedProducts_ += int8 ? s.gen8[k] != nullptr : !s.gen.empty();
       }
@@ -215,8 +215,8 @@ void PlanEngine::bindGeneratedOps(PlanStep &s, const codegen::GeneratedKernels *
   };
   const int64_t inW = s.in.empty() ? 0 : s.in[0].width;
   switch (s.kernel) {
-  case PlanKernel::Embed:
-    count(s.genEmbed, g ? g->findEmbed(s.w[0].dtype, s.w[0].cols) : nullptr);
+  case PlanKernel::Embed: // a table stored packed only is read row by row through loadRow
+    count(s.genEmbed, g && s.w[0].data ? g->findEmbed(s.w[0].dtype, s.w[0].cols) : nullptr);
     break;
   case PlanKernel::NormMatmul:
   case PlanKernel::NormGatedMatmul:
@@ -251,6 +251,39 @@ void PlanEngine::rmsNorm(const PlanStep &s, const float *x, float *y, int64_t ro
 }
 
 void PlanEngine::FreeDeleter::operator()(uint8_t *p) const { std::free(p); }
+
+void PlanEngine::bindKernelChoice(PlanStep &s, const nlohmann::json &sj, const PlanBindings &bind) {
+  // The compiler's choice (llmk-select-kernels): the activations' precision
+  // (exact_activations overrides int8 with f32) and each weight's layout.
+  s.int8 = int8_;
+  if (const nlohmann::json *a = jsonf::find(sj, "activations")) {
+    need(a->is_string() && (*a == "int8" || *a == "f32"), s.desc,
+         "'activations' must be \"int8\" or \"f32\"");
+    s.int8 = int8_ && *a == "int8";
+  }
+  const nlohmann::json *layouts = jsonf::find(sj, "layouts");
+  need(!layouts || (layouts->is_array() && layouts->size() == s.w.size()), s.desc,
+       "'layouts' must name one layout per weight");
+  for (size_t k = 0; k < s.w.size(); ++k) {
+    WeightMatrix &w = s.w[k];
+    if (layouts) {
+      const nlohmann::json &l = (*layouts)[k];
+      need(l.is_string() && (l == "rows8" || l == "row_major"), s.desc,
+           "a layout must be \"rows8\" or \"row_major\"");
+      // rows8 weights come packed in the artifact (PackedWeights); the
+      // runtime repacks nothing.
+      need(l == "row_major" || w.rows8, s.desc,
+           "a weight the plan reads as rows8 has no packed tensor in the artifact");
+      need(l == "rows8" || w.data, s.desc, "a row_major weight has no row-major tensor");
+      if (l == "row_major")
+        w.rows8 = nullptr;
+    } else if (s.int8) {
+      packRows8(w, bind); // artifacts from before compile-time packing
+    }
+    int8Products_ += s.int8 && (kernels::hasInt8Dot(w.dtype) || w.rows8) &&
+                     w.cols % kernels::kInt8Block == 0;
+  }
+}
 
 void PlanEngine::packRows8(WeightMatrix &w, const PlanBindings &bind) {
   const std::optional<DType> layout = kernels::rows8Layout(w.dtype);
@@ -294,7 +327,7 @@ void PlanEngine::packRows8(WeightMatrix &w, const PlanBindings &bind) {
 
 MatmulPaths PlanEngine::paths(const PlanStep &s) const {
   MatmulPaths p;
-  p.int8 = int8_;
+  p.int8 = s.int8;
   p.generated8 = s.gen8.empty() ? nullptr : s.gen8.data();
   p.generated = s.gen.empty() ? nullptr : s.gen.data();
   return p;

@@ -60,6 +60,7 @@ struct PlanStep {
   std::vector<double> invFreq;
   double theta = 0;
   RopeStyle rope = RopeStyle::Half;
+  bool int8 = false; // products read int8 activations (the plan's "activations")
 };
 
 /// How the plan reaches the executor's weights and caches.
@@ -125,6 +126,8 @@ private:
   std::map<const uint8_t *, std::unique_ptr<uint8_t, FreeDeleter>> rows8_;
   int64_t rows8Bytes_ = 0;
   void packRows8(WeightMatrix &w, const PlanBindings &bind);
+  /// The step's activation precision and weight layouts, as the plan says.
+  void bindKernelChoice(PlanStep &s, const nlohmann::json &sj, const PlanBindings &bind);
   MatmulPaths paths(const PlanStep &s) const;
   void bindGeneratedOps(PlanStep &s, const codegen::GeneratedKernels *g);
   static void rmsNorm(const PlanStep &s, const float *x, float *y, int64_t rows);

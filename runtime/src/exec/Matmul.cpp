@@ -343,7 +343,7 @@ void blockedMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float
       buf.resize(size_t(kRowBlock * cols));
     const MatmulJob &job = jobs[j];
     const WeightMatrix &w = *job.w;
-    const bool direct = w.dtype == DType::F32; // read F32 rows in place
+    const bool direct = w.dtype == DType::F32 && w.data; // read F32 rows in place
     float *y = job.y;
     const int64_t ldy = job.ldy;
     const float *rp[kRowBlock];
@@ -352,8 +352,9 @@ void blockedMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float
         rp[i] = reinterpret_cast<const float *>(w.row(r0 + i));
       } else {
         float *dst = buf.data() + i * cols;
-        if (w.dtype == DType::F16 || w.dtype == DType::BF16 || kernels::isFamilyType(w.dtype))
-          loadRow(w, r0 + i, dst);
+        if (!w.data || w.dtype == DType::F16 || w.dtype == DType::BF16 ||
+            kernels::isFamilyType(w.dtype))
+          loadRow(w, r0 + i, dst); // (a weight stored packed only: unpacked row by row)
         else
           kernels::dequantRowFast(w.dtype, w.row(r0 + i), dst, cols);
         rp[i] = dst;
@@ -447,6 +448,13 @@ void matmulMany(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float 
       return;
     }
   }
+  // A weight stored only in the eight-row layout (the compiler chose int8
+  // for it) read with f32 activations: rows are unpacked one by one.
+  for (int j = 0; j < njobs; ++j)
+    if (!jobs[j].w->data) {
+      blockedMany(pool, jobs, njobs, x, T, ldx, paired);
+      return;
+    }
   if (paths.generated) {
     // Longer steps run generated kernels for float rows only (they take
     // any T): a block format would be decoded again for every group of

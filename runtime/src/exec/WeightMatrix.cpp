@@ -1,7 +1,9 @@
 //===- WeightMatrix.cpp - Row access to stored weights ---------------------===//
 #include "WeightMatrix.h"
 
+#include "../kernels/rows8.h"
 #include <cstring>
+#include <vector>
 #include <stdexcept>
 #if defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
@@ -83,6 +85,17 @@ WeightMatrix WeightMatrix::slab(const TensorView &t, int64_t index, const Tensor
 }
 
 void loadRow(const WeightMatrix &w, int64_t r, float *dst) {
+  if (!w.data) { // stored packed only (kernels/rows8.h): unpack the row, then decode
+    if (!w.rows8)
+      throw std::runtime_error("weight matrix without data");
+    thread_local std::vector<uint8_t> bytes;
+    bytes.resize(size_t(rowBytes(w.rows8Type, w.cols)));
+    const int64_t group = (r / kernels::kRows8) * kernels::rows8GroupBytes(w.rows8Type, w.cols);
+    kernels::unpackRows8Row(w.rows8Type, w.rows8 + group, int(r % kernels::kRows8), w.cols,
+                            bytes.data());
+    dequantizeRow(w.rows8Type, bytes.data(), dst, w.cols);
+    return;
+  }
   const uint8_t *src = w.row(r);
   const int64_t n = w.cols;
   switch (w.dtype) {

@@ -17,9 +17,11 @@ struct WeightMatrix {
   int64_t rows = 0, cols = 0;
   int64_t rowStride = 0; // bytes per row
   const uint8_t *aux = nullptr; // side data (needsAux(dtype)), this matrix's part
-  /// The kernel engine's eight-row interleaved copy (kernels/rows8.h), or
-  /// null; group g (rows 8g..8g+7) at rows8 + g * rows8GroupBytes(rows8Type,
-  /// cols), in the layout of rows8Type (Q4_0, Q4_1 or Q8_0).
+  /// The eight-row interleaved layout (kernels/rows8.h) the compiler stored
+  /// (or, for older artifacts, the kernel engine built), or null; group g
+  /// (rows 8g..8g+7) at rows8 + g * rows8GroupBytes(rows8Type, cols), in the
+  /// layout of rows8Type. A weight stored only packed has data == null:
+  /// loadRow unpacks its rows.
   const uint8_t *rows8 = nullptr;
   DType rows8Type = DType::F32;
 

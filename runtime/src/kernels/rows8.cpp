@@ -311,6 +311,42 @@ Rows8DotFn rows8DotKernelScalar(DType t, int nx) {
   }
 }
 
+void unpackRows8Row(DType t, const uint8_t *group, int r, int64_t cols, uint8_t *row) {
+  int scales = 1, quant = 16, high = 0, srcBlock = 18;
+  switch (t) {
+  case DType::Q4_0:
+    break;
+  case DType::Q4_1:
+    scales = 2, srcBlock = 20;
+    break;
+  case DType::Q5_0:
+    high = 4, srcBlock = 22;
+    break;
+  case DType::Q5_1:
+    scales = 2, high = 4, srcBlock = 24;
+    break;
+  case DType::Q8_0:
+    quant = 32, srcBlock = 34;
+    break;
+  default:
+    throw std::runtime_error("rows8: no row unpacking for " + std::string(dtypeName(t)));
+  }
+  if (r < 0 || r >= kRows8 || cols % 32 != 0)
+    throw std::runtime_error("rows8: bad row or width to unpack");
+  const int highAt = 16 * scales, quantAt = highAt + 8 * high;
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    const uint8_t *g = group + b * kRows8 * srcBlock;
+    uint8_t *blk = row + b * srcBlock;
+    for (int h = 0; h < scales; ++h)
+      std::memcpy(blk + 2 * h, g + 16 * h + 2 * r, 2);
+    if (high)
+      std::memcpy(blk + 2 * scales, g + highAt + high * r, size_t(high));
+    uint8_t *qs = blk + 2 * scales + high;
+    for (int s = 0; s < quant / 4; ++s)
+      std::memcpy(qs + 4 * s, g + quantAt + s * 32 + r * 4, 4);
+  }
+}
+
 bool hasFastRows8Kernel(DType t) { return detail::avx2Rows8DotKernel(t, 1) != nullptr; }
 
 Rows8DotFn rows8DotKernel(DType t, int nx) {

@@ -1,0 +1,69 @@
+//===- PackedWeights.cpp - Weights the compiler stored packed ------------===//
+#include "PackedWeights.h"
+#include "../artifact/JsonFields.h"
+#include "../kernels/rows8.h"
+#include <stdexcept>
+
+namespace llmc {
+
+PackedWeights::PackedWeights(const Artifact &art) : art_(art) {
+  const nlohmann::json *all = jsonf::find(art.manifest(), "packed_weights");
+  if (!all)
+    return;
+  const std::string top = art.path() + ": packed_weights";
+  if (!all->is_object())
+    jsonf::fail(top, "must be an object");
+  for (auto &[name, e] : all->items()) {
+    const std::string ctx = top + " '" + name + "'";
+    if (!e.is_object())
+      jsonf::fail(ctx, "must be an object");
+    if (jsonf::getString(e, "layout", ctx) != "rows8")
+      jsonf::fail(ctx, "unknown layout (known: rows8)");
+    Entry p;
+    const std::string tensor = jsonf::getString(e, "tensor", ctx);
+    p.bytes = art.tensor(tensor);
+    if (!p.bytes || p.bytes->dtype != DType::U8)
+      jsonf::fail(ctx, "tensor '" + tensor + "' is not a u8 tensor of the artifact");
+    auto dtype = dtypeFromName(jsonf::getString(e, "dtype", ctx));
+    auto format = dtypeFromName(jsonf::getString(e, "format", ctx));
+    if (!dtype || !format || kernels::rows8Layout(*dtype) != format || *format == DType::Q4_K)
+      jsonf::fail(ctx, "'format' must be the eight-row layout of 'dtype'");
+    p.format = *format;
+    const nlohmann::json &shape = jsonf::require(e, "shape", ctx);
+    if (!shape.is_array() || shape.size() != 2)
+      jsonf::fail(ctx, "'shape' must be [rows, cols]");
+    const int64_t rows = jsonf::asInt(shape[0], "shape", ctx), cols = jsonf::asInt(shape[1], "shape", ctx);
+    if (rows <= 0 || cols <= 0 || rows % kernels::kRows8 != 0 || cols % 32 != 0 ||
+        rows > (int64_t(1) << 31) || cols > (int64_t(1) << 31))
+      jsonf::fail(ctx, "'shape' must be whole groups of 8 rows of 32-weight blocks");
+    if (p.bytes->nbytes != rows / kernels::kRows8 * kernels::rows8GroupBytes(*format, cols))
+      jsonf::fail(ctx, "tensor '" + tensor + "' has the wrong size for its shape and format");
+    if (const TensorView *rowMajor = art.tensor(name)) {
+      if (rowMajor->dtype != *dtype || rowMajor->shape != std::vector<int64_t>{rows, cols})
+        jsonf::fail(ctx, "the row-major tensor of the same name has another type or shape");
+      p.view = *rowMajor;
+    } else {
+      p.view.name = name;
+      p.view.dtype = *dtype;
+      p.view.shape = {rows, cols};
+    }
+    packed_.emplace(name, std::move(p));
+  }
+}
+
+const TensorView *PackedWeights::find(const std::string &name) const {
+  if (const TensorView *t = art_.tensor(name))
+    return t;
+  auto it = packed_.find(name);
+  return it == packed_.end() ? nullptr : &it->second.view;
+}
+
+void PackedWeights::attach(const std::string &name, WeightMatrix &w) const {
+  auto it = packed_.find(name);
+  if (it == packed_.end())
+    return;
+  w.rows8 = static_cast<const uint8_t *>(it->second.bytes->data);
+  w.rows8Type = it->second.format;
+}
+
+} // namespace llmc
