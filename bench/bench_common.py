@@ -32,3 +32,24 @@ def git_commit(repo):
         return (head or "unknown") + (" (with uncommitted changes)" if dirty else "")
     except OSError:
         return "unknown"
+
+
+def weight_tensors(manifest):
+    """The manifest's tensors, with every weight the compiler stored in its
+    kernels' layout (manifest "packed_weights": "<name>.rows8", u8) listed as
+    the weight itself: its name, dtype, shape and the bytes its own format
+    takes ("nbytes"; "stored_nbytes" is what the artifact holds)."""
+    packed = manifest.get("packed_weights", {})
+    by_tensor = {p["tensor"]: (n, p) for n, p in packed.items()}
+    names = {t["name"] for t in manifest["tensors"]}
+    out = []
+    for t in manifest["tensors"]:
+        if t["name"] not in by_tensor:
+            out.append(t)
+            continue
+        name, p = by_tensor[t["name"]]
+        if name in names:  # also stored row-major: listed under its own entry
+            continue
+        out.append(dict(t, name=name, dtype=p["dtype"], shape=p["shape"],
+                        nbytes=p["dtype_nbytes"], stored_nbytes=t["nbytes"]))
+    return out

@@ -153,7 +153,7 @@ def tensor_stats(llmc, path, skip_globs):
     if p.returncode != 0:
         raise RuntimeError(f"inspect failed: {last_error_line(p)}")
     manifest = json.loads(p.stdout)
-    tensors = {t["name"]: t for t in manifest["tensors"]}
+    tensors = {t["name"]: t for t in bench_common.weight_tensors(manifest)}
     total_bytes = total_params = lin_bytes = lin_params = 0
     dtypes = {}
     for name, t in tensors.items():

@@ -97,7 +97,7 @@ private:
               return success();
             })
             .Case([&](llmk::NormGatedMatmulOp m) -> LogicalResult {
-              attrs["activation"] = m.getActivation().str();
+              attrs["activation"] = llm::stringifyActivation(m.getActivation()).str();
               if (failed(addIn(m.getX())) || failed(addNorm(m.getNorm(), m.getEps())) ||
                   failed(addWeight(m.getGate())) || failed(addWeight(m.getUp())))
                 return failure();
@@ -110,9 +110,9 @@ private:
               return success();
             })
             .Case([&](llmk::RopeKvAppendOp r) -> LogicalResult {
-              for (const char *k : {"layer", "num_heads", "num_kv_heads", "head_dim",
-                                    "rope_theta", "rope_style"})
+              for (const char *k : {"layer", "num_heads", "num_kv_heads", "head_dim", "rope_theta"})
                 attrs[k] = attrToJson(r->getAttr(k));
+              attrs["rope_style"] = llm::stringifyRopeStyle(r.getRopeStyle()).str();
               return addIn(r.getQkv());
             })
             .Case([&](llmk::AttendOp a) -> LogicalResult {

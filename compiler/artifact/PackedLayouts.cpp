@@ -74,6 +74,7 @@ PackingResult packSelectedLayouts(nlohmann::json &manifest,
                     {"layout", "rows8"},
                     {"format", std::string(dtypeName(*format))},
                     {"dtype", std::string(dtypeName(t.dtype))},
+                    {"dtype_nbytes", t.nbytes}, // what the weight takes in its own format
                     {"shape", t.shape}};
     ++r.packed;
     r.packedBytes += groups * gb;

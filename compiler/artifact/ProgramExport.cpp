@@ -125,7 +125,7 @@ private:
                     {"num_kv_heads", a.getNumKvHeads()},
                     {"head_dim", a.getHeadDim()},
                     {"rope_theta", a.getRopeTheta().convertToDouble()},
-                    {"rope_style", a.getRopeStyle().str()},
+                    {"rope_style", llm::stringifyRopeStyle(a.getRopeStyle()).str()},
                     {"causal", a.getCausal()}};
                 if (a.getKvPolicy())
                   attrs["kv_policy"] = attrToJson(*a.getKvPolicy());
@@ -135,7 +135,7 @@ private:
                 return node(m, "mlp", {m.getX()},
                             {{"gate", m.getGate()}, {"up", m.getUp()},
                              {"down", m.getDown()}},
-                            {{"activation", m.getActivation().str()}});
+                            {{"activation", llm::stringifyActivation(m.getActivation()).str()}});
               })
               .Case([&](llm::MoEOp m) -> LogicalResult {
                 int64_t e = cast<RankedTensorType>(m.getRouter().getType()).getShape()[0];
@@ -144,7 +144,7 @@ private:
                              {"up", m.getUp()}, {"down", m.getDown()}},
                             {{"num_experts", e},
                              {"top_k", m.getTopK()},
-                             {"activation", m.getActivation().str()},
+                             {"activation", llm::stringifyActivation(m.getActivation()).str()},
                              {"renormalize", m.getRenormalize()}});
               })
               .Case([&](llm::LMHeadOp h) -> LogicalResult {

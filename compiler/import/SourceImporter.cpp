@@ -187,14 +187,14 @@ private:
         b, loc(p + "attn"), x.getType(), n1, wq, wk, wv, wo, bq, bk, bv,
         b.getI64IntegerAttr(l), b.getI64IntegerAttr(h), b.getI64IntegerAttr(kv),
         b.getI64IntegerAttr(hd), b.getF64FloatAttr(c.rope_theta),
-        b.getStringAttr(ropeStyleName(c.rope_style)), b.getBoolAttr(true),
+        llm::RopeStyleAttr::get(&ctx, llm::RopeStyle(uint32_t(c.rope_style))), b.getBoolAttr(true),
         DictionaryAttr());
     Value r1 = llm::AddOp::create(b, loc(p + "attn_residual"), x.getType(), x, attn);
 
     Value n2 = norm(r1, weight(p + "ffn_norm.weight", {d}), p + "ffn_norm",
                     p + "ffn_norm.bias");
     Value ffn;
-    auto actName = b.getStringAttr(activationName(c.activation));
+    auto actName = llm::ActivationAttr::get(&ctx, llm::Activation(uint32_t(c.activation)));
     if (c.num_experts > 0) {
       int64_t e = c.num_experts;
       Value router = weight(p + "ffn_gate_inp.weight", {e, d});

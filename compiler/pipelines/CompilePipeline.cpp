@@ -19,6 +19,7 @@ std::unique_ptr<PassManager> makeCompilePassManager(MLIRContext &ctx, CompilePha
   if (!inst.crashReproducer.empty())
     pm->enableCrashReproducerGeneration(inst.crashReproducer);
   if (inst.printIrAfterAll) {
+    ctx.disableMultithreading(); // MLIR prints IR only from a single-threaded pass manager
     // Weight blobs are not printed (a 1 GB model would print 2 GB of hex).
     OpPrintingFlags flags;
     flags.elideLargeElementsAttrs(16);

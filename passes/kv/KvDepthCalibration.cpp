@@ -4,6 +4,7 @@
 // See KvDepthCalibration.h for the steps.
 //===----------------------------------------------------------------------===//
 #include "passes/kv/KvDepthCalibration.h"
+#include "llmc/ir_enums.h"
 #include "llvm/Support/Format.h"
 #include <algorithm>
 #include <cmath>
@@ -14,16 +15,16 @@ namespace llmc::kv {
 
 nlohmann::json probePolicy(double ratio, int64_t window, int64_t sink, int64_t pool) {
   nlohmann::json p;
-  p["method"] = "snapkv";
+  p["method"] = std::string(spelling(KvMethod::SnapKV));
   p["budget"] = ratio;
   p["budget_tokens"] = 0;
   p["window"] = window;
   p["sink"] = sink;
   p["layer_scale"] = 1.0;
-  p["mode"] = "prefill";
+  p["mode"] = std::string(spelling(KvMode::Prefill));
   p["refresh"] = 16;
   p["pool"] = pool;
-  p["kv_quant"] = "none";
+  p["kv_quant"] = std::string(spelling(KvQuant::None));
   p["seed"] = 0;
   return p;
 }

@@ -15,6 +15,7 @@
 #include "passes/kv/KvDepthCalibration.h"
 #include "passes/kv/KvHeadCalibration.h"
 #include "compiler/weights/WeightStore.h"
+#include "llmc/ir_enums.h"
 #include "dialects/llm/IR/LlmOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -35,11 +36,8 @@ namespace llmc::kv {
 
 namespace {
 
-constexpr const char *kMethods[] = {"full",  "streaming", "h2o",  "snapkv",
-                                    "pyramidkv", "restkv", "laprox", "capkv",
-                                    "rdkv",  "inertiakv", "random", "depthkv"};
-constexpr const char *kMethodList = "full, streaming, h2o, snapkv, pyramidkv, restkv, laprox, "
-                                    "capkv, rdkv, inertiakv, random or depthkv";
+// The methods: one definition, llm::KvMethod (dialects/llm/IR/LlmEnums.td).
+const std::string kMethodList(spellingsKvMethod());
 constexpr double kPyramidBeta = 20.0;
 
 /// A parsed `budget`: exactly one of ratio / tokens is nonzero.
@@ -119,8 +117,11 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
     const std::string m = method;
     if (m.empty())
       return fail(Twine("option 'method' is required (one of ") + kMethodList + ")");
-    if (!llvm::is_contained(kMethods, llvm::StringRef(m)))
+    using KM = llm::KvMethod;
+    const std::optional<KM> parsed = llm::symbolizeKvMethod(m);
+    if (!parsed)
       return fail("unknown method '" + m + "' (option 'method': one of " + kMethodList + ")");
+    const KM km = *parsed;
 
     if (window < 1)
       return fail("option 'window' must be >= 1, not " + Twine(int64_t(window)));
@@ -130,7 +131,7 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
       return fail("option 'refresh' must be >= 1, not " + Twine(int64_t(refresh)));
     if (scoreEvery < 1)
       return fail("option 'score-every' must be >= 1, not " + Twine(int64_t(scoreEvery)));
-    if (scoreEvery != 1 && m != "inertiakv")
+    if (scoreEvery != 1 && km != KM::InertiaKV)
       return fail("option 'score-every' applies to method=inertiakv only (its lazy EMA "
                   "refresh), not method=" + m);
     if (scoreEvery > window)
@@ -143,7 +144,7 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
 
     Budget b;
     const std::string budgetText = budget;
-    if (m == "full") {
+    if (km == KM::Full) {
       if (!budgetText.empty())
         return fail("option 'budget' does not apply to method=full (it keeps every entry)");
       b.ratio = 1.0;
@@ -168,46 +169,46 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
     std::string md = mode;
     if (md != "prefill" && md != "decode" && md != "both")
       return fail("option 'mode' must be prefill, decode or both, not '" + md + "'");
-    if (m == "random" || m == "inertiakv") {
+    if (km == KM::Random || km == KM::InertiaKV) {
       if (!mode.hasValue())
         md = "decode";
       else if (md == "prefill")
         return fail("method=" + m +
                     " evicts while decoding: option 'mode' must be decode or both, not prefill");
     }
-    if (m == "rdkv" && md != "prefill")
+    if (km == KM::RdKV && md != "prefill")
       return fail("method=rdkv assigns bit widths once after the prompt: option 'mode' must be "
                   "prefill, not " + md);
 
     std::string ly = layers;
     if (ly != "uniform" && ly != "pyramid" && ly != "depthkv")
       return fail("option 'layers' must be uniform, pyramid or depthkv, not '" + ly + "'");
-    if (m == "depthkv") {
+    if (km == KM::DepthKV) {
       if (layers.hasValue() && ly != "depthkv")
         return fail("method=depthkv implies layers=depthkv, not layers=" + ly +
                     " (use method=snapkv for uniform budgets)");
       ly = "depthkv";
     }
-    if (m == "pyramidkv") {
+    if (km == KM::PyramidKV) {
       if (layers.hasValue() && ly != "pyramid")
         return fail("method=pyramidkv implies layers=pyramid, not layers=" + ly +
                     (ly == "depthkv" ? " (use method=depthkv for calibrated budgets)"
                                      : " (use method=snapkv for uniform budgets)"));
       ly = "pyramid";
     }
-    if (m == "full" && ly != "uniform")
+    if (km == KM::Full && ly != "uniform")
       return fail("method=full keeps every entry: option 'layers' must be uniform, not " + ly);
 
     const std::string hd = heads;
     if (hd != "uniform" && hd != "calibrated")
       return fail("option 'heads' must be uniform or calibrated, not '" + hd + "'");
     const bool headCal = hd == "calibrated";
-    if (headCal && m == "full")
+    if (headCal && km == KM::Full)
       return fail("method=full keeps every entry: option 'heads' must be uniform, not calibrated");
-    if (headCal && m == "laprox")
+    if (headCal && km == KM::LaProx)
       return fail("method=laprox selects across a layer's KV heads jointly (per-head budgets "
                   "only set the layer's total): option 'heads' must be uniform, not calibrated");
-    if (headCal && m == "rdkv")
+    if (headCal && km == KM::RdKV)
       return fail("method=rdkv allocates bits across a layer's KV heads itself: option 'heads' "
                   "must be uniform, not calibrated");
 
@@ -218,7 +219,7 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
       return fail("option 'head-metric' applies only to heads=calibrated");
 
     const bool depth = ly == "depthkv";
-    const std::string depthWho = m == "depthkv" ? "method=depthkv" : "layers=depthkv";
+    const std::string depthWho = km == KM::DepthKV ? "method=depthkv" : "layers=depthkv";
     int64_t calibPrompt = 0;
     if (!depth && !headCal) {
       if (calibText.hasValue() || calibContext.hasValue() || calibScore.hasValue())
@@ -255,7 +256,7 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
     const std::string kq = kvQuant;
     if (kq != "none" && kq != "polykv")
       return fail("option 'kv-quant' must be none or polykv, not '" + kq + "'");
-    if (m == "rdkv" && kq != "none")
+    if (km == KM::RdKV && kq != "none")
       return fail("method=rdkv chooses its own bit widths: option 'kv-quant' must be none, "
                   "not " + kq);
 
@@ -357,7 +358,7 @@ struct KvPolicyPass final : impl::KvPolicyPassBase<KvPolicyPass> {
       p["pool"] = int64_t(pool);
       p["kv_quant"] = kq;
       p["seed"] = int64_t(seed);
-      if (m == "inertiakv")
+      if (km == KM::InertiaKV)
         p["score_every"] = int64_t(scoreEvery);
     }
 

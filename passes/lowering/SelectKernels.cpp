@@ -64,10 +64,9 @@ private:
     const std::optional<DType> layout = kernels::rows8Layout(f->dtype);
     if (!layout || f->rows % kernels::kRows8 != 0 || f->cols % 32 != 0)
       return llmk::WeightLayout::row_major;
-    // Q4_K's eight-row form unpacks its scales and is built by the runtime
-    // for the generated kernel (not yet written at compile time); Q5_0/Q5_1
-    // have an eight-row kernel only when kernels are generated.
-    if (*layout == DType::Q4_K)
+    // Q5_0/Q5_1/Q4_K have an eight-row kernel only when kernels are
+    // generated (Q4_K's over super-blocks of 256).
+    if (*layout == DType::Q4_K && f->cols % 256 != 0)
       return llmk::WeightLayout::row_major;
     if (!kernels::hasFastRows8Kernel(*layout) && !generatedKernels)
       return llmk::WeightLayout::row_major;

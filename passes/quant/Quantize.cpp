@@ -8,6 +8,7 @@
 // every block's captured inputs serve each context in turn.
 //===----------------------------------------------------------------------===//
 #include "passes/quant/Calibration.h"
+#include "llmc/ir_enums.h"
 #include "passes/quant/CalibrationSites.h"
 #include "passes/quant/FamilyMethods.h"
 #include "passes/quant/Passes.h"
@@ -111,22 +112,25 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
       module.emitError() << "llm-quantize: " << msg;
       signalPassFailure();
     };
-    const std::string m = method;
-    if (m != "rtn" && m != "gptq" && m != "awq" && m != "osaq" && m != "aaac" && m != "qtea" &&
-        m != "hbq")
-      return fail("unknown method '" + m +
-                  "' (expected rtn, gptq, awq, osaq, aaac, qtea or hbq)");
+    // The method is one of the closed set defined once in LlmEnums.td.
+    using QM = llm::QuantMethod;
+    const std::optional<QM> parsed = llm::symbolizeQuantMethod(method);
+    if (!parsed)
+      return fail("unknown method '" + method + "' (expected " +
+                  std::string(spellingsQuantMethod()) + ")");
+    const QM qm = *parsed;
+    const std::string m = llm::stringifyQuantMethod(qm).str();
     // Methods with their own storage format; the others write grouped integers.
-    const bool family = m == "aaac" || m == "qtea" || m == "hbq";
-    const bool calibrated = m != "rtn" && m != "hbq";
+    const bool family = qm == QM::AAAC || qm == QM::QTEA || qm == QM::HBQ;
+    const bool calibrated = qm != QM::RTN && qm != QM::HBQ;
     GridSpec spec{int(bits), bool(sym), int64_t(group)};
     DType format;
     try {
-      if (m == "aaac")
+      if (qm == QM::AAAC)
         format = aaacDType(int(bits), int64_t(group));
-      else if (m == "qtea")
+      else if (qm == QM::QTEA)
         format = qteaDType(int64_t(group), int(qteaSalient));
-      else if (m == "hbq")
+      else if (qm == QM::HBQ)
         format = hbqDType(int(bits), int64_t(group));
       else
         format = spec.dtype();
@@ -258,13 +262,13 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
         BlockCapture capture(data);
         for (int64_t l = 0; l < blocks; ++l) {
           auto tb = std::chrono::steady_clock::now();
-          SiteCollector sites(/*wantHessian=*/m == "gptq" || m == "osaq" || m == "aaac" ||
-                                  m == "qtea",
-                              m == "awq" ? int64_t(awqSamples) : 0);
+          SiteCollector sites(/*wantHessian=*/qm == QM::GPTQ || qm == QM::OSAQ || qm == QM::AAAC ||
+                                  qm == QM::QTEA,
+                              qm == QM::AWQ ? int64_t(awqSamples) : 0);
           OsaqSplitCollector splits;
           capture.capture(module, *store, l, [&](const LinearInput &in) {
             sites(in);
-            if (m == "osaq")
+            if (qm == QM::OSAQ)
               splits(in);
           });
           double capture =
@@ -276,13 +280,13 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
             if (family) { // override grids of these methods get RTN at the end
               if (ctx.get() != own)
                 continue;
-              if (m == "aaac")
+              if (qm == QM::AAAC)
                 aaacBlock(*ctx, sites.sites(), aaacOpts, l);
               else
                 qteaBlock(*ctx, sites.sites(), qteaOpts, l);
-            } else if (m == "gptq")
+            } else if (qm == QM::GPTQ)
               gptqBlock(*ctx, sites.sites(), actOrder, damp);
-            else if (m == "osaq")
+            else if (qm == QM::OSAQ)
               osaqBlock(*ctx, sites.sites(), splits, osaqOpts, actOrder, damp, l);
             else
               awqBlock(*ctx, sites.sites(), l);
@@ -294,11 +298,11 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
         }
       }
       for (auto &ctx : contexts) {
-        if (ctx.get() == own && m == "aaac")
+        if (ctx.get() == own && qm == QM::AAAC)
           aaacRemaining(*ctx, aaacOpts);
-        else if (ctx.get() == own && m == "qtea")
+        else if (ctx.get() == own && qm == QM::QTEA)
           qteaRemaining(*ctx, qteaOpts);
-        else if (ctx.get() == own && m == "hbq")
+        else if (ctx.get() == own && qm == QM::HBQ)
           hbqAll(*ctx, hbqOpts);
         else
           ctx->rtnRemaining();

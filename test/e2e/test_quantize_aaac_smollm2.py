@@ -51,7 +51,7 @@ def main():
 
     p = harness.run_llmc(["inspect", aaac_out, "--json", "--no-verify"])
     m = json.loads(p.stdout)
-    tensors = {t["name"]: t for t in m["tensors"]}
+    tensors = {t["name"]: t for t in harness.weight_tensors(m)}
     mats = [n for n, t in tensors.items() if t["dtype"] == "aaac4_g64"]
     missing = [n for n in mats if tensors.get(n + ".aux", {}).get("nbytes") != 64]
     checks.check(len(mats) == 30 * 7 and not missing,

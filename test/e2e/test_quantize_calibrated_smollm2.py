@@ -63,7 +63,7 @@ def main():
                  and info.get("sym") is False and info.get("calibration_tokens") == 256
                  and "out_rel_err" in info,
                  "manifest records method, bits, group, calibration tokens", json.dumps(info))
-    dtypes = {t["name"]: t["dtype"] for t in m["tensors"]}
+    dtypes = {t["name"]: t["dtype"] for t in harness.weight_tensors(m)}
     checks.check(dtypes["blk.3.ffn_down.weight"] == "gq3a_g64"
                  and dtypes["blk.3.attn_norm.weight"] == "f32",
                  "matrices are gq3a_g64, norms kept",

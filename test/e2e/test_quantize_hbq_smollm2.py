@@ -68,7 +68,7 @@ def main():
                  and abs(info.get("bpw", 0) - 4.375) < 1e-9
                  and 0 < info.get("fp10_share", -1) < 1,
                  "manifest records method, table, format, bpw, FP-10 share", json.dumps(info))
-    entries = {t["name"]: t for t in m["tensors"]}
+    entries = {t["name"]: t for t in harness.weight_tensors(m)}
     checks.check(entries[TENSOR]["dtype"] == "hbq4_b64"
                  and entries["blk.3.attn_norm.weight"]["dtype"] == "f32"
                  and entries["token_embd.weight"]["dtype"] == "q8_0",

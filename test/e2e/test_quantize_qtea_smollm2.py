@@ -38,7 +38,7 @@ KLD_MAX = 4.85  # measured 4.3915 (2026-12-01) + 10%; see the docstring
 
 def matrix_bytes(manifest):
     """Bytes of the quantized block matrices (and their side data)."""
-    return sum(t["nbytes"] for t in manifest["tensors"]
+    return sum(t["nbytes"] for t in harness.weight_tensors(manifest)
                if t["name"].startswith("blk.") and ".weight" in t["name"]
                and "norm" not in t["name"])
 
@@ -76,7 +76,7 @@ def main():
                  and info.get("calibration_tokens") == 256 and "out_rel_err" in info
                  and info.get("hessian") == "calibration",
                  "manifest records method, format, calibration and output error", json.dumps(info))
-    dtypes = {t["name"]: t["dtype"] for t in mq["tensors"]}
+    dtypes = {t["name"]: t["dtype"] for t in harness.weight_tensors(mq)}
     mats = [n for n in dtypes if n.startswith("blk.") and n.endswith(".weight") and "norm" not in n]
     checks.check(len(mats) == 30 * 7 and all(dtypes[n] == "qtea_g64_s5" for n in mats)
                  and all(dtypes.get(n + ".aux") == "u8" for n in mats),

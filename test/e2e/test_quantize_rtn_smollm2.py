@@ -46,7 +46,7 @@ def main():
     checks.check(info.get("method") == "rtn" and info.get("bits") == 4 and info.get("group") == 32
                  and info.get("sym") is True and info.get("from") == "q4_1",
                  "manifest records the method and options per tensor", json.dumps(info))
-    dtypes = {t["name"]: t["dtype"] for t in m["tensors"]}
+    dtypes = {t["name"]: t["dtype"] for t in harness.weight_tensors(m)}
     checks.check(dtypes["blk.3.ffn_down.weight"] == "q4_0" and dtypes["blk.3.attn_norm.weight"] == "f32",
                  "matrices quantized, norms kept",
                  f"{dtypes['blk.3.ffn_down.weight']}, {dtypes['blk.3.attn_norm.weight']}")

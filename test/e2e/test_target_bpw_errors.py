@@ -26,7 +26,7 @@ checks = None
 
 def matrix_bpw(manifest):
     params = nbytes = 0
-    for t in manifest["tensors"]:
+    for t in harness.weight_tensors(manifest):
         if len(t["shape"]) >= 2:
             n = 1
             for d in t["shape"]:
@@ -100,7 +100,7 @@ def main():
         checks.check(bpw <= float(target) and abs(mp.get("achieved_bpw", -1) - bpw) < 1e-9,
                      f"target {target}: matrix weights within the budget",
                      f"{bpw:.4f} bits per weight, manifest says {mp.get('achieved_bpw')}")
-        dtypes = {t["name"]: t["dtype"] for t in m["tensors"]}
+        dtypes = {t["name"]: t["dtype"] for t in harness.weight_tensors(m)}
         checks.check(dtypes["blk.0.ffn_down.weight"] == "f32"
                      and dtypes["token_embd.weight"] == "gq8a_g32"
                      and mp.get("fixed", {}).get("token_embd.weight", {}).get("format") == "gq8a_g32"

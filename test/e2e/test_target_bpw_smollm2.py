@@ -27,7 +27,7 @@ TARGET = 3.5
 
 def matrix_bpw(manifest):
     params = nbytes = 0
-    for t in manifest["tensors"]:
+    for t in harness.weight_tensors(manifest):
         if len(t["shape"]) >= 2:
             params += math.prod(t["shape"])
             nbytes += t["nbytes"]
@@ -62,7 +62,7 @@ def main():
                  and math.isfinite(mp.get("predicted_kld", float("nan"))),
                  "manifest records target, achieved bits, probe and predicted KLD",
                  json.dumps({k: mp.get(k) for k in ("target_bpw", "achieved_bpw", "predicted_kld")}))
-    dtypes = {t["name"]: t["dtype"] for t in m["tensors"] if len(t["shape"]) >= 2}
+    dtypes = {t["name"]: t["dtype"] for t in harness.weight_tensors(m) if len(t["shape"]) >= 2}
     planned = mp.get("bits", {})
     agree = len(planned) == len(dtypes) == 211 and all(
         dtypes[n] == f"gq{b}a_g64" and b in (2, 3, 4, 5, 6, 8) for n, b in planned.items())

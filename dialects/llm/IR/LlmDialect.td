@@ -17,6 +17,7 @@ def Llm_Dialect : Dialect {
   }];
   let cppNamespace = "::llmc::llm";
   let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
   let extraClassDeclaration = [{ void registerTypes(); }];
 }
 

@@ -93,12 +93,6 @@ LogicalResult verifyStoredBytes(Operation *op, StringRef what, ElementsAttr attr
   return success();
 }
 
-LogicalResult checkActivationFn(StringRef fn, Operation *op) {
-  if (fn == "silu" || fn == "gelu")
-    return success();
-  return op->emitOpError() << "unknown activation '" << fn
-                           << "' (expected 'silu' or 'gelu')";
-}
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -228,9 +222,6 @@ LogicalResult AttentionOp::verify() {
            << h << ") must be a multiple of num_kv_heads (" << kv << ")";
   if (hd % 2 != 0)
     return emitOpError("head_dim must be even for RoPE, got ") << hd;
-  if (getRopeStyle() != "interleaved" && getRopeStyle() != "half")
-    return emitOpError("unknown rope_style '")
-           << getRopeStyle() << "' (expected 'interleaved' or 'half')";
   if (getRopeTheta().convertToDouble() <= 0)
     return emitOpError("rope_theta must be positive");
   if (static_cast<int64_t>(getLayer()) < 0)
@@ -258,8 +249,7 @@ LogicalResult AttentionOp::verify() {
 }
 
 LogicalResult MLPOp::verify() {
-  if (failed(checkActivation(*this, "x", getX())) ||
-      failed(checkActivationFn(getActivation(), *this)))
+  if (failed(checkActivation(*this, "x", getX())))
     return failure();
   int64_t d = features(getX());
   ArrayRef<int64_t> gate = shapeOf(getGate());
@@ -273,8 +263,7 @@ LogicalResult MLPOp::verify() {
 }
 
 LogicalResult MoEOp::verify() {
-  if (failed(checkActivation(*this, "x", getX())) ||
-      failed(checkActivationFn(getActivation(), *this)))
+  if (failed(checkActivation(*this, "x", getX())))
     return failure();
   int64_t d = features(getX());
   ArrayRef<int64_t> router = shapeOf(getRouter());

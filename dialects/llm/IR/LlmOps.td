@@ -4,6 +4,7 @@
 
 include "dialects/llm/IR/LlmDialect.td"
 include "dialects/llm/IR/LlmTypes.td"
+include "dialects/llm/IR/LlmEnums.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/OpAsmInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -176,7 +177,7 @@ def Llm_AttentionOp : Llm_Op<"attention", [AttrSizedOperandSegments,
     ```mlir
     %a = llm.attention %x, %wq, %wk, %wv, %wo {layer = 0 : i64, num_heads = 9 : i64,
            num_kv_heads = 3 : i64, head_dim = 64 : i64, rope_theta = 1.0e+05 : f64,
-           rope_style = "interleaved"} : (tensor<?x576xf32>, ...) -> tensor<?x576xf32>
+           rope_style = #llm<rope_style interleaved>} : (tensor<?x576xf32>, ...) -> tensor<?x576xf32>
     ```
   }];
   let arguments = (ins Llm_Activation:$x, Llm_Weight:$wq, Llm_Weight:$wk,
@@ -184,7 +185,7 @@ def Llm_AttentionOp : Llm_Op<"attention", [AttrSizedOperandSegments,
                        Optional<Llm_Weight>:$bq, Optional<Llm_Weight>:$bk,
                        Optional<Llm_Weight>:$bv,
                        I64Attr:$layer, I64Attr:$num_heads, I64Attr:$num_kv_heads,
-                       I64Attr:$head_dim, F64Attr:$rope_theta, StrAttr:$rope_style,
+                       I64Attr:$head_dim, F64Attr:$rope_theta, Llm_RopeStyleAttr:$rope_style,
                        DefaultValuedAttr<BoolAttr, "true">:$causal,
                        OptionalAttr<DictionaryAttr>:$kv_policy);
   let results = (outs Llm_Activation:$result);
@@ -198,7 +199,7 @@ def Llm_AttentionOp : Llm_Op<"attention", [AttrSizedOperandSegments,
 def Llm_MLPOp : Llm_Op<"mlp", [Pure, AllTypesMatch<["x", "result"]>]> {
   let summary = "Gated MLP: down(act(gate(x)) * up(x))";
   let arguments = (ins Llm_Activation:$x, Llm_Weight:$gate, Llm_Weight:$up,
-                       Llm_Weight:$down, StrAttr:$activation);
+                       Llm_Weight:$down, Llm_ActivationFnAttr:$activation);
   let results = (outs Llm_Activation:$result);
   let assemblyFormat = "$x `,` $gate `,` $up `,` $down attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -214,7 +215,7 @@ def Llm_MoEOp : Llm_Op<"moe", [Pure, AllTypesMatch<["x", "result"]>]> {
   }];
   let arguments = (ins Llm_Activation:$x, Llm_Weight:$router, Llm_Weight:$gate,
                        Llm_Weight:$up, Llm_Weight:$down, I64Attr:$top_k,
-                       StrAttr:$activation, DefaultValuedAttr<BoolAttr, "true">:$renormalize);
+                       Llm_ActivationFnAttr:$activation, DefaultValuedAttr<BoolAttr, "true">:$renormalize);
   let results = (outs Llm_Activation:$result);
   let assemblyFormat = "$x `,` $router `,` $gate `,` $up `,` $down attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -65,8 +65,6 @@ LogicalResult NormGatedMatmulOp::verify() {
     return failure();
   if (shapeOf(getGate())[0] != shapeOf(getUp())[0] || width(getResult()) != shapeOf(getUp())[0])
     return emitOpError("gate, up and the result must have the same number of rows / width");
-  if (getActivation() != "silu" && getActivation() != "gelu")
-    return emitOpError() << "activation must be silu or gelu, not '" << getActivation() << "'";
   return success();
 }
 
@@ -88,8 +86,6 @@ LogicalResult RopeKvAppendOp::verify() {
                          << "num_kv_heads) * head_dim = " << (H + 2 * KV) * hd;
   if (width(getResult()) != H * hd)
     return emitOpError() << "result width must be num_heads * head_dim = " << H * hd;
-  if (getRopeStyle() != "interleaved" && getRopeStyle() != "half")
-    return emitOpError("rope_style must be interleaved or half");
   return success();
 }
 

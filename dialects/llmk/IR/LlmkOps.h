@@ -1,5 +1,6 @@
 //===- LlmkOps.h - llmk dialect operations ----------------------*- C++ -*-===//
 #pragma once
+#include "dialects/llm/IR/LlmOps.h"
 #include "dialects/llm/IR/LlmTypes.h"
 #include "dialects/llmk/IR/LlmkDialect.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"

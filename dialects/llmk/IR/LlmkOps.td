@@ -5,6 +5,7 @@
 include "dialects/llmk/IR/LlmkDialect.td"
 include "dialects/llmk/IR/LlmkAttrs.td"
 include "dialects/llm/IR/LlmTypes.td"
+include "dialects/llm/IR/LlmEnums.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Llmk_Weight : RankedTensorOf<[F32, F16, BF16, Llm_QuantType]>;
@@ -45,7 +46,7 @@ def Llmk_NormGatedMatmulOp : Llmk_Op<"norm_gated_matmul", [Pure]> {
     product is stored.
   }];
   let arguments = (ins Llmk_Activation:$x, Optional<Llmk_Weight>:$norm, Llmk_Weight:$gate,
-                       Llmk_Weight:$up, OptionalAttr<F64Attr>:$eps, StrAttr:$activation,
+                       Llmk_Weight:$up, OptionalAttr<F64Attr>:$eps, Llm_ActivationFnAttr:$activation,
                        OptionalAttr<Llmk_WeightLayoutArray>:$layouts,
                        OptionalAttr<Llmk_ActivationPrecisionAttr>:$activations);
   let results = (outs Llmk_Activation:$result);
@@ -81,7 +82,7 @@ def Llmk_RopeKvAppendOp : Llmk_Op<"rope_kv_append"> {
   }];
   let arguments = (ins Llmk_Activation:$qkv, I64Attr:$layer, I64Attr:$num_heads,
                        I64Attr:$num_kv_heads, I64Attr:$head_dim, F64Attr:$rope_theta,
-                       StrAttr:$rope_style);
+                       Llm_RopeStyleAttr:$rope_style);
   let results = (outs Llmk_Activation:$result);
   let assemblyFormat = "$qkv attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

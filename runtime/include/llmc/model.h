@@ -6,19 +6,16 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "llmc/dtype.h"
+#include "llmc/ir_enums.h"
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace llmc {
 
-enum class RopeStyle : uint8_t {
-  Interleaved, // rotate pairs (2i, 2i+1): GGUF llama, llama2.c, Meta
-  Half,        // rotate (i, i + d/2): HF "rotate_half", GGUF qwen2 (NEOX)
-};
-
-enum class Activation : uint8_t { SiLU, GELU };
-enum class NormKind : uint8_t { RMSNorm, LayerNorm };
+// RopeStyle (Interleaved: pairs (2i, 2i+1), GGUF llama and llama2.c; Half:
+// (i, i + d/2), HF rotate_half and GGUF qwen2), Activation and NormKind come
+// from their one definition in dialects/llm/IR/LlmEnums.td (ir_enums.h).
 
 struct ModelConfig {
   std::string architecture; // "llama", "mistral", "qwen2", "mixtral"

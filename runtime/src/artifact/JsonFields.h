@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace llmc::jsonf {
 
@@ -160,6 +162,25 @@ inline std::string bytesFromJson(const json &v, const std::string &ctx) {
   if (!signing::fromHex(hex, reinterpret_cast<uint8_t *>(out.data()), out.size()))
     fail(ctx, "bad hex digit");
   return out;
+}
+
+/// Field `key` naming a member of one of the closed sets of llmc/ir_enums.h
+/// (`parse`: its generated parser, `spellings`: "a, b or c"); `def` when the
+/// field is absent (nullopt: required).
+template <class E, class Parse>
+E getEnum(const json &obj, const char *key, const std::string &ctx, std::optional<E> def,
+          Parse parse, std::string_view spellings) {
+  const json *v = find(obj, key);
+  if (!v && def)
+    return *def;
+  if (!v)
+    fail(ctx, std::string("missing field '") + key + "'");
+  if (!v->is_string())
+    fail(ctx, std::string("field '") + key + "' must be a string");
+  const std::string s = v->get<std::string>();
+  if (std::optional<E> e = parse(s))
+    return *e;
+  fail(ctx, std::string("unknown ") + key + " '" + s + "' (expected " + std::string(spellings) + ")");
 }
 
 } // namespace llmc::jsonf

@@ -17,10 +17,6 @@ namespace {
 using nlohmann::json;
 using namespace jsonf;
 
-// Local name tables (the public *Name functions live with the readers).
-const char *ropeName(RopeStyle s) { return s == RopeStyle::Interleaved ? "interleaved" : "half"; }
-const char *actName(Activation a) { return a == Activation::GELU ? "gelu" : "silu"; }
-const char *normName(NormKind n) { return n == NormKind::LayerNorm ? "layer_norm" : "rms_norm"; }
 
 int64_t nonNegative(const json &j, const char *key, const std::string &ctx, int64_t def) {
   int64_t v = getInt(j, key, ctx, def);
@@ -76,10 +72,10 @@ json configToJson(const ModelConfig &c) {
               {"head_dim", c.head_dim},
               {"context_length", c.context_length},
               {"rope_theta", c.rope_theta},
-              {"rope_style", ropeName(c.rope_style)},
+              {"rope_style", std::string(spelling(c.rope_style))},
               {"norm_eps", c.norm_eps},
-              {"norm", normName(c.norm)},
-              {"activation", actName(c.activation)},
+              {"norm", std::string(spelling(c.norm))},
+              {"activation", std::string(spelling(c.activation))},
               {"tied_embeddings", c.tied_embeddings},
               {"attention_bias", c.attention_bias},
               {"num_experts", c.num_experts},
@@ -105,29 +101,11 @@ ModelConfig configFromJson(const json &j) {
   c.rope_theta = getDouble(j, "rope_theta", ctx, c.rope_theta);
   c.norm_eps = getDouble(j, "norm_eps", ctx, c.norm_eps);
 
-  std::string rope = getString(j, "rope_style", ctx, ropeName(c.rope_style));
-  if (rope == "interleaved")
-    c.rope_style = RopeStyle::Interleaved;
-  else if (rope == "half")
-    c.rope_style = RopeStyle::Half;
-  else
-    fail(ctx, "unknown rope_style '" + rope + "' (expected interleaved or half)");
-
-  std::string norm = getString(j, "norm", ctx, normName(c.norm));
-  if (norm == "rms_norm")
-    c.norm = NormKind::RMSNorm;
-  else if (norm == "layer_norm")
-    c.norm = NormKind::LayerNorm;
-  else
-    fail(ctx, "unknown norm '" + norm + "' (expected rms_norm or layer_norm)");
-
-  std::string act = getString(j, "activation", ctx, actName(c.activation));
-  if (act == "silu")
-    c.activation = Activation::SiLU;
-  else if (act == "gelu")
-    c.activation = Activation::GELU;
-  else
-    fail(ctx, "unknown activation '" + act + "' (expected silu or gelu)");
+  c.rope_style = getEnum<RopeStyle>(j, "rope_style", ctx, c.rope_style, parseRopeStyle,
+                                    spellingsRopeStyle());
+  c.norm = getEnum<NormKind>(j, "norm", ctx, c.norm, parseNormKind, spellingsNormKind());
+  c.activation = getEnum<Activation>(j, "activation", ctx, c.activation, parseActivation,
+                                     spellingsActivation());
 
   c.tied_embeddings = getBool(j, "tied_embeddings", ctx, false);
   c.attention_bias = getBool(j, "attention_bias", ctx, false);

@@ -268,12 +268,8 @@ void Executor::Impl::build() {
     const nlohmann::json &at = pn.attrs;
     const std::string &ctx = n.desc;
     auto actAttr = [&]() {
-      std::string s = jsonf::getString(at, "activation", ctx, "silu");
-      if (s == "silu")
-        return Activation::SiLU;
-      if (s == "gelu")
-        return Activation::GELU;
-      throw std::runtime_error(ctx + ": unknown activation '" + s + "' (expected silu or gelu)");
+      return jsonf::getEnum<Activation>(at, "activation", ctx, Activation::SiLU, parseActivation,
+                                        spellingsActivation());
     };
 
     switch (n.op) {
@@ -353,14 +349,8 @@ void Executor::Impl::build() {
       if (!(theta > 0))
         throw std::runtime_error(ctx + ": rope_theta must be positive");
       n.invFreq = ops::ropeFrequencies(theta, hd);
-      std::string style = jsonf::getString(at, "rope_style", ctx);
-      if (style == "interleaved")
-        n.rope = RopeStyle::Interleaved;
-      else if (style == "half")
-        n.rope = RopeStyle::Half;
-      else
-        throw std::runtime_error(ctx + ": unknown rope_style '" + style +
-                                 "' (expected interleaved or half)");
+      n.rope = jsonf::getEnum<RopeStyle>(at, "rope_style", ctx, std::nullopt, parseRopeStyle,
+                                         spellingsRopeStyle());
       kv::Policy policy;
       if (const nlohmann::json *kp = jsonf::find(at, "kv_policy")) {
         if (kp->is_object() && kp->value("kind", "") == "sliding_window") {

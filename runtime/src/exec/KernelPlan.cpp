@@ -127,9 +127,8 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
       need(s.w[0].cols == inW && s.w[1].cols == inW && s.w[0].rows == s.out.width &&
                s.w[1].rows == s.out.width, ctx, "gate/up shapes do not match the slots");
       need(s.norm.empty() || int64_t(s.norm.size()) == inW, ctx, "norm size differs from the input width");
-      const std::string a = jsonf::getString(attrs, "activation", ctx);
-      need(a == "silu" || a == "gelu", ctx, "activation must be silu or gelu");
-      s.act = a == "silu" ? Activation::SiLU : Activation::GELU;
+      s.act = jsonf::getEnum<Activation>(attrs, "activation", ctx, std::nullopt, parseActivation,
+                                         spellingsActivation());
       break;
     }
     case PlanKernel::MatmulAdd:
@@ -154,9 +153,8 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
         need(theta > 0, ctx, "rope_theta must be positive");
         s.invFreq = ops::ropeFrequencies(theta, s.headDim);
         s.theta = theta;
-        const std::string style = jsonf::getString(attrs, "rope_style", ctx);
-        need(style == "half" || style == "interleaved", ctx, "rope_style must be half or interleaved");
-        s.rope = style == "half" ? RopeStyle::Half : RopeStyle::Interleaved;
+        s.rope = jsonf::getEnum<RopeStyle>(attrs, "rope_style", ctx, std::nullopt, parseRopeStyle,
+                                           spellingsRopeStyle());
       } else {
         need(inW == qd, ctx, "input width is not num_heads * head_dim");
       }
@@ -224,7 +222,7 @@ void PlanEngine::bindGeneratedOps(PlanStep &s, const codegen::GeneratedKernels *
     if (!s.norm.empty())
       count(s.genNorm, g ? g->findRmsNorm(inW) : nullptr);
     if (s.kernel == PlanKernel::NormGatedMatmul)
-      count(s.genGate, g ? g->findGate(s.act == Activation::SiLU ? "silu" : "gelu") : nullptr);
+      count(s.genGate, g ? g->findGate(std::string(spelling(s.act))) : nullptr);
     break;
   case PlanKernel::RopeKvAppend:
     count(s.genRope, g ? g->findRope(s.heads, s.kvHeads, s.headDim, s.theta,

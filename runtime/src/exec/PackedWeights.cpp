@@ -26,14 +26,15 @@ PackedWeights::PackedWeights(const Artifact &art) : art_(art) {
       jsonf::fail(ctx, "tensor '" + tensor + "' is not a u8 tensor of the artifact");
     auto dtype = dtypeFromName(jsonf::getString(e, "dtype", ctx));
     auto format = dtypeFromName(jsonf::getString(e, "format", ctx));
-    if (!dtype || !format || kernels::rows8Layout(*dtype) != format || *format == DType::Q4_K)
+    if (!dtype || !format || kernels::rows8Layout(*dtype) != format)
       jsonf::fail(ctx, "'format' must be the eight-row layout of 'dtype'");
     p.format = *format;
     const nlohmann::json &shape = jsonf::require(e, "shape", ctx);
     if (!shape.is_array() || shape.size() != 2)
       jsonf::fail(ctx, "'shape' must be [rows, cols]");
     const int64_t rows = jsonf::asInt(shape[0], "shape", ctx), cols = jsonf::asInt(shape[1], "shape", ctx);
-    if (rows <= 0 || cols <= 0 || rows % kernels::kRows8 != 0 || cols % 32 != 0 ||
+    if (rows <= 0 || cols <= 0 || rows % kernels::kRows8 != 0 ||
+        cols % (*format == DType::Q4_K ? 256 : 32) != 0 ||
         rows > (int64_t(1) << 31) || cols > (int64_t(1) << 31))
       jsonf::fail(ctx, "'shape' must be whole groups of 8 rows of 32-weight blocks");
     if (p.bytes->nbytes != rows / kernels::kRows8 * kernels::rows8GroupBytes(*format, cols))

@@ -3,7 +3,9 @@
 // the rows8 layout, the U8 tensor holding it in that layout (written at
 // compile time; the runtime maps it and repacks nothing):
 //   "packed_weights": {"blk.0.attn_q.weight": {"tensor": "blk.0.attn_q.weight.rows8",
-//       "layout": "rows8", "format": "q8_0", "dtype": "q8_0", "shape": [576, 576]}}
+//       "layout": "rows8", "format": "q8_0", "dtype": "q8_0", "dtype_nbytes": 352512,
+//       "shape": [576, 576]}}
+// (dtype_nbytes: the bytes the weight takes in its own format, for reports.)
 // The row-major tensor is stored too only where a product reads it so. Everything is checked against the
 // artifact: the tensor exists, its size is the layout's, the format is the
 // layout of the dtype.

@@ -5,28 +5,10 @@
 
 namespace llmc {
 
-const char *ropeStyleName(RopeStyle s) {
-  switch (s) {
-  case RopeStyle::Interleaved: return "interleaved";
-  case RopeStyle::Half: return "half";
-  }
-  return "unknown";
-}
+const char *ropeStyleName(RopeStyle s) { return spelling(s).data(); }
 
-const char *activationName(Activation a) {
-  switch (a) {
-  case Activation::SiLU: return "silu";
-  case Activation::GELU: return "gelu";
-  }
-  return "unknown";
-}
+const char *activationName(Activation a) { return spelling(a).data(); }
 
-const char *normKindName(NormKind n) {
-  switch (n) {
-  case NormKind::RMSNorm: return "rms_norm";
-  case NormKind::LayerNorm: return "layer_norm";
-  }
-  return "unknown";
-}
+const char *normKindName(NormKind n) { return spelling(n).data(); }
 
 } // namespace llmc

@@ -311,7 +311,42 @@ Rows8DotFn rows8DotKernelScalar(DType t, int nx) {
   }
 }
 
+namespace {
+/// Row r of a Q4_K eight-row group (packQ4K) back in Q4_K's own bytes: the
+/// unpacked 6-bit scales and mins are packed into their 12 bytes again.
+void unpackQ4KRow(const uint8_t *group, int r, int64_t cols, uint8_t *row) {
+  for (int64_t sb = 0; sb < cols / 256; ++sb) {
+    const uint8_t *g = group + sb * kQ4KGroupBytes;
+    uint8_t *blk = row + sb * 144;
+    std::memcpy(blk, g + 2 * r, 2);           // d
+    std::memcpy(blk + 2, g + 16 + 2 * r, 2);  // dmin
+    uint8_t *k = blk + 4;                     // 12 bytes of 6-bit scales and mins
+    std::memset(k, 0, 12);
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t sc = g[32 + 8 * j + r], mn = g[96 + 8 * j + r];
+      if (j < 4) {
+        k[j] |= uint8_t(sc & 63);
+        k[4 + j] |= uint8_t(mn & 63);
+      } else {
+        k[8 + j - 4] = uint8_t((sc & 15) | ((mn & 15) << 4));
+        k[j - 4] |= uint8_t((sc >> 4) << 6);
+        k[j] |= uint8_t((mn >> 4) << 6);
+      }
+    }
+    for (int c = 0; c < 4; ++c)
+      for (int s = 0; s < 8; ++s)
+        std::memcpy(blk + 16 + 32 * c + 4 * s, g + 160 + c * 256 + s * 32 + r * 4, 4);
+  }
+}
+} // namespace
+
 void unpackRows8Row(DType t, const uint8_t *group, int r, int64_t cols, uint8_t *row) {
+  if (t == DType::Q4_K) {
+    if (r < 0 || r >= kRows8 || cols % 256 != 0)
+      throw std::runtime_error("rows8: bad row or width to unpack");
+    unpackQ4KRow(group, r, cols, row);
+    return;
+  }
   int scales = 1, quant = 16, high = 0, srcBlock = 18;
   switch (t) {
   case DType::Q4_0:

@@ -53,8 +53,8 @@ int64_t rows8GroupBytes(DType t, int64_t cols);
 void packRows8(DType t, const uint8_t *src, int64_t rowStride, int64_t rows, int64_t cols,
                uint8_t *dst);
 
-/// Row r (0..7) of one eight-row group of layout t (Q4_0, Q4_1, Q5_0, Q5_1
-/// or Q8_0; not Q4_K) back in t's own row bytes (rowBytes(t, cols)): how
+/// Row r (0..7) of one eight-row group of layout t (Q4_0, Q4_1, Q5_0, Q5_1,
+/// Q8_0 or Q4_K) back in t's own row bytes (rowBytes(t, cols)): how
 /// row-major readers (an f32 product, the reference engine) read a weight
 /// the compiler stored packed.
 void unpackRows8Row(DType t, const uint8_t *group, int r, int64_t cols, uint8_t *row);

@@ -3,25 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 namespace llmc::kv {
 
 namespace {
 
-struct MethodName {
-  const char *name;
-  Method method;
-};
-constexpr MethodName kMethods[] = {
-    {"full", Method::Full},           {"streaming", Method::Streaming},
-    {"h2o", Method::H2O},             {"snapkv", Method::SnapKV},
-    {"pyramidkv", Method::PyramidKV}, {"depthkv", Method::DepthKV},
-    {"restkv", Method::RestKV},       {"laprox", Method::LaProx},
-    {"capkv", Method::CapKV},         {"rdkv", Method::RdKV},
-    {"inertiakv", Method::InertiaKV},
-    {"random", Method::Random},
-};
 
 const nlohmann::json &field(const nlohmann::json &j, const char *key, const std::string &ctx) {
   auto it = j.find(key);
@@ -58,14 +46,11 @@ Policy parsePolicy(const nlohmann::json &j, const std::string &ctx, int64_t kv_h
     throw std::runtime_error(ctx + ": kv_policy must be an object");
   Policy p;
   p.name = strField(j, "method", ctx);
-  bool known = false;
-  for (const MethodName &m : kMethods)
-    if (p.name == m.name) {
-      p.method = m.method;
-      known = true;
-    }
-  if (!known)
-    throw std::runtime_error(ctx + ": unknown kv_policy method '" + p.name + "'");
+  std::optional<Method> method = parseKvMethod(p.name);
+  if (!method)
+    throw std::runtime_error(ctx + ": unknown kv_policy method '" + p.name + "' (expected " +
+                             std::string(spellingsKvMethod()) + ")");
+  p.method = *method;
   if (p.full())
     return p;
   p.budget = numField(j, "budget", ctx);
@@ -91,24 +76,20 @@ Policy parsePolicy(const nlohmann::json &j, const std::string &ctx, int64_t kv_h
     throw std::runtime_error(ctx + ": kv_policy window/refresh must be >= 1, sink >= 0, pool "
                                    "odd, layer_scale > 0");
   std::string mode = strField(j, "mode", ctx);
-  if (mode == "prefill")
-    p.mode = Hook::Prefill;
-  else if (mode == "decode")
-    p.mode = Hook::Decode;
-  else if (mode == "both")
-    p.mode = Hook::Both;
-  else
-    throw std::runtime_error(ctx + ": kv_policy mode '" + mode + "' (expected prefill, decode or both)");
+  std::optional<Hook> hook = parseKvMode(mode);
+  if (!hook)
+    throw std::runtime_error(ctx + ": kv_policy mode '" + mode + "' (expected " +
+                             std::string(spellingsKvMode()) + ")");
+  p.mode = *hook;
   if ((p.method == Method::Random || p.method == Method::InertiaKV) && p.mode == Hook::Prefill)
     throw std::runtime_error(ctx + ": kv_policy " + p.name + " evicts while decoding; mode must be "
                                    "decode or both");
   std::string quant = strField(j, "kv_quant", ctx);
-  if (quant == "none")
-    p.quant = KvQuant::None;
-  else if (quant == "polykv")
-    p.quant = KvQuant::PolyKV;
-  else
-    throw std::runtime_error(ctx + ": kv_policy kv_quant '" + quant + "' (expected none or polykv)");
+  std::optional<KvQuant> q = parseKvQuant(quant);
+  if (!q)
+    throw std::runtime_error(ctx + ": kv_policy kv_quant '" + quant + "' (expected " +
+                             std::string(spellingsKvQuant()) + ")");
+  p.quant = *q;
   if (p.method == Method::RdKV) {
     // RDKV assigns widths once, after a prompt, over all of a layer's heads;
     // generated tokens stay at fp16. Its widths are its own quantization.

@@ -6,6 +6,7 @@
 // generating (decode), and how kept entries are stored (kv_quant).
 //===----------------------------------------------------------------------===//
 #pragma once
+#include "llmc/ir_enums.h"
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -14,23 +15,20 @@
 
 namespace llmc::kv {
 
-enum class Method {
-  Full,      // keep everything
-  Streaming, // sinks + most recent
-  H2O,       // cumulative attention (heavy hitters) + recent
-  SnapKV,    // window-query attention, pooled
-  PyramidKV, // SnapKV scoring, per-layer budgets decreasing with depth
-  DepthKV,   // SnapKV scoring, calibrated per-layer budgets
-  RestKV,    // exact output change of removing a token, EMA over the window
-  LaProx,    // output-aware column-row importance, selection across the layer's heads
-  CapKV,     // ridge leverage of whitened keys x window relevance
-  RdKV,      // per-entry bit widths 16..0 (0 = evicted) by reverse water-filling (KvRdkv.h)
-  InertiaKV, // EMA of per-step attention during decoding, lazy refresh
-  Random,    // random subset of generated tokens, prompt protected
-};
-
-enum class Hook { Prefill, Decode, Both };
-enum class KvQuant { None, PolyKV };
+// The policies (Full: keep everything; Streaming: sinks + most recent; H2O:
+// cumulative attention + recent; SnapKV: window-query attention, pooled;
+// PyramidKV: SnapKV scoring, budgets decreasing with depth; DepthKV: SnapKV
+// scoring, calibrated per-layer budgets; RestKV: exact output change of
+// removing a token, EMA over the window; LaProx: output-aware column-row
+// importance across the layer's heads; CapKV: ridge leverage of whitened keys
+// x window relevance; RdKV: per-entry bit widths by reverse water-filling
+// (KvRdkv.h); InertiaKV: EMA of per-step attention while decoding, lazy
+// refresh; Random: random generated tokens, prompt protected), when they run
+// and how entries are stored: one definition each in
+// dialects/llm/IR/LlmEnums.td (llmc/ir_enums.h).
+using Method = KvMethod;
+using Hook = KvMode;
+using KvQuant = ::llmc::KvQuant;
 
 struct Policy {
   Method method = Method::Full;

@@ -48,8 +48,8 @@
 // Module-shape errors: no attention at all; pyramid needs layers 0..L-1.
 // RUN: llmc-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(llm-kv-policy{method=pyramidkv budget=0.1})'
 
-// NOMETHOD: error: llm-kv-policy: option 'method' is required (one of full, streaming, h2o, snapkv, pyramidkv, restkv, laprox, capkv, rdkv, inertiakv, random or depthkv)
-// METHOD: error: llm-kv-policy: unknown method 'quest' (option 'method': one of full, streaming, h2o, snapkv, pyramidkv, restkv, laprox, capkv, rdkv, inertiakv, random or depthkv)
+// NOMETHOD: error: llm-kv-policy: option 'method' is required (one of full, streaming, h2o, snapkv, pyramidkv, depthkv, restkv, laprox, capkv, rdkv, inertiakv or random)
+// METHOD: error: llm-kv-policy: unknown method 'quest' (option 'method': one of full, streaming, h2o, snapkv, pyramidkv, depthkv, restkv, laprox, capkv, rdkv, inertiakv or random)
 // NOBUDGET: error: llm-kv-policy: option 'budget' is required for method=snapkv (a ratio in (0, 1] such as 0.1 or 10%, or tokens per layer and KV head such as 512)
 // ZERO: error: llm-kv-policy: option 'budget': ratio 0 is not in (0, 1]
 // RATIO: error: llm-kv-policy: option 'budget': ratio 1.5 is not in (0, 1]
@@ -123,7 +123,7 @@ llm.model @m config {} {
     %wv = llm.weight "blk.0.attn_v.weight" : tensor<32x64xf32>
     %wo = llm.weight "blk.0.attn_output.weight" : tensor<64x64xf32>
     // expected-error @+1 {{llm-kv-policy: layers=pyramid needs the attention layers numbered 0..0, found layer 4}}
-    %a = llm.attention %x, %wq, %wk, %wv, %wo {layer = 4 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64, rope_theta = 10000.0 : f64, rope_style = "half"} : (tensor<?x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
+    %a = llm.attention %x, %wq, %wk, %wv, %wo {layer = 4 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64, rope_theta = 10000.0 : f64, rope_style = #llm<rope_style half>} : (tensor<?x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
     llm.yield %a : tensor<?x64xf32>
   }
   llm.return %h1 : tensor<?x64xf32>

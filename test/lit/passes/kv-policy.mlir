@@ -60,7 +60,7 @@ llm.model @m config {} {
     %wk = llm.weight "blk.0.attn_k.weight" : tensor<32x64xf32>
     %wv = llm.weight "blk.0.attn_v.weight" : tensor<32x64xf32>
     %wo = llm.weight "blk.0.attn_output.weight" : tensor<64x64xf32>
-    %a = llm.attention %x, %wq, %wk, %wv, %wo {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64, rope_theta = 10000.0 : f64, rope_style = "half"} : (tensor<?x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
+    %a = llm.attention %x, %wq, %wk, %wv, %wo {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64, rope_theta = 10000.0 : f64, rope_style = #llm<rope_style half>} : (tensor<?x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
     %o = llm.add %x, %a : tensor<?x64xf32>
     llm.yield %o : tensor<?x64xf32>
   }
@@ -70,7 +70,7 @@ llm.model @m config {} {
     %wk = llm.weight "blk.1.attn_k.weight" : tensor<32x64xf32>
     %wv = llm.weight "blk.1.attn_v.weight" : tensor<32x64xf32>
     %wo = llm.weight "blk.1.attn_output.weight" : tensor<64x64xf32>
-    %a = llm.attention %x, %wq, %wk, %wv, %wo {layer = 1 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64, rope_theta = 10000.0 : f64, rope_style = "half"} : (tensor<?x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
+    %a = llm.attention %x, %wq, %wk, %wv, %wo {layer = 1 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64, rope_theta = 10000.0 : f64, rope_style = #llm<rope_style half>} : (tensor<?x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
     %o = llm.add %x, %a : tensor<?x64xf32>
     llm.yield %o : tensor<?x64xf32>
   }
@@ -80,7 +80,7 @@ llm.model @m config {} {
     %wk = llm.weight "blk.2.attn_k.weight" : tensor<32x64xf32>
     %wv = llm.weight "blk.2.attn_v.weight" : tensor<32x64xf32>
     %wo = llm.weight "blk.2.attn_output.weight" : tensor<64x64xf32>
-    %a = llm.attention %x, %wq, %wk, %wv, %wo {layer = 2 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64, rope_theta = 10000.0 : f64, rope_style = "half"} : (tensor<?x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
+    %a = llm.attention %x, %wq, %wk, %wv, %wo {layer = 2 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64, rope_theta = 10000.0 : f64, rope_style = #llm<rope_style half>} : (tensor<?x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
     %o = llm.add %x, %a : tensor<?x64xf32>
     llm.yield %o : tensor<?x64xf32>
   }

@@ -9,7 +9,7 @@ llm.model @m config {} {
   %wk = llm.weight "k" : tensor<8x16xf32>
   %wo = llm.weight "o" : tensor<16x16xf32>
   // expected-error @+1 {{'wq' has shape [12, 16] but expected [16, 16] (num_heads * head_dim, hidden)}}
-  %a = llm.attention %x, %wq, %wk, %wk, %wo {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 4 : i64, rope_theta = 10000.0 : f64, rope_style = "half"} : (tensor<?x16xf32>, tensor<12x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
+  %a = llm.attention %x, %wq, %wk, %wk, %wo {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 4 : i64, rope_theta = 10000.0 : f64, rope_style = #llm<rope_style half>} : (tensor<?x16xf32>, tensor<12x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
   llm.return %a : tensor<?x16xf32>
 }
 
@@ -24,7 +24,7 @@ llm.model @m config {} {
   %wk = llm.weight "k" : tensor<8x12xf32>
   %wo = llm.weight "o" : tensor<12x12xf32>
   // expected-error @+1 {{num_heads (3) must be a multiple of num_kv_heads (2)}}
-  %a = llm.attention %x, %wq, %wk, %wk, %wo {layer = 0 : i64, num_heads = 3 : i64, num_kv_heads = 2 : i64, head_dim = 4 : i64, rope_theta = 10000.0 : f64, rope_style = "half"} : (tensor<?x12xf32>, tensor<12x12xf32>, tensor<8x12xf32>, tensor<8x12xf32>, tensor<12x12xf32>) -> tensor<?x12xf32>
+  %a = llm.attention %x, %wq, %wk, %wk, %wo {layer = 0 : i64, num_heads = 3 : i64, num_kv_heads = 2 : i64, head_dim = 4 : i64, rope_theta = 10000.0 : f64, rope_style = #llm<rope_style half>} : (tensor<?x12xf32>, tensor<12x12xf32>, tensor<8x12xf32>, tensor<8x12xf32>, tensor<12x12xf32>) -> tensor<?x12xf32>
   llm.return %a : tensor<?x12xf32>
 }
 
@@ -36,7 +36,7 @@ llm.model @m config {} {
   %e = llm.weight "e" : tensor<8x16xf32>
   %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
   %w = llm.weight "w" : tensor<16x16xf32>
-  // expected-error @+1 {{unknown rope_style 'neox' (expected 'interleaved' or 'half')}}
+  // expected-error @+1 {{attribute 'rope_style' failed to satisfy constraint: which dimensions RoPE rotates together}}
   %a = llm.attention %x, %w, %w, %w, %w {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 4 : i64, rope_theta = 10000.0 : f64, rope_style = "neox"} : (tensor<?x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
   llm.return %a : tensor<?x16xf32>
 }
@@ -50,7 +50,7 @@ llm.model @m config {} {
   %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x12xf32> -> tensor<?x12xf32>
   %w = llm.weight "w" : tensor<12x12xf32>
   // expected-error @+1 {{head_dim must be even for RoPE, got 3}}
-  %a = llm.attention %x, %w, %w, %w, %w {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 3 : i64, rope_theta = 10000.0 : f64, rope_style = "half"} : (tensor<?x12xf32>, tensor<12x12xf32>, tensor<12x12xf32>, tensor<12x12xf32>, tensor<12x12xf32>) -> tensor<?x12xf32>
+  %a = llm.attention %x, %w, %w, %w, %w {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 3 : i64, rope_theta = 10000.0 : f64, rope_style = #llm<rope_style half>} : (tensor<?x12xf32>, tensor<12x12xf32>, tensor<12x12xf32>, tensor<12x12xf32>, tensor<12x12xf32>) -> tensor<?x12xf32>
   llm.return %a : tensor<?x12xf32>
 }
 
@@ -65,7 +65,7 @@ llm.model @m config {} {
   %b = llm.weight "b" : tensor<16xf32>
   %bad = llm.weight "bk" : tensor<8xf32>
   // expected-error @+1 {{'bk' has shape [8] but expected [16] (num_kv_heads * head_dim)}}
-  %a = llm.attention %x, %w, %w, %w, %w bias(%b, %bad, %b) {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 4 : i64, rope_theta = 10000.0 : f64, rope_style = "half"} : (tensor<?x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16xf32>, tensor<8xf32>, tensor<16xf32>) -> tensor<?x16xf32>
+  %a = llm.attention %x, %w, %w, %w, %w bias(%b, %bad, %b) {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 4 : i64, rope_theta = 10000.0 : f64, rope_style = #llm<rope_style half>} : (tensor<?x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16xf32>, tensor<8xf32>, tensor<16xf32>) -> tensor<?x16xf32>
   llm.return %a : tensor<?x16xf32>
 }
 
@@ -118,7 +118,7 @@ llm.model @m config {} {
   %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
   %g = llm.weight "g" : tensor<32x16xf32>
   // expected-error @+1 {{'down' has shape [32, 16] but expected [16, 32] (hidden, intermediate)}}
-  %m = llm.mlp %x, %g, %g, %g {activation = "silu"} : (tensor<?x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>) -> tensor<?x16xf32>
+  %m = llm.mlp %x, %g, %g, %g {activation = #llm<activation silu>} : (tensor<?x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>) -> tensor<?x16xf32>
   llm.return %m : tensor<?x16xf32>
 }
 
@@ -132,7 +132,7 @@ llm.model @m config {} {
   %g = llm.weight "g" : tensor<32x8xf32>
   %d = llm.weight "d" : tensor<16x32xf32>
   // expected-error @+1 {{'gate' has shape [32, 8] but expected [intermediate, 16]}}
-  %m = llm.mlp %x, %g, %g, %d {activation = "silu"} : (tensor<?x16xf32>, tensor<32x8xf32>, tensor<32x8xf32>, tensor<16x32xf32>) -> tensor<?x16xf32>
+  %m = llm.mlp %x, %g, %g, %d {activation = #llm<activation silu>} : (tensor<?x16xf32>, tensor<32x8xf32>, tensor<32x8xf32>, tensor<16x32xf32>) -> tensor<?x16xf32>
   llm.return %m : tensor<?x16xf32>
 }
 
@@ -145,7 +145,7 @@ llm.model @m config {} {
   %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
   %g = llm.weight "g" : tensor<32x16xf32>
   %d = llm.weight "d" : tensor<16x32xf32>
-  // expected-error @+1 {{unknown activation 'relu' (expected 'silu' or 'gelu')}}
+  // expected-error @+1 {{attribute 'activation' failed to satisfy constraint: the gated MLP's activation}}
   %m = llm.mlp %x, %g, %g, %d {activation = "relu"} : (tensor<?x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>, tensor<16x32xf32>) -> tensor<?x16xf32>
   llm.return %m : tensor<?x16xf32>
 }
@@ -161,7 +161,7 @@ llm.model @m config {} {
   %g = llm.weight "g" : tensor<3x32x16xf32>
   %d = llm.weight "d" : tensor<3x16x32xf32>
   // expected-error @+1 {{'gate' has shape [3, 32, 16] but expected [4, intermediate, 16]}}
-  %m = llm.moe %x, %r, %g, %g, %d {top_k = 2 : i64, activation = "silu"} : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<3x32x16xf32>, tensor<3x32x16xf32>, tensor<3x16x32xf32>) -> tensor<?x16xf32>
+  %m = llm.moe %x, %r, %g, %g, %d {top_k = 2 : i64, activation = #llm<activation silu>} : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<3x32x16xf32>, tensor<3x32x16xf32>, tensor<3x16x32xf32>) -> tensor<?x16xf32>
   llm.return %m : tensor<?x16xf32>
 }
 
@@ -176,7 +176,7 @@ llm.model @m config {} {
   %g = llm.weight "g" : tensor<4x32x16xf32>
   %d = llm.weight "d" : tensor<4x16x32xf32>
   // expected-error @+1 {{top_k must be in [1, 4], got 5}}
-  %m = llm.moe %x, %r, %g, %g, %d {top_k = 5 : i64, activation = "silu"} : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<?x16xf32>
+  %m = llm.moe %x, %r, %g, %g, %d {top_k = 5 : i64, activation = #llm<activation silu>} : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<?x16xf32>
   llm.return %m : tensor<?x16xf32>
 }
 
@@ -311,6 +311,21 @@ llm.model @m config {} {
   %w = llm.weight "w" : tensor<16x16xf32>
   %b = llm.weight "b" : tensor<16xf32>
   // expected-error @+1 {{q, k and v biases come together or not at all}}
-  %a = "llm.attention"(%x, %w, %w, %w, %w, %b) <{layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 4 : i64, rope_theta = 10000.0 : f64, rope_style = "half", operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0>}> : (tensor<?x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16xf32>) -> tensor<?x16xf32>
+  %a = "llm.attention"(%x, %w, %w, %w, %w, %b) <{layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 4 : i64, rope_theta = 10000.0 : f64, rope_style = #llm<rope_style half>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0>}> : (tensor<?x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16xf32>) -> tensor<?x16xf32>
   llm.return %a : tensor<?x16xf32>
+}
+
+// -----
+
+// A RoPE style outside the closed set (LlmEnums.td) does not parse.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "token_embd.weight" : tensor<16x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<16x16xf32> -> tensor<?x16xf32>
+  %w = llm.weight "w" : tensor<16x16xf32>
+  // expected-error @+2 {{expected ::llmc::llm::RopeStyle to be one of: interleaved, half}}
+  // expected-error @+1 {{failed to parse Llm_RopeStyleAttr parameter 'value'}}
+  %a = llm.attention %x, %w, %w, %w, %w {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 4 : i64, rope_theta = 10000.0 : f64, rope_style = #llm<rope_style neox>} : (tensor<?x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
+  %l = llm.lm_head %a, %e : (tensor<?x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
+  llm.return %l : tensor<?x16xf32>
 }

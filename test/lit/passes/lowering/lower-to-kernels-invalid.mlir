@@ -26,7 +26,7 @@ llm.model @bias config {} {
   %bk = llm.weight "bk" : tensor<8xf32>
   %bv = llm.weight "bv" : tensor<8xf32>
   // CHECK: error: 'llm.attention' op with q/k/v biases has no kernel lowering yet
-  %a = llm.attention %h, %wq, %wk, %wv, %wo bias(%bq, %bk, %bv) {layer = 0 : i64, num_heads = 2 : i64, num_kv_heads = 2 : i64, head_dim = 4 : i64, rope_theta = 10000.0 : f64, rope_style = "half"} : (tensor<?x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  %a = llm.attention %h, %wq, %wk, %wv, %wo bias(%bq, %bk, %bv) {layer = 0 : i64, num_heads = 2 : i64, num_kv_heads = 2 : i64, head_dim = 4 : i64, rope_theta = 10000.0 : f64, rope_style = #llm<rope_style half>} : (tensor<?x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
   %l = llm.lm_head %a, %e : (tensor<?x8xf32>, tensor<16x8xf32>) -> tensor<?x16xf32>
   llm.return %l : tensor<?x16xf32>
 }

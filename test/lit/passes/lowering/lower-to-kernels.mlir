@@ -9,10 +9,10 @@
 // CHECK:      %[[H0:.+]] = llmk.embed %arg0, %[[E:.+]] :
 // CHECK-NOT:  llm.layer
 // CHECK:      %[[QKV:.+]] = llmk.norm_matmul %[[H0]] norm(%{{.+}}), %{{.+}}, %{{.+}}, %{{.+}} {eps = 1.000000e-05 : f64} : ({{.+}}) -> tensor<?x128xf32>
-// CHECK-NEXT: %[[Q:.+]] = llmk.rope_kv_append %[[QKV]] {head_dim = 16 : i64, layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, rope_style = "half", rope_theta = 1.000000e+04 : f64} : (tensor<?x128xf32>) -> tensor<?x64xf32>
+// CHECK-NEXT: %[[Q:.+]] = llmk.rope_kv_append %[[QKV]] {head_dim = 16 : i64, layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, rope_style = #llm<rope_style half>, rope_theta = 1.000000e+04 : f64} : (tensor<?x128xf32>) -> tensor<?x64xf32>
 // CHECK-NEXT: %[[A:.+]] = llmk.attend %[[Q]] {head_dim = 16 : i64, kv_policy = {method = "snapkv"}, layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<?x64xf32>) -> tensor<?x64xf32>
 // CHECK:      %[[R1:.+]] = llmk.matmul_add %[[A]], %{{.+}}, %[[H0]] :
-// CHECK:      %[[G:.+]] = llmk.norm_gated_matmul %[[R1]] norm(%{{.+}}), %{{.+}}, %{{.+}} {activation = "silu", eps = 1.000000e-05 : f64} : ({{.+}}) -> tensor<?x96xf32>
+// CHECK:      %[[G:.+]] = llmk.norm_gated_matmul %[[R1]] norm(%{{.+}}), %{{.+}}, %{{.+}} {activation = #llm<activation silu>, eps = 1.000000e-05 : f64} : ({{.+}}) -> tensor<?x96xf32>
 // CHECK:      %[[R2:.+]] = llmk.matmul_add %[[G]], %{{.+}}, %[[R1]] :
 
 // Layer 1 is irregular: its norm has a second user (kept as llmk.rms_norm,
@@ -25,7 +25,7 @@
 // CHECK:      %[[O1:.+]] = llmk.norm_matmul %[[A1]], %{{.+}} : (tensor<?x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
 // CHECK:      %[[S:.+]] = llmk.add %[[N]], %[[O1]]
 // CHECK:      %[[S2:.+]] = llmk.add %[[S]], %[[O1]]
-// CHECK:      %[[G1:.+]] = llmk.norm_gated_matmul %[[S2]], %{{.+}}, %{{.+}} {activation = "gelu"}
+// CHECK:      %[[G1:.+]] = llmk.norm_gated_matmul %[[S2]], %{{.+}}, %{{.+}} {activation = #llm<activation gelu>}
 // CHECK:      %[[R3:.+]] = llmk.matmul_add %[[G1]], %{{.+}}, %[[S2]]
 // The final norm goes into the LM head (the tied embedding table).
 // CHECK:      %[[L:.+]] = llmk.norm_matmul %[[R3]] norm(%{{.+}}), %[[E]] {eps = 9.9999999999999995E-7 : f64} : ({{.+}}) -> tensor<?x256xf32>
@@ -45,14 +45,14 @@ llm.model @m config {} {
     %wk = llm.weight "blk.0.attn_k.weight" : tensor<32x64xf32>
     %wv = llm.weight "blk.0.attn_v.weight" : tensor<32x64xf32>
     %wo = llm.weight "blk.0.attn_output.weight" : tensor<64x64xf32>
-    %a = llm.attention %n, %wq, %wk, %wv, %wo {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64, rope_theta = 10000.0 : f64, rope_style = "half", kv_policy = {method = "snapkv"}} : (tensor<?x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
+    %a = llm.attention %n, %wq, %wk, %wv, %wo {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64, rope_theta = 10000.0 : f64, rope_style = #llm<rope_style half>, kv_policy = {method = "snapkv"}} : (tensor<?x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
     %r = llm.add %x, %a : tensor<?x64xf32>
     %fn = llm.weight "blk.0.ffn_norm.weight" : tensor<64xf32>
     %n2 = llm.rms_norm %r, %fn {eps = 1.0e-05 : f64} : tensor<?x64xf32>, tensor<64xf32>
     %g = llm.weight "blk.0.ffn_gate.weight" : tensor<96x64xf32>
     %u = llm.weight "blk.0.ffn_up.weight" : tensor<96x64xf32>
     %d = llm.weight "blk.0.ffn_down.weight" : tensor<64x96xf32>
-    %m = llm.mlp %n2, %g, %u, %d {activation = "silu"} : (tensor<?x64xf32>, tensor<96x64xf32>, tensor<96x64xf32>, tensor<64x96xf32>) -> tensor<?x64xf32>
+    %m = llm.mlp %n2, %g, %u, %d {activation = #llm<activation silu>} : (tensor<?x64xf32>, tensor<96x64xf32>, tensor<96x64xf32>, tensor<64x96xf32>) -> tensor<?x64xf32>
     %o = llm.add %r, %m : tensor<?x64xf32>
     llm.yield %o : tensor<?x64xf32>
   }
@@ -64,13 +64,13 @@ llm.model @m config {} {
     %wk = llm.weight "blk.1.attn_k.weight" : tensor<32x64xf32>
     %wv = llm.weight "blk.1.attn_v.weight" : tensor<32x64xf32>
     %wo = llm.weight "blk.1.attn_output.weight" : tensor<64x64xf32>
-    %a = llm.attention %n, %wq, %wk, %wv, %wo {layer = 1 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64, rope_theta = 10000.0 : f64, rope_style = "half"} : (tensor<?x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
+    %a = llm.attention %n, %wq, %wk, %wv, %wo {layer = 1 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64, rope_theta = 10000.0 : f64, rope_style = #llm<rope_style half>} : (tensor<?x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
     %s = llm.add %n, %a : tensor<?x64xf32>
     %s2 = llm.add %s, %a : tensor<?x64xf32>
     %g = llm.weight "blk.1.ffn_gate.weight" : tensor<96x64xf32>
     %u = llm.weight "blk.1.ffn_up.weight" : tensor<96x64xf32>
     %d = llm.weight "blk.1.ffn_down.weight" : tensor<64x96xf32>
-    %m = llm.mlp %s2, %g, %u, %d {activation = "gelu"} : (tensor<?x64xf32>, tensor<96x64xf32>, tensor<96x64xf32>, tensor<64x96xf32>) -> tensor<?x64xf32>
+    %m = llm.mlp %s2, %g, %u, %d {activation = #llm<activation gelu>} : (tensor<?x64xf32>, tensor<96x64xf32>, tensor<96x64xf32>, tensor<64x96xf32>) -> tensor<?x64xf32>
     %o = llm.add %s2, %m : tensor<?x64xf32>
     llm.yield %o : tensor<?x64xf32>
   }

@@ -11,7 +11,7 @@
 // CHECK-NEXT: llmk.rope_kv_append {{.+}} {arena_offset = 192 : i64,
 // CHECK-NEXT: llmk.attend {{.+}} {arena_offset = 64 : i64,
 // CHECK:      llmk.matmul_add {{.+}} {arena_offset = 0 : i64}
-// CHECK:      llmk.norm_gated_matmul {{.+}} {activation = "silu", arena_offset = 64 : i64,
+// CHECK:      llmk.norm_gated_matmul {{.+}} {activation = #llm<activation silu>, arena_offset = 64 : i64,
 // CHECK:      llmk.matmul_add {{.+}} {arena_offset = 0 : i64}
 // Layer 1: the residual dies at the q/k/v product, so the rotated q takes
 // its slot; the unfused norm lives until the first llmk.add, which updates
@@ -24,7 +24,7 @@
 // CHECK:      %[[O:.+]] = llmk.norm_matmul {{.+}} {arena_offset = 0 : i64}
 // CHECK:      llmk.add %[[N]], %[[O]] {arena_offset = 64 : i64}
 // CHECK:      llmk.add {{.+}}, %[[O]] {arena_offset = 64 : i64}
-// CHECK:      llmk.norm_gated_matmul {{.+}} {activation = "gelu", arena_offset = 128 : i64}
+// CHECK:      llmk.norm_gated_matmul {{.+}} {activation = #llm<activation gelu>, arena_offset = 128 : i64}
 // CHECK:      llmk.matmul_add {{.+}} {arena_offset = 64 : i64}
 // CHECK:      llmk.norm_matmul
 // CHECK-NOT:  arena_offset

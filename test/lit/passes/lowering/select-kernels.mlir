@@ -1,10 +1,12 @@
 // llmk-select-kernels writes the kernel decision on every product: rows8
 // for formats the int8 kernels read interleaved (Q8_0, Q4_0, Q4_1 and the
 // grouped integers that map onto them), when the matrix is whole groups of
-// 8 rows of 32-weight blocks; row_major otherwise (f32, Q4_K, rows of 16 weights); int8
+// 8 rows of 32-weight blocks (Q4_K: of 256-weight super-blocks), and Q5_0,
+// Q5_1 and Q4_K only when kernels are generated; row_major otherwise (f32,
+// rows of 16 weights); int8
 // activations when some weight has an int8 dot product.
 // RUN: llmc-opt %s --llm-lower-to-kernels --llmk-select-kernels | FileCheck %s
-// Q5_0 gets rows8 only when kernels are generated (no fast library kernel).
+// Q5_0 and Q4_K get rows8 only when kernels are generated (no fast library kernel).
 // RUN: llmc-opt %s --llm-lower-to-kernels '--llmk-select-kernels=generated-kernels=false' | FileCheck %s --check-prefix=NOGEN
 // The lowering phase of llmc compile, as one registered pipeline.
 // RUN: llmc-opt %s --pass-pipeline='builtin.module(llmc-lower)' | FileCheck %s --check-prefix=PIPE
@@ -15,8 +17,8 @@
 // CHECK: llmk.norm_matmul {{.*}}{activations = #llmk<activations int8>, eps = {{.*}}, layouts = [#llmk<layout rows8>, #llmk<layout rows8>, #llmk<layout row_major>]}
 // o (q4_1): rows8
 // CHECK: llmk.matmul_add {{.*}}{activations = #llmk<activations int8>, layouts = [#llmk<layout rows8>]}
-// gate (q4_K, not packed at compile time): row_major but int8 (q4_K has an int8 dot); up (q5_0): rows8
-// CHECK: llmk.norm_gated_matmul {{.*}}activations = #llmk<activations int8>{{.*}}layouts = [#llmk<layout row_major>, #llmk<layout rows8>]
+// gate (q4_K) and up (q5_0): rows8 (generated kernels)
+// CHECK: llmk.norm_gated_matmul {{.*}}activations = #llmk<activations int8>{{.*}}layouts = [#llmk<layout rows8>, #llmk<layout rows8>]
 // down (f32 rows of 16, not whole 32-blocks): row_major, f32
 // CHECK: llmk.matmul_add {{.*}}{activations = #llmk<activations f32>, layouts = [#llmk<layout row_major>]}
 // the LM head (q8_0, 16 rows): rows8
@@ -41,14 +43,14 @@ llm.model @m config {} {
     %wk = llm.weight "blk.0.attn_k.weight" : tensor<128x256x!llm.quant<"gq4s_g64", block = 64, bytes = 34>>
     %wv = llm.weight "blk.0.attn_v.weight" : tensor<128x256xf32>
     %wo = llm.weight "blk.0.attn_output.weight" : tensor<256x256x!llm.quant<"q4_1", block = 32, bytes = 20>>
-    %att = llm.attention %n, %wq, %wk, %wv, %wo {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 64 : i64, rope_theta = 10000.0 : f64, rope_style = "half"} : (tensor<?x256xf32>, tensor<256x256x!llm.quant<"q8_0", block = 32, bytes = 34>>, tensor<128x256x!llm.quant<"gq4s_g64", block = 64, bytes = 34>>, tensor<128x256xf32>, tensor<256x256x!llm.quant<"q4_1", block = 32, bytes = 20>>) -> tensor<?x256xf32>
+    %att = llm.attention %n, %wq, %wk, %wv, %wo {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 64 : i64, rope_theta = 10000.0 : f64, rope_style = #llm<rope_style half>} : (tensor<?x256xf32>, tensor<256x256x!llm.quant<"q8_0", block = 32, bytes = 34>>, tensor<128x256x!llm.quant<"gq4s_g64", block = 64, bytes = 34>>, tensor<128x256xf32>, tensor<256x256x!llm.quant<"q4_1", block = 32, bytes = 20>>) -> tensor<?x256xf32>
     %r = llm.add %a, %att : tensor<?x256xf32>
     %nw2 = llm.weight "blk.0.ffn_norm.weight" : tensor<256xf32>
     %n2 = llm.rms_norm %r, %nw2 {eps = 1.0e-05 : f64} : tensor<?x256xf32>, tensor<256xf32>
     %g = llm.weight "blk.0.ffn_gate.weight" : tensor<16x256x!llm.quant<"q4_K", block = 256, bytes = 144>>
     %u = llm.weight "blk.0.ffn_up.weight" : tensor<16x256x!llm.quant<"q5_0", block = 32, bytes = 22>>
     %d = llm.weight "blk.0.ffn_down.weight" : tensor<256x16xf32>
-    %m = llm.mlp %n2, %g, %u, %d {activation = "silu"} : (tensor<?x256xf32>, tensor<16x256x!llm.quant<"q4_K", block = 256, bytes = 144>>, tensor<16x256x!llm.quant<"q5_0", block = 32, bytes = 22>>, tensor<256x16xf32>) -> tensor<?x256xf32>
+    %m = llm.mlp %n2, %g, %u, %d {activation = #llm<activation silu>} : (tensor<?x256xf32>, tensor<16x256x!llm.quant<"q4_K", block = 256, bytes = 144>>, tensor<16x256x!llm.quant<"q5_0", block = 32, bytes = 22>>, tensor<256x16xf32>) -> tensor<?x256xf32>
     %o = llm.add %r, %m : tensor<?x256xf32>
     llm.yield %o : tensor<?x256xf32>
   }

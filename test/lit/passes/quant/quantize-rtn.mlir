@@ -26,7 +26,7 @@ llm.model @m config {} {
     %g = llm.weight "blk.0.ffn_gate.weight" : tensor<128x64xf32>
     %u = llm.weight "blk.0.ffn_up.weight" : tensor<128x64xf32>
     %d = llm.weight "blk.0.ffn_down.weight" : tensor<64x128xf32>
-    %m = llm.mlp %n, %g, %u, %d {activation = "silu"} : (tensor<?x64xf32>, tensor<128x64xf32>, tensor<128x64xf32>, tensor<64x128xf32>) -> tensor<?x64xf32>
+    %m = llm.mlp %n, %g, %u, %d {activation = #llm<activation silu>} : (tensor<?x64xf32>, tensor<128x64xf32>, tensor<128x64xf32>, tensor<64x128xf32>) -> tensor<?x64xf32>
     %o = llm.add %a, %m : tensor<?x64xf32>
     llm.yield %o : tensor<?x64xf32>
   }

@@ -27,7 +27,7 @@ llm.model @m config {} {
     %g = llm.weight "blk.0.ffn_gate.weight" : tensor<256x128xf32>
     %u = llm.weight "blk.0.ffn_up.weight" : tensor<256x128xf32>
     %d = llm.weight "blk.0.ffn_down.weight" : tensor<128x256xf32>
-    %m = llm.mlp %n, %g, %u, %d {activation = "silu"} : (tensor<?x128xf32>, tensor<256x128xf32>, tensor<256x128xf32>, tensor<128x256xf32>) -> tensor<?x128xf32>
+    %m = llm.mlp %n, %g, %u, %d {activation = #llm<activation silu>} : (tensor<?x128xf32>, tensor<256x128xf32>, tensor<256x128xf32>, tensor<128x256xf32>) -> tensor<?x128xf32>
     %o = llm.add %a, %m : tensor<?x128xf32>
     llm.yield %o : tensor<?x128xf32>
   }
