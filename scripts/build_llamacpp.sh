@@ -11,6 +11,8 @@
 #
 # Usage: scripts/build_llamacpp.sh        (prints the bin directory at the end)
 #        LLAMACPP_JOBS=2 scripts/build_llamacpp.sh
+#        LLAMACPP_CMAKE_ARGS="-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" ...
+#          (where the native build uses AMX the machine does not grant: SIGILL)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WORK="$ROOT/.cache/peer"
@@ -59,7 +61,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S "$SRC" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DLLAMA_BUILD_TOOLS=ON -DGGML_OPENMP=OFF \
+    -DLLAMA_BUILD_TOOLS=ON -DGGML_OPENMP=OFF ${LLAMACPP_CMAKE_ARGS:-} \
     -DCMAKE_RUNTIME_OUTPUT_DIRECTORY="$BIN" >/dev/null
 fi
 say "building ${TARGETS[*]} with -j$JOBS (slow on a shared machine)"

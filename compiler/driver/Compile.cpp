@@ -333,9 +333,9 @@ CompiledModel compileModule(MLIRContext &ctx, OwningOpRef<ModuleOp> module,
   m["tokenizer"] = tokenizerToJson(out.store->tokenizer());
   nlohmann::json passes = nlohmann::json::array();
   if (ArrayAttr p = model.getPassesAttr())
-    passes = attributeToJson(p);
+    passes = attrToJson(p);
   m["pipeline"] = {{"passes", passes}};
-  m["source"] = attributeToJson(model.getSourceAttr());
+  m["source"] = attrToJson(model.getSourceAttr());
   m["compiler"] = {{"name", "llmc"}, {"version", "0.1.0"}};
   if (opts.embedIR)
     m["ir"] = out.irText;

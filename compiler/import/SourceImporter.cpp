@@ -20,18 +20,6 @@ namespace llmc {
 
 namespace {
 
-Attribute jsonToAttr(Builder &b, const nlohmann::json &j) {
-  if (j.is_boolean())
-    return b.getBoolAttr(j.get<bool>());
-  if (j.is_number_integer())
-    return b.getI64IntegerAttr(j.get<int64_t>());
-  if (j.is_number())
-    return b.getF64FloatAttr(j.get<double>());
-  if (j.is_string())
-    return b.getStringAttr(j.get<std::string>());
-  return {};
-}
-
 class Importer {
 public:
   Importer(MLIRContext &ctx, const SourceModel &src, bool carryWeights)
@@ -47,8 +35,8 @@ public:
     SmallVector<NamedAttribute> cfg;
     nlohmann::json cfgJson = configToJson(c);
     for (auto &[k, v] : cfgJson.items())
-      if (Attribute a = jsonToAttr(b, v))
-        cfg.push_back(b.getNamedAttr(k, a));
+      if (!v.is_null())
+        cfg.push_back(b.getNamedAttr(k, jsonToAttribute(b, v)));
     auto model = llm::ModelOp::create(b, fileLoc, b.getStringAttr(symbolName()),
                                       b.getDictionaryAttr(cfg), /*tokenizer=*/nullptr,
                                       /*source=*/nullptr, /*passes=*/nullptr);

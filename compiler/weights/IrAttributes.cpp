@@ -81,30 +81,6 @@ Attribute jsonToAttribute(Builder &b, const nlohmann::json &j) {
   return b.getUnitAttr();
 }
 
-nlohmann::json attributeToJson(Attribute a) {
-  if (auto d = dyn_cast<DictionaryAttr>(a)) {
-    nlohmann::json o = nlohmann::json::object();
-    for (NamedAttribute n : d)
-      o[n.getName().str()] = attributeToJson(n.getValue());
-    return o;
-  }
-  if (auto arr = dyn_cast<ArrayAttr>(a)) {
-    nlohmann::json o = nlohmann::json::array();
-    for (Attribute v : arr)
-      o.push_back(attributeToJson(v));
-    return o;
-  }
-  if (auto bo = dyn_cast<BoolAttr>(a))
-    return bo.getValue();
-  if (auto i = dyn_cast<IntegerAttr>(a))
-    return i.getInt();
-  if (auto f = dyn_cast<FloatAttr>(a))
-    return f.getValueAsDouble();
-  if (auto s = dyn_cast<StringAttr>(a))
-    return s.str();
-  return nullptr;
-}
-
 std::string printWithoutData(ModuleOp module) {
   OwningOpRef<ModuleOp> copy = module.clone();
   copy->walk([](Operation *op) {

@@ -35,10 +35,10 @@ mlir::ElementsAttr borrowedBytesAttr(mlir::MLIRContext *ctx, llvm::StringRef key
 std::optional<llvm::ArrayRef<uint8_t>> storedBytesOf(mlir::ElementsAttr attr,
                                                      std::vector<uint8_t> &scratch);
 
-/// JSON <-> attributes: objects are dictionaries, arrays arrays, integers
+/// JSON -> attributes: objects are dictionaries, arrays arrays, integers
 /// i64, numbers f64, strings strings, booleans bool; null is a unit attr.
+/// (The way back is attrToJson, compiler/artifact/ProgramExport.h.)
 mlir::Attribute jsonToAttribute(mlir::Builder &b, const nlohmann::json &j);
-nlohmann::json attributeToJson(mlir::Attribute a);
 
 /// The IR as a manifest stores it for people to read: the structure, types,
 /// provenance and pass history, without weight bytes, side data, transform

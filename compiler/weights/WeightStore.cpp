@@ -1,6 +1,7 @@
 //===- WeightStore.cpp - The weights the IR holds, by name ---------------===//
 #include "compiler/weights/WeightStore.h"
 #include "compiler/weights/IrAttributes.h"
+#include "compiler/artifact/ProgramExport.h"
 #include "compiler/weights/WeightTypes.h"
 #include "llmc/artifact.h"
 #include "mlir/IR/Diagnostics.h"
@@ -43,7 +44,7 @@ WeightStore::Entry WeightStore::read(llm::WeightOp w) const {
   e.dtype = *dtype;
   e.shape.assign(type.getShape().begin(), type.getShape().end());
   if (DictionaryAttr t = w.getTransformAttr())
-    e.info = attributeToJson(t);
+    e.info = attrToJson(t);
   ElementsAttr value = w.getValueAttr();
   if (!value)
     return e;

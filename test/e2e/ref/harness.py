@@ -315,22 +315,7 @@ def compare_generated_models(work, title, models, load_ref, prompt, n_gen, rel_t
     checks.finish()
 
 
-def weight_tensors(manifest):
-    """The manifest's tensors, with every weight the compiler stored in its
-    kernels' layout (manifest "packed_weights": "<name>.rows8", u8) listed as
-    the weight itself: its name, dtype, shape and the bytes its own format
-    takes ("nbytes"; "stored_nbytes" is what the artifact holds)."""
-    packed = manifest.get("packed_weights", {})
-    by_tensor = {p["tensor"]: (n, p) for n, p in packed.items()}
-    names = {t["name"] for t in manifest["tensors"]}
-    out = []
-    for t in manifest["tensors"]:
-        if t["name"] not in by_tensor:
-            out.append(t)
-            continue
-        name, p = by_tensor[t["name"]]
-        if name in names:  # also stored row-major: listed under its own entry
-            continue
-        out.append(dict(t, name=name, dtype=p["dtype"], shape=p["shape"],
-                        nbytes=p["dtype_nbytes"], stored_nbytes=t["nbytes"]))
-    return out
+# What a manifest's tensors hold, weights stored packed mapped back to
+# themselves: one definition, shared with the benchmarks.
+sys.path.insert(0, os.path.join(SOURCE_DIR, "bench"))
+from bench_common import weight_tensors  # noqa: E402,F401
