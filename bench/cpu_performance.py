@@ -389,9 +389,8 @@ def llama_bench(bin_dir, gguf, threads, p, n, reps, timeout):
     if m.returncode in (-4, 132):  # SIGILL, directly or through a shell
         raise RuntimeError(
             f"llama-bench {os.path.basename(gguf)} died with SIGILL (an instruction this machine "
-            "does not grant, e.g. AMX tiles in a VM): rebuild the peer with LLAMACPP_CMAKE_ARGS="
-            "'-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF' "
-            "scripts/build_llamacpp.sh (after removing .cache/peer/build)")
+            "does not grant, e.g. AMX tiles in a VM): rebuild the peer without GGML_NATIVE "
+            "and with AMX off, as scripts/build_llamacpp.sh's header shows")
     if m.returncode != 0:
         raise RuntimeError(f"llama-bench {os.path.basename(gguf)}: {last_error_line(m)}")
     tests = json.loads(m.stdout)

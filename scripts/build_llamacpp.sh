@@ -11,8 +11,16 @@
 #
 # Usage: scripts/build_llamacpp.sh        (prints the bin directory at the end)
 #        LLAMACPP_JOBS=2 scripts/build_llamacpp.sh
-#        LLAMACPP_CMAKE_ARGS="-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" ...
-#          (where the native build uses AMX the machine does not grant: SIGILL)
+#        LLAMACPP_CMAKE_ARGS="..." scripts/build_llamacpp.sh   (extra cmake flags)
+# On an Intel Xeon VM that lists AMX but does not grant it, the native build
+# (GGML_NATIVE=ON: -march=native, AMX included) dies with SIGILL in
+# llama-bench, and -DGGML_AMX_*=OFF alone changes nothing under
+# GGML_NATIVE=ON (measured 2026-12-01). Build it without native and with
+# the ISA listed instead (remove .cache/peer/build first):
+#   LLAMACPP_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
+#     -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX_VNNI=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON
+#     -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
+#     -DGGML_AMX_BF16=OFF" scripts/build_llamacpp.sh
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WORK="$ROOT/.cache/peer"
