@@ -1,8 +1,8 @@
 //===- HostCompiler.h - Build generated C++ into shared objects -*- C++ -*-===//
-// The compiler side of codegen: the generated kernel source is built with
-// the system C++ compiler, once per x86-64 level, when an artifact is
-// compiled (never by the runtime). The compiler command is $LLMC_CXX, else
-// the first of clang++, clang++-22, c++, g++ on PATH.
+// The compiler side of codegen: the generated kernel source is built once
+// per x86-64 level when an artifact is compiled (never by the runtime), in
+// this process, by the clang and lld libraries of the LLVM that llmc links
+// (no compiler subprocess, no compiler needed on PATH).
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "llmc/codegen.h"
@@ -11,19 +11,20 @@
 
 namespace llmc::codegen {
 
-/// The compiler command, or "" when none is found.
-std::string findHostCompiler();
-
 struct SharedObject {
   std::string bytes;    // the .so file
-  std::string compiler; // command and version line
+  std::string compiler; // what built it (compilerDescription())
   double seconds = 0;
 };
 
+/// "clang 22.1.8 and lld 22.1.8, in process": recorded in the manifest.
+std::string compilerDescription();
+
 /// Compile `source` at `level` (-O3 -march=<level>, vectorized reductions
-/// allowed with -fopenmp-simd). Throws std::runtime_error with the
-/// compiler's output on failure or when there is no compiler. Safe to call
-/// from several threads at once.
+/// allowed with -fopenmp-simd) and link it into a shared object. Throws
+/// std::runtime_error with clang's or lld's diagnostics on failure. Safe to
+/// call from several threads at once (compiles run in parallel, links one
+/// at a time).
 SharedObject compileSharedObject(const std::string &source, IsaLevel level);
 
 /// Flags the objects are built with (recorded in the manifest).

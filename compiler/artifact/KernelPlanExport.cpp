@@ -166,8 +166,8 @@ private:
 
 } // namespace
 
-json buildKernelPlan(ModuleOp module, const PipelineInstruments &instruments,
-                     bool generatedKernels, std::string &why) {
+json buildKernelPlan(ModuleOp module, const PipelineInstruments &instruments, std::string &why,
+                     OwningOpRef<ModuleOp> *lowered) {
   OwningOpRef<ModuleOp> clone = module.clone();
   std::string diag;
   ScopedDiagnosticHandler capture(module.getContext(), [&](Diagnostic &d) {
@@ -177,7 +177,7 @@ json buildKernelPlan(ModuleOp module, const PipelineInstruments &instruments,
   });
   std::unique_ptr<PassManager> pm =
       makeCompilePassManager(*module.getContext(), CompilePhase::Lower, instruments);
-  addLoweringPipeline(*pm, generatedKernels);
+  addLoweringPipeline(*pm);
   if (failed(pm->run(*clone))) {
     why = diag.empty() ? "kernel lowering failed" : diag;
     return nullptr;
@@ -192,6 +192,8 @@ json buildKernelPlan(ModuleOp module, const PipelineInstruments &instruments,
     why = diag.empty() ? "kernel plan export failed" : diag;
     return nullptr;
   }
+  if (lowered)
+    *lowered = std::move(clone);
   return std::move(*plan);
 }
 

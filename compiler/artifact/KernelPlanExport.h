@@ -2,6 +2,7 @@
 #pragma once
 #include "compiler/pipelines/CompilePipeline.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -13,7 +14,9 @@ namespace llmc {
 /// [[offset, width]...], "out": [offset, width] (-1: the logits), "weights":
 /// [names], "norm": name, "attrs": {...}}]}. When the model has an op with
 /// no kernel lowering, returns null and sets `why` to the diagnostic.
+/// `lowered`, when given, receives the lowered clone (what codegen reads).
 nlohmann::json buildKernelPlan(mlir::ModuleOp module, const PipelineInstruments &instruments,
-                               bool generatedKernels, std::string &why);
+                               std::string &why,
+                               mlir::OwningOpRef<mlir::ModuleOp> *lowered = nullptr);
 
 } // namespace llmc

@@ -56,11 +56,9 @@ bool setUserPipeline(PassManager &pm, const std::string &text, std::string &erro
   return true;
 }
 
-void addLoweringPipeline(OpPassManager &pm, bool generatedKernels) {
+void addLoweringPipeline(OpPassManager &pm) {
   pm.addPass(lowering::createLowerToKernelsPass());
-  lowering::SelectKernelsPassOptions select;
-  select.generatedKernels = generatedKernels;
-  pm.addPass(lowering::createSelectKernelsPass(select));
+  pm.addPass(lowering::createSelectKernelsPass());
   pm.addPass(lowering::createPlanBuffersPass());
 }
 

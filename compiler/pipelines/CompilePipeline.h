@@ -42,7 +42,7 @@ bool setUserPipeline(mlir::PassManager &pm, const std::string &text, std::string
 
 /// The lowering phase: llm-lower-to-kernels, llmk-select-kernels (with
 /// `generatedKernels`: the kernels are generated too), llmk-plan-buffers.
-void addLoweringPipeline(mlir::OpPassManager &pm, bool generatedKernels = true);
+void addLoweringPipeline(mlir::OpPassManager &pm);
 
 /// Registers `llmc-lower` (the lowering phase) for llmc-opt and --pipeline.
 void registerCompilePipelines();

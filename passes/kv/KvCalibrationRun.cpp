@@ -7,26 +7,14 @@
 #include "compiler/weights/InMemoryModel.h"
 #include "llmc/artifact.h"
 #include "llmc/executor.h"
-#include "llmc/tokenizer.h"
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <stdexcept>
-
-#ifndef LLMC_DATA_DIR
-#define LLMC_DATA_DIR ""
-#endif
 
 namespace llmc::kv {
 
 namespace {
-
-bool isTokenIdFile(const std::string &path) {
-  return path.size() > 4 && path.compare(path.size() - 4, 4, ".ids") == 0;
-}
 
 /// log softmax(logits) into `out`, computed stably in double.
 void logSoftmax(const float *logits, int64_t vocab, std::vector<double> &out) {
@@ -46,39 +34,6 @@ void logSoftmax(const float *logits, int64_t vocab, std::vector<double> &out) {
 
 double secondsSince(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-}
-
-std::string defaultCalibrationText() {
-  const std::string dir = LLMC_DATA_DIR;
-  if (dir.empty())
-    return "";
-  return dir + "/calib/default.txt";
-}
-
-std::vector<int32_t> readCalibrationTokens(const WeightStore &store, const std::string &path,
-                                           int64_t need) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw std::runtime_error(path + ": cannot read the calibration text");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::vector<int32_t> ids;
-  if (isTokenIdFile(path)) {
-    ids = readTokenIds(ss.str(), path, store.vocabSize());
-  } else {
-    const TokenizerData td = store.tokenizer();
-    if (td.empty())
-      throw std::runtime_error(store.sourcePath() +
-                               ": the model has no tokenizer to encode the calibration text " +
-                               path + " (give token ids in a .ids file with calib-text=FILE.ids)");
-    Tokenizer tok(td);
-    ids = tok.encode(ss.str(), /*add_bos=*/true, /*parse_special=*/false);
-  }
-  if (int64_t(ids.size()) < need)
-    throw std::runtime_error(path + ": only " + std::to_string(ids.size()) +
-                             " calibration tokens, calib-context needs " + std::to_string(need));
-  ids.resize(size_t(need));
-  return ids;
 }
 
 std::vector<double> meanOneClamped(const std::vector<double> &w, double lo, double hi) {
@@ -121,13 +76,20 @@ std::vector<double> meanOneClamped(const std::vector<double> &w, double lo, doub
 CalibrationRun::CalibrationRun(mlir::ModuleOp module, const WeightStore &store,
                                const CalibrationRunOptions &o)
     : module_(module), started_(std::chrono::steady_clock::now()) {
-  textPath_ = o.textPath.empty() ? defaultCalibrationText() : o.textPath;
+  textPath_ = o.textPath.empty() ? defaultCalibrationPath() : o.textPath;
   if (textPath_.empty())
     throw std::runtime_error("no default calibration text known (give calib-text=FILE)");
   if (o.score < 1 || o.context < o.score + 2)
     throw std::runtime_error("calib-context " + std::to_string(o.context) +
                              " leaves no prompt before calib-score " + std::to_string(o.score));
-  ids_ = readCalibrationTokens(store, textPath_, o.context);
+  ids_ = readCalibrationTokens(store, textPath_,
+                               " " + textPath_ +
+                                   " (give token ids in a .ids file with calib-text=FILE.ids)");
+  if (int64_t(ids_.size()) < o.context)
+    throw std::runtime_error(textPath_ + ": only " + std::to_string(ids_.size()) +
+                             " calibration tokens, calib-context needs " +
+                             std::to_string(o.context));
+  ids_.resize(size_t(o.context));
   scoredTokens_ = o.score;
   promptTokens_ = o.context - o.score - 1; // ids[P .. context-1) are fed one at a time
 

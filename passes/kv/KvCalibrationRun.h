@@ -9,7 +9,7 @@
 // The full-cache NLL is measured once when the run is built.
 //
 // The calibration text (default data/calib/default.txt of the source tree,
-// $LLMC_DATA_DIR overrides the data folder; a `.ids` file holds token ids for
+// see compiler/weights/CalibrationText.h; a `.ids` file holds token ids for
 // models without a tokenizer) gives its first `context` tokens: the first
 // context - score - 1 are the prompt, the last `score` + 1 are fed one per
 // forward, every forward predicting the next token, so all `score`
@@ -20,6 +20,7 @@
 // Also here: the clamped proportional allocation both calibrations end with.
 //===----------------------------------------------------------------------===//
 #pragma once
+#include "compiler/weights/CalibrationText.h"
 #include "compiler/weights/WeightStore.h"
 #include "mlir/IR/BuiltinOps.h"
 #include <nlohmann/json.hpp>
@@ -38,17 +39,6 @@ struct KvSnapshot;
 
 namespace llmc::kv {
 
-/// data/calib/default.txt of the source tree ($LLMC_DATA_DIR overrides the
-/// data folder); empty when neither is known.
-std::string defaultCalibrationText();
-
-/// Token ids of `path` (a `.ids` file, or text encoded with the model's
-/// tokenizer, BOS first), cut to `need`. Throws std::runtime_error naming
-/// the file when it is unreadable, the model has no tokenizer for text, or
-/// it has fewer than `need` tokens.
-std::vector<int32_t> readCalibrationTokens(const WeightStore &store, const std::string &path,
-                                           int64_t need);
-
 /// Multipliers clamp(c * w_i, lo, hi) with the one c > 0 that makes their
 /// mean 1 (found by bisection, then the last rounding divided out): the
 /// allocation in proportion to the weights `w` (finite, > 0), clamped at
@@ -57,7 +47,7 @@ std::vector<int32_t> readCalibrationTokens(const WeightStore &store, const std::
 std::vector<double> meanOneClamped(const std::vector<double> &w, double lo, double hi);
 
 struct CalibrationRunOptions {
-  std::string textPath;   // empty: defaultCalibrationText()
+  std::string textPath;   // empty: defaultCalibrationPath()
   int64_t context = 1024; // calibration tokens in all (prompt + 1 + scored)
   int64_t score = 32;     // teacher-forced scored tokens at the end
   int threads = 0;        // Executor threads (0: hardware concurrency)

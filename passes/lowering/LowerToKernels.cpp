@@ -1,14 +1,20 @@
 //===- LowerToKernels.cpp - llm ops -> llmk kernels with fusions ----------===//
-// See Passes.td (llm-lower-to-kernels) for the rewrites. Two phases over a
-// flattened model: (1) the consumers that absorb neighbours (attention, mlp,
-// lm_head absorb the RMSNorm before them and the residual add after them);
-// (2) one-to-one rewrites of what is left (embed, add, unabsorbed norms).
+// See Passes.td (llm-lower-to-kernels) for the rewrites. Two pattern sets:
+// (1) fusion patterns, applied greedily top-down: every llm.layer is inlined,
+//     and the consumers that absorb neighbours (attention, mlp, lm_head take
+//     the RMSNorm before them and the residual add after them) become their
+//     llmk kernels;
+// (2) a dialect conversion to the kernel target (llmk legal; of llm only the
+//     model, its weights and its return) with one-to-one patterns for what
+//     is left (embed, add, unabsorbed norms). An op neither set lowers fails
+//     the conversion; ops with no kernel yet are named first.
 //===----------------------------------------------------------------------===//
 #include "dialects/llm/IR/LlmOps.h"
 #include "dialects/llmk/IR/LlmkOps.h"
 #include "passes/lowering/Passes.h"
-#include "mlir/IR/Builders.h"
-#include "llvm/ADT/DenseSet.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/DialectConversion.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 using namespace mlir;
 
@@ -24,21 +30,6 @@ RankedTensorType activation(MLIRContext *ctx, int64_t width) {
 
 int64_t rowsOf(Value w) { return cast<RankedTensorType>(w.getType()).getDimSize(0); }
 
-/// Replace each llm.layer by its body (its block argument by its input, its
-/// result by the yielded value).
-void flattenLayers(llm::ModelOp model) {
-  for (llm::LayerOp layer : llvm::to_vector(model.getBodyBlock().getOps<llm::LayerOp>())) {
-    Block &body = layer.getBody().front();
-    auto yield = cast<llm::YieldOp>(body.getTerminator());
-    body.getArgument(0).replaceAllUsesWith(layer.getInput());
-    Value out = yield.getValue();
-    yield.erase();
-    layer->getBlock()->getOperations().splice(Block::iterator(layer), body.getOperations());
-    layer.getResult().replaceAllUsesWith(out);
-    layer.erase();
-  }
-}
-
 /// The input of a projection and the RMSNorm it absorbs (if x comes from one).
 struct NormedInput {
   Value x, norm;
@@ -51,141 +42,184 @@ NormedInput absorbNorm(Value x) {
   return {x, Value(), FloatAttr(), llm::RMSNormOp()};
 }
 
-class Lowering {
-public:
-  explicit Lowering(llm::ModelOp model) : model(model), b(model.getContext()) {}
+/// Drop a norm whose every consumer absorbed it.
+void dropIfDead(PatternRewriter &rewriter, llm::RMSNormOp n) {
+  if (n && n->use_empty())
+    rewriter.eraseOp(n);
+}
 
-  LogicalResult run() {
-    LogicalResult ok = success();
-    model.walk([&](Operation *op) {
-      if (isa<llm::LayerNormOp, llm::MoEOp>(op)) {
-        op->emitOpError("has no kernel lowering yet (the model runs on the reference executor)");
-        ok = failure();
-      } else if (auto a = dyn_cast<llm::AttentionOp>(op); a && a.getBq()) {
-        a.emitOpError("with q/k/v biases has no kernel lowering yet (the model runs on the "
-                      "reference executor)");
-        ok = failure();
-      }
-    });
-    if (failed(ok))
-      return failure();
-    flattenLayers(model);
-    Block &body = model.getBodyBlock();
-    // Snapshot first: absorbing a residual add erases an op further on.
-    SmallVector<Operation *> consumers;
-    for (Operation &op : body)
-      if (isa<llm::AttentionOp, llm::MLPOp, llm::LMHeadOp>(op))
-        consumers.push_back(&op);
-    for (Operation *op : consumers) {
-      if (auto a = dyn_cast<llm::AttentionOp>(op))
-        lowerAttention(a);
-      else if (auto m = dyn_cast<llm::MLPOp>(op))
-        lowerMlp(m);
-      else
-        lowerHead(cast<llm::LMHeadOp>(op));
-    }
-    for (Operation &op : llvm::make_early_inc_range(body)) {
-      b.setInsertionPoint(&op);
-      if (auto e = dyn_cast<llm::EmbedOp>(op)) {
-        replace(e, llmk::EmbedOp::create(b, e.getLoc(), e.getType(), e.getTokens(), e.getTable()));
-      } else if (auto a = dyn_cast<llm::AddOp>(op)) {
-        replace(a, llmk::AddOp::create(b, a.getLoc(), a.getType(), a.getLhs(), a.getRhs()));
-      } else if (auto n = dyn_cast<llm::RMSNormOp>(op)) {
-        if (n->use_empty())
-          n.erase();
-        else
-          replace(n, llmk::RMSNormOp::create(b, n.getLoc(), n.getType(), n.getX(),
-                                             n.getWeight(), n.getEpsAttr()));
+/// The projection `w` of `x` replacing `producer`: into the residual stream
+/// when the producer's one user is an llm.add (which disappears), else a
+/// plain product.
+void lowerOutputProjection(PatternRewriter &rewriter, Operation *producer, Value x, Value w) {
+  Value result = producer->getResult(0);
+  if (result.hasOneUse()) {
+    if (auto add = dyn_cast<llm::AddOp>(*result.getUsers().begin())) {
+      Value residual = add.getLhs() == result ? add.getRhs() : add.getLhs();
+      if (residual != result) {
+        rewriter.setInsertionPoint(add);
+        auto fused = llmk::MatmulAddOp::create(rewriter, add.getLoc(), add.getType(), x, w,
+                                               residual, /*layouts=*/nullptr,
+                                               /*activations=*/nullptr);
+        rewriter.replaceOp(add, fused.getResult());
+        rewriter.eraseOp(producer);
+        return;
       }
     }
+  }
+  rewriter.setInsertionPoint(producer);
+  auto mm = llmk::NormMatmulOp::create(rewriter, producer->getLoc(), result.getType(), x, Value(),
+                                       ValueRange{w}, FloatAttr(), nullptr, nullptr);
+  rewriter.replaceOp(producer, mm.getResult());
+}
+
+/// llm.layer -> its body (block argument: the layer's input; result: the
+/// yielded value).
+struct InlineLayer final : OpRewritePattern<llm::LayerOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(llm::LayerOp layer, PatternRewriter &rewriter) const override {
+    Block &body = layer.getBody().front();
+    auto yield = cast<llm::YieldOp>(body.getTerminator());
+    Value out = yield.getValue();
+    rewriter.inlineBlockBefore(&body, layer, ValueRange{layer.getInput()});
+    rewriter.replaceOp(layer, out);
+    rewriter.eraseOp(yield);
     return success();
   }
+};
 
-private:
-  void replace(Operation *old, Operation *now) {
-    old->replaceAllUsesWith(now);
-    old->erase();
-  }
-
-  /// Drop a norm whose every consumer absorbed it.
-  void dropIfDead(llm::RMSNormOp n) {
-    if (n && n->use_empty())
-      n.erase();
-  }
-
-  /// The projection `w` of `x` whose result `result` is written: into the
-  /// residual stream when its one user is an llm.add (which disappears),
-  /// else as a plain product.
-  void lowerOutputProjection(Operation *producer, Value x, Value w) {
-    Value result = producer->getResult(0);
-    if (result.hasOneUse()) {
-      if (auto add = dyn_cast<llm::AddOp>(*result.getUsers().begin())) {
-        Value residual = add.getLhs() == result ? add.getRhs() : add.getLhs();
-        if (residual != result) {
-          b.setInsertionPoint(add);
-          auto fused = llmk::MatmulAddOp::create(b, add.getLoc(), add.getType(), x, w, residual,
-                                                  /*layouts=*/nullptr, /*activations=*/nullptr);
-          add.replaceAllUsesWith(fused.getResult());
-          add.erase();
-          producer->erase();
-          return;
-        }
-      }
-    }
-    b.setInsertionPoint(producer);
-    auto mm = llmk::NormMatmulOp::create(b, producer->getLoc(), result.getType(), x, Value(),
-                                         ValueRange{w}, FloatAttr(), nullptr, nullptr);
-    replace(producer, mm);
-  }
-
-  void lowerAttention(llm::AttentionOp a) {
+/// llm.attention -> norm_matmul(q|k|v) + rope_kv_append + attend + the
+/// output projection.
+struct FuseAttention final : OpRewritePattern<llm::AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(llm::AttentionOp a, PatternRewriter &rewriter) const override {
+    if (a.getBq())
+      return rewriter.notifyMatchFailure(a, "q/k/v biases have no kernel");
     MLIRContext *ctx = a.getContext();
     NormedInput in = absorbNorm(a.getX());
-    const int64_t H = a.getNumHeads(), KV = a.getNumKvHeads(), hd = a.getHeadDim();
-    b.setInsertionPoint(a);
+    const int64_t H = a.getNumHeads(), hd = a.getHeadDim();
+    rewriter.setInsertionPoint(a);
     auto qkv = llmk::NormMatmulOp::create(
-        b, a.getLoc(), activation(ctx, rowsOf(a.getWq()) + rowsOf(a.getWk()) + rowsOf(a.getWv())),
-        in.x, in.norm, ValueRange{a.getWq(), a.getWk(), a.getWv()}, in.eps, nullptr, nullptr);
-    auto q = llmk::RopeKvAppendOp::create(b, a.getLoc(), activation(ctx, H * hd), qkv,
+        rewriter, a.getLoc(),
+        activation(ctx, rowsOf(a.getWq()) + rowsOf(a.getWk()) + rowsOf(a.getWv())), in.x, in.norm,
+        ValueRange{a.getWq(), a.getWk(), a.getWv()}, in.eps, nullptr, nullptr);
+    auto q = llmk::RopeKvAppendOp::create(rewriter, a.getLoc(), activation(ctx, H * hd), qkv,
                                           a.getLayerAttr(), a.getNumHeadsAttr(),
                                           a.getNumKvHeadsAttr(), a.getHeadDimAttr(),
                                           a.getRopeThetaAttr(), a.getRopeStyleAttr());
-    auto att = llmk::AttendOp::create(b, a.getLoc(), activation(ctx, H * hd), q, a.getLayerAttr(),
-                                      a.getNumHeadsAttr(), a.getNumKvHeadsAttr(),
+    auto att = llmk::AttendOp::create(rewriter, a.getLoc(), activation(ctx, H * hd), q,
+                                      a.getLayerAttr(), a.getNumHeadsAttr(), a.getNumKvHeadsAttr(),
                                       a.getHeadDimAttr(), a.getCausalAttr(), a.getKvPolicyAttr());
-    (void)KV;
-    lowerOutputProjection(a, att, a.getWo());
-    dropIfDead(in.op);
+    lowerOutputProjection(rewriter, a, att, a.getWo());
+    dropIfDead(rewriter, in.op);
+    return success();
   }
-
-  void lowerMlp(llm::MLPOp m) {
-    NormedInput in = absorbNorm(m.getX());
-    b.setInsertionPoint(m);
-    auto gu = llmk::NormGatedMatmulOp::create(
-        b, m.getLoc(), activation(m.getContext(), rowsOf(m.getGate())), in.x, in.norm,
-        m.getGate(), m.getUp(), in.eps, m.getActivationAttr(), nullptr, nullptr);
-    lowerOutputProjection(m, gu, m.getDown());
-    dropIfDead(in.op);
-  }
-
-  void lowerHead(llm::LMHeadOp h) {
-    NormedInput in = absorbNorm(h.getX());
-    b.setInsertionPoint(h);
-    auto mm = llmk::NormMatmulOp::create(b, h.getLoc(), h.getType(), in.x, in.norm,
-                                         ValueRange{h.getWeight()}, in.eps, nullptr, nullptr);
-    replace(h, mm);
-    dropIfDead(in.op);
-  }
-
-  llm::ModelOp model;
-  OpBuilder b;
 };
+
+/// llm.mlp -> norm_gated_matmul(gate, up) + the down projection.
+struct FuseMlp final : OpRewritePattern<llm::MLPOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(llm::MLPOp m, PatternRewriter &rewriter) const override {
+    NormedInput in = absorbNorm(m.getX());
+    rewriter.setInsertionPoint(m);
+    auto gu = llmk::NormGatedMatmulOp::create(
+        rewriter, m.getLoc(), activation(m.getContext(), rowsOf(m.getGate())), in.x, in.norm,
+        m.getGate(), m.getUp(), in.eps, m.getActivationAttr(), nullptr, nullptr);
+    lowerOutputProjection(rewriter, m, gu, m.getDown());
+    dropIfDead(rewriter, in.op);
+    return success();
+  }
+};
+
+/// llm.lm_head -> norm_matmul with the final norm.
+struct FuseHead final : OpRewritePattern<llm::LMHeadOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(llm::LMHeadOp h, PatternRewriter &rewriter) const override {
+    NormedInput in = absorbNorm(h.getX());
+    rewriter.setInsertionPoint(h);
+    auto mm = llmk::NormMatmulOp::create(rewriter, h.getLoc(), h.getType(), in.x, in.norm,
+                                         ValueRange{h.getWeight()}, in.eps, nullptr, nullptr);
+    rewriter.replaceOp(h, mm.getResult());
+    dropIfDead(rewriter, in.op);
+    return success();
+  }
+};
+
+struct EmbedToKernel final : OpConversionPattern<llm::EmbedOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(llm::EmbedOp e, OpAdaptor in,
+                                ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<llmk::EmbedOp>(e, e.getType(), in.getTokens(), in.getTable());
+    return success();
+  }
+};
+
+struct AddToKernel final : OpConversionPattern<llm::AddOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(llm::AddOp a, OpAdaptor in,
+                                ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<llmk::AddOp>(a, a.getType(), in.getLhs(), in.getRhs());
+    return success();
+  }
+};
+
+/// A norm no consumer absorbed (it has other users): its own kernel.
+struct NormToKernel final : OpConversionPattern<llm::RMSNormOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(llm::RMSNormOp n, OpAdaptor in,
+                                ConversionPatternRewriter &rewriter) const override {
+    if (n->use_empty()) {
+      rewriter.eraseOp(n);
+      return success();
+    }
+    rewriter.replaceOpWithNewOp<llmk::RMSNormOp>(n, n.getType(), in.getX(), in.getWeight(),
+                                                 n.getEpsAttr());
+    return success();
+  }
+};
+
+/// Ops with no kernel yet, named before any rewrite.
+LogicalResult checkLowerable(llm::ModelOp model) {
+  LogicalResult ok = success();
+  model.walk([&](Operation *op) {
+    if (isa<llm::LayerNormOp, llm::MoEOp>(op)) {
+      op->emitOpError("has no kernel lowering yet (the model runs on the reference executor)");
+      ok = failure();
+    } else if (auto a = dyn_cast<llm::AttentionOp>(op); a && a.getBq()) {
+      a.emitOpError("with q/k/v biases has no kernel lowering yet (the model runs on the "
+                    "reference executor)");
+      ok = failure();
+    }
+  });
+  return ok;
+}
+
+LogicalResult lowerModel(llm::ModelOp model) {
+  MLIRContext *ctx = model.getContext();
+  if (failed(checkLowerable(model)))
+    return failure();
+  RewritePatternSet fusions(ctx);
+  fusions.add<InlineLayer, FuseAttention, FuseMlp, FuseHead>(ctx);
+  GreedyRewriteConfig config;
+  config.setUseTopDownTraversal(true).enableFolding(false).enableConstantCSE(false);
+  config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
+  if (failed(applyPatternsGreedily(model, std::move(fusions), config)))
+    return model.emitOpError("kernel fusion did not converge");
+
+  ConversionTarget target(*ctx);
+  target.addLegalDialect<llmk::LlmkDialect>();
+  target.addIllegalDialect<llm::LlmDialect>();
+  target.addLegalOp<llm::ModelOp, llm::WeightOp, llm::ReturnOp>();
+  RewritePatternSet oneToOne(ctx);
+  oneToOne.add<EmbedToKernel, AddToKernel, NormToKernel>(ctx);
+  return applyPartialConversion(model, target, std::move(oneToOne));
+}
 
 struct LowerToKernelsPass final : impl::LowerToKernelsPassBase<LowerToKernelsPass> {
   using Base::Base;
   void runOnOperation() override {
     for (llm::ModelOp model : llvm::to_vector(getOperation().getOps<llm::ModelOp>()))
-      if (failed(Lowering(model).run()))
+      if (failed(lowerModel(model)))
         return signalPassFailure();
   }
 };

@@ -82,8 +82,6 @@ def SelectKernelsPass : Pass<"llmk-select-kernels", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"target", "target", "std::string", "\"x86-64\"", "target description (x86-64)">,
-    Option<"generatedKernels", "generated-kernels", "bool", "true",
-           "generated kernels are built (rows8 for Q5_0/Q5_1 too)">,
   ];
 }
 

@@ -64,11 +64,10 @@ private:
     const std::optional<DType> layout = kernels::rows8Layout(f->dtype);
     if (!layout || f->rows % kernels::kRows8 != 0 || f->cols % 32 != 0)
       return llmk::WeightLayout::row_major;
-    // Q5_0/Q5_1/Q4_K have an eight-row kernel only when kernels are
-    // generated (Q4_K's over super-blocks of 256).
+    // Every eight-row layout has a vector kernel in the runtime's library
+    // and in generated code, so the choice does not depend on codegen
+    // (Q4_K's groups are super-blocks of 256).
     if (*layout == DType::Q4_K && f->cols % 256 != 0)
-      return llmk::WeightLayout::row_major;
-    if (!kernels::hasFastRows8Kernel(*layout) && !generatedKernels)
       return llmk::WeightLayout::row_major;
     return llmk::WeightLayout::rows8;
   }

@@ -2,29 +2,10 @@
 #include "passes/quant/Calibration.h"
 #include "compiler/weights/InMemoryModel.h"
 #include "dialects/llm/IR/LlmOps.h"
-#include "llmc/tokenizer.h"
 #include <algorithm>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
-#ifndef LLMC_DATA_DIR
-#define LLMC_DATA_DIR ""
-#endif
-
 namespace llmc::quant {
-
-bool isTokenIdFile(const std::string &path) {
-  return path.size() > 4 && path.compare(path.size() - 4, 4, ".ids") == 0;
-}
-
-std::string defaultCalibrationPath() {
-  const std::string dir = LLMC_DATA_DIR;
-  if (dir.empty())
-    return "";
-  return dir + "/calib/default.txt";
-}
 
 CalibrationData loadCalibration(const WeightStore &store, const std::string &pathIn,
                                 int64_t tokens, int64_t seqLen) {
@@ -33,23 +14,8 @@ CalibrationData loadCalibration(const WeightStore &store, const std::string &pat
   if (out.path.empty())
     throw std::runtime_error("no default calibration text known (set LLMC_DATA_DIR or pass "
                              "calib=FILE)");
-  std::ifstream in(out.path, std::ios::binary);
-  if (!in)
-    throw std::runtime_error(out.path + ": cannot read the calibration text");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::vector<int32_t> ids;
-  if (isTokenIdFile(out.path)) {
-    ids = readTokenIds(ss.str(), out.path, store.vocabSize());
-  } else {
-    const TokenizerData td = store.tokenizer();
-    if (td.empty())
-      throw std::runtime_error(store.sourcePath() +
-                               ": the model has no tokenizer to encode the calibration text "
-                               "(give token ids in a .ids file instead)");
-    Tokenizer tok(td);
-    ids = tok.encode(ss.str(), /*add_bos=*/true, /*parse_special=*/false);
-  }
+  const std::vector<int32_t> ids =
+      readCalibrationTokens(store, out.path, " (give token ids in a .ids file instead)");
   if (int64_t(ids.size()) < std::min<int64_t>(tokens, 16))
     throw std::runtime_error(out.path + ": only " + std::to_string(ids.size()) +
                              " tokens of calibration text (need " + std::to_string(tokens) + ")");

@@ -8,6 +8,7 @@
 // o's, gate/up's, down's, MoE router and experts) gets its own statistics.
 //===----------------------------------------------------------------------===//
 #pragma once
+#include "compiler/weights/CalibrationText.h"
 #include "compiler/weights/WeightStore.h"
 #include "llmc/executor.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -23,19 +24,8 @@ struct CalibrationData {
   int64_t tokens = 0;
 };
 
-/// The calibration text used when a pass's `calib` option is empty:
-/// data/calib/default.txt of the llmc tree this build came from. (llmc
-/// compile --calib sets the option itself; no pass reads a global or the
-/// environment, so llmc-opt runs a pass exactly as llmc compile does.)
-std::string defaultCalibrationPath();
-
-/// A calibration or evaluation file holding token ids instead of text: its
-/// name ends in ".ids" (whitespace-separated decimal ids; '#' starts a
-/// comment line). Models without a tokenizer (llama2.c files given alone)
-/// can only be calibrated from such files.
-bool isTokenIdFile(const std::string &path);
-
-/// Tokenize `path` (or the default when empty) with the model's tokenizer,
+/// Tokenize `path` (or defaultCalibrationPath() when empty, see
+/// compiler/weights/CalibrationText.h) with the model's tokenizer,
 /// keep the first `tokens` tokens, cut into sequences of at most `seqLen`.
 /// Throws std::runtime_error naming the file on a missing/unreadable/too
 /// short file or a model without a tokenizer.

@@ -103,55 +103,116 @@ void requireExpertCoverage(ModuleOp module, int64_t block,
   });
 }
 
+/// The checked options: the method, its storage format and its settings.
+struct QuantSettings {
+  llm::QuantMethod method = llm::QuantMethod::RTN;
+  std::string methodName;
+  bool family = false;     // a method with its own storage format (aaac, qtea, hbq)
+  bool calibrated = false; // a method that runs the model on calibration text
+  GridSpec spec;           // the pass's own grid
+  DType format;            // the pass's own target format
+  AaacPassOptions aaac;
+  QteaPassOptions qtea;
+  HbqPassOptions hbq;
+  OsaqOptions osaq;
+  SmallVector<llvm::GlobPattern> skipPatterns;
+  std::vector<Override> overrides;
+};
+
+/// The weights to rewrite: by target format, with the grid of each format.
+struct QuantTargets {
+  std::map<DType, std::pair<GridSpec, std::set<std::string>>> byFormat;
+  SmallVector<std::pair<llm::WeightOp, DType>> retypeOnly; // every target, for types-only IR
+};
+
+using Contexts = std::vector<std::unique_ptr<QuantizeContext>>;
+
 struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
   using Base::Base;
 
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    auto fail = [&](const Twine &msg) {
-      module.emitError() << "llm-quantize: " << msg;
-      signalPassFailure();
-    };
-    // The method is one of the closed set defined once in LlmEnums.td.
+    // Options and targets fail before any weight is rewritten.
+    QuantSettings settings;
+    QuantTargets targets;
+    if (failed(parseOptions(settings)) || failed(selectTargets(settings, targets)))
+      return;
+    std::unique_ptr<WeightStore> store;
+    try {
+      store = std::make_unique<WeightStore>(getOperation());
+    } catch (const std::exception &e) {
+      reportError(e.what());
+      return;
+    }
+    if (!store->hasData())
+      return retypeWithoutData(settings, targets);
+    try {
+      quantizeTargets(settings, targets, *store);
+    } catch (const std::exception &e) {
+      reportError(Twine("method=") + settings.methodName + ": " + e.what());
+    }
+  }
+
+private:
+  /// Reports `msg` on the module and fails the pass.
+  void reportError(const Twine &msg) {
+    getOperation().emitError() << "llm-quantize: " << msg;
+    signalPassFailure();
+  }
+  LogicalResult fail(const Twine &msg) {
+    reportError(msg);
+    return failure();
+  }
+
+  /// Every option, in order; the first that fails is reported.
+  LogicalResult parseOptions(QuantSettings &settings) {
+    return success(succeeded(parseMethodAndFormat(settings)) &&
+                   succeeded(parseMethodOptions(settings)) &&
+                   succeeded(parseWeightPatterns(settings)));
+  }
+
+  /// The method (one of the closed set defined once in LlmEnums.td) and
+  /// the format it writes with bits and group.
+  LogicalResult parseMethodAndFormat(QuantSettings &settings) {
     using QM = llm::QuantMethod;
     const std::optional<QM> parsed = llm::symbolizeQuantMethod(method);
     if (!parsed)
       return fail("unknown method '" + method + "' (expected " +
                   std::string(spellingsQuantMethod()) + ")");
-    const QM qm = *parsed;
-    const std::string m = llm::stringifyQuantMethod(qm).str();
+    const QM qm = settings.method = *parsed;
+    settings.methodName = llm::stringifyQuantMethod(qm).str();
     // Methods with their own storage format; the others write grouped integers.
-    const bool family = qm == QM::AAAC || qm == QM::QTEA || qm == QM::HBQ;
-    const bool calibrated = qm != QM::RTN && qm != QM::HBQ;
-    GridSpec spec{int(bits), bool(sym), int64_t(group)};
-    DType format;
+    settings.family = qm == QM::AAAC || qm == QM::QTEA || qm == QM::HBQ;
+    settings.calibrated = qm != QM::RTN && qm != QM::HBQ;
+    settings.spec = GridSpec{int(bits), bool(sym), int64_t(group)};
     try {
       if (qm == QM::AAAC)
-        format = aaacDType(int(bits), int64_t(group));
+        settings.format = aaacDType(int(bits), int64_t(group));
       else if (qm == QM::QTEA)
-        format = qteaDType(int64_t(group), int(qteaSalient));
+        settings.format = qteaDType(int64_t(group), int(qteaSalient));
       else if (qm == QM::HBQ)
-        format = hbqDType(int(bits), int64_t(group));
+        settings.format = hbqDType(int(bits), int64_t(group));
       else
-        format = spec.dtype();
+        settings.format = settings.spec.dtype();
     } catch (const std::exception &e) {
-      return fail(Twine("method=") + m + " bits=" + Twine(int64_t(bits)) +
+      return fail(Twine("method=") + settings.methodName + " bits=" + Twine(int64_t(bits)) +
                   " group=" + Twine(int64_t(group)) + ": " + e.what());
     }
+    return success();
+  }
+
+  /// The settings of the individual methods and of the calibration.
+  LogicalResult parseMethodOptions(QuantSettings &settings) {
     if (aaacIters <= 0 || !(qteaDeadzone > 0) || !(qteaDecay >= 0) || !(qteaDamp > 0))
       return fail("aaac-iters, qtea-deadzone and qtea-damp must be positive, qtea-decay "
                   "non-negative");
     const std::string table = hbqTable;
     if (table != "mix" && table != "fp1" && table != "fp10" && table != "int")
       return fail("hbq-table must be mix, fp1, fp10 or int, not '" + table + "'");
-    AaacPassOptions aaacOpts;
-    aaacOpts.iters = int(aaacIters);
-    QteaPassOptions qteaOpts;
-    qteaOpts.deadzone = qteaDeadzone;
-    qteaOpts.decay = qteaDecay;
-    qteaOpts.damp = qteaDamp;
-    HbqPassOptions hbqOpts;
-    hbqOpts.table = table;
+    settings.aaac.iters = int(aaacIters);
+    settings.qtea.deadzone = qteaDeadzone;
+    settings.qtea.decay = qteaDecay;
+    settings.qtea.damp = qteaDamp;
+    settings.hbq.table = table;
     if (calibTokens <= 0 || calibSeq <= 0 || awqSamples <= 0)
       return fail("calib-tokens, calib-seq and awq-samples must be positive");
     if (!(damp > 0))
@@ -159,45 +220,50 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
     if (!(osaqEps > 0) || !(osaqTemp > 0) || osaqMaxRank < 0 || !(osaqMinTokens >= 0))
       return fail("osaq-eps and osaq-temp must be positive, osaq-max-rank and osaq-min-tokens "
                   "non-negative");
-    OsaqOptions osaqOpts;
-    osaqOpts.eps = osaqEps;
-    osaqOpts.temp = osaqTemp;
-    osaqOpts.maxRank = osaqMaxRank;
-    osaqOpts.minTokensPerInput = osaqMinTokens;
-    SmallVector<llvm::GlobPattern> patterns;
+    settings.osaq.eps = osaqEps;
+    settings.osaq.temp = osaqTemp;
+    settings.osaq.maxRank = osaqMaxRank;
+    settings.osaq.minTokensPerInput = osaqMinTokens;
+    return success();
+  }
+
+  /// skip globs and override entries.
+  LogicalResult parseWeightPatterns(QuantSettings &settings) {
     for (const std::string &s : skip) {
       auto p = llvm::GlobPattern::create(s);
       if (!p) {
         llvm::consumeError(p.takeError());
         return fail("bad skip pattern '" + s + "'");
       }
-      patterns.push_back(std::move(*p));
+      settings.skipPatterns.push_back(std::move(*p));
     }
-    std::vector<Override> overrides;
     for (const std::string &entry : overrideList) {
       auto o = parseOverride(entry, bool(sym), int64_t(group));
       if (!o)
         return fail(llvm::toString(o.takeError()));
-      overrides.push_back(std::move(*o));
+      settings.overrides.push_back(std::move(*o));
     }
+    return success();
+  }
 
-    // Targets: matrix weights, by grid. The first matching override decides
-    // a weight's grid (even if `skip` matches it too); otherwise skipped
-    // weights stay, and the rest take the pass's grid. A weight already in
-    // its grid's format is left alone.
-    std::map<DType, std::pair<GridSpec, std::set<std::string>>> byFormat;
-    SmallVector<std::pair<llm::WeightOp, DType>> retypeOnly;
-    WalkResult walk = module.walk([&](llm::WeightOp w) {
+  /// Targets: matrix weights, by grid. The first matching override decides
+  /// a weight's grid (even if `skip` matches it too); otherwise skipped
+  /// weights stay, and the rest take the pass's grid. A weight already in
+  /// its grid's format is left alone.
+  LogicalResult selectTargets(const QuantSettings &settings, QuantTargets &targets) {
+    const std::vector<Override> &overrides = settings.overrides;
+    WalkResult walk = getOperation().walk([&](llm::WeightOp w) {
       auto type = cast<RankedTensorType>(w.getType());
       if (type.getRank() < 2)
         return WalkResult::advance();
-      const GridSpec *chosen = &spec;
-      auto o = llvm::find_if(overrides, [&](const Override &o) { return o.glob.match(w.getName()); });
+      const GridSpec *chosen = &settings.spec;
+      auto o = llvm::find_if(
+          overrides, [&](const Override &entry) { return entry.glob.match(w.getName()); });
       if (o != overrides.end())
         chosen = &o->spec;
-      else if (llvm::any_of(patterns, [&](auto &p) { return p.match(w.getName()); }))
+      else if (llvm::any_of(settings.skipPatterns, [&](auto &p) { return p.match(w.getName()); }))
         return WalkResult::advance();
-      const DType target = chosen == &spec ? format : chosen->dtype();
+      const DType target = chosen == &settings.spec ? settings.format : chosen->dtype();
       if (dtypeOfElementType(type.getElementType()) == target)
         return WalkResult::advance();
       int64_t cols = type.getShape().back();
@@ -207,112 +273,143 @@ struct QuantizePass final : impl::QuantizePassBase<QuantizePass> {
                       << (o != overrides.end() ? " (override '" + o->text + "')" : std::string());
         return WalkResult::interrupt();
       }
-      auto &slot = byFormat[target];
+      auto &slot = targets.byFormat[target];
       slot.first = *chosen;
       slot.second.insert(w.getName().str());
-      retypeOnly.push_back({w, target});
+      targets.retypeOnly.push_back({w, target});
       return WalkResult::advance();
     });
-    if (walk.wasInterrupted())
-      return signalPassFailure();
-
-    std::unique_ptr<WeightStore> store;
-    try {
-      store = std::make_unique<WeightStore>(module);
-    } catch (const std::exception &e) {
-      return fail(e.what());
+    if (walk.wasInterrupted()) {
+      signalPassFailure();
+      return failure();
     }
-    if (!store->hasData()) {
-      if (calibrated)
-        return fail("method=" + m +
-                    " needs the weights in the IR (llmc import --emit-resources, or llmc "
-                    "compile); on a types-only module only method=rtn and method=hbq run, "
-                    "retyping weights");
-      for (auto [w, t] : retypeOnly) {
-        auto type = cast<RankedTensorType>(w.getType());
-        w.getResult().setType(
-            RankedTensorType::get(type.getShape(), weightElementType(&getContext(), t)));
-      }
+    return success();
+  }
+
+  /// A types-only module: only the uncalibrated methods run, retyping the
+  /// targets.
+  void retypeWithoutData(const QuantSettings &settings, const QuantTargets &targets) {
+    if (settings.calibrated) {
+      reportError("method=" + settings.methodName +
+                  " needs the weights in the IR (llmc import --emit-resources, or llmc "
+                  "compile); on a types-only module only method=rtn and method=hbq run, "
+                  "retyping weights");
       return;
     }
-
-    auto t0 = std::chrono::steady_clock::now();
-    try {
-      CalibrationData data;
-      if (calibrated)
-        data = loadCalibration(*store, calib, calibTokens, calibSeq);
-      // The pass's own grid first, then each override grid.
-      std::vector<std::unique_ptr<QuantizeContext>> contexts;
-      QuantizeContext *own = nullptr; // the context of the method's own format
-      if (auto it = byFormat.find(format); it != byFormat.end()) {
-        contexts.push_back(std::make_unique<QuantizeContext>(
-            module, *store, it->second.first, std::move(it->second.second), data.tokens, format));
-        own = contexts.back().get();
-        byFormat.erase(it);
-      }
-      for (auto &[t, slot] : byFormat)
-        contexts.push_back(std::make_unique<QuantizeContext>(module, *store, slot.first,
-                                                             std::move(slot.second), data.tokens));
-      if (calibrated) {
-        ProgressLog(module) << llvm::format("[llmc] llm-quantize %s: %lld calibration tokens from %s "
-                                     "(%zu sequences)\n",
-                                     m.c_str(), (long long)data.tokens, data.path.c_str(),
-                                     data.sequences.size());
-        const int64_t blocks = countBlocks(module);
-        BlockCapture capture(data);
-        for (int64_t l = 0; l < blocks; ++l) {
-          auto tb = std::chrono::steady_clock::now();
-          SiteCollector sites(/*wantHessian=*/qm == QM::GPTQ || qm == QM::OSAQ || qm == QM::AAAC ||
-                                  qm == QM::QTEA,
-                              qm == QM::AWQ ? int64_t(awqSamples) : 0);
-          OsaqSplitCollector splits;
-          capture.capture(module, *store, l, [&](const LinearInput &in) {
-            sites(in);
-            if (qm == QM::OSAQ)
-              splits(in);
-          });
-          double capture =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count();
-          requireExpertCoverage(module, l, sites.sites(), data.tokens);
-          // Each context quantizes only its own pending weights (AWQ scales
-          // a site only when all of its weights belong to one context).
-          for (auto &ctx : contexts) {
-            if (family) { // override grids of these methods get RTN at the end
-              if (ctx.get() != own)
-                continue;
-              if (qm == QM::AAAC)
-                aaacBlock(*ctx, sites.sites(), aaacOpts, l);
-              else
-                qteaBlock(*ctx, sites.sites(), qteaOpts, l);
-            } else if (qm == QM::GPTQ)
-              gptqBlock(*ctx, sites.sites(), actOrder, damp);
-            else if (qm == QM::OSAQ)
-              osaqBlock(*ctx, sites.sites(), splits, osaqOpts, actOrder, damp, l);
-            else
-              awqBlock(*ctx, sites.sites(), l);
-          }
-          ProgressLog(module) << llvm::format(
-              "[llmc] block %lld/%lld: %zu input sites, capture %.2fs, total %.2fs\n",
-              (long long)l + 1, (long long)blocks, sites.sites().size(), capture,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count());
-        }
-      }
-      for (auto &ctx : contexts) {
-        if (ctx.get() == own && qm == QM::AAAC)
-          aaacRemaining(*ctx, aaacOpts);
-        else if (ctx.get() == own && qm == QM::QTEA)
-          qteaRemaining(*ctx, qteaOpts);
-        else if (ctx.get() == own && qm == QM::HBQ)
-          hbqAll(*ctx, hbqOpts);
-        else
-          ctx->rtnRemaining();
-      }
-      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      for (auto &ctx : contexts)
-        ctx->summarize(m, secs);
-    } catch (const std::exception &e) {
-      return fail(Twine("method=") + m + ": " + e.what());
+    for (auto [w, t] : targets.retypeOnly) {
+      auto type = cast<RankedTensorType>(w.getType());
+      w.getResult().setType(
+          RankedTensorType::get(type.getShape(), weightElementType(&getContext(), t)));
     }
+  }
+
+  /// Quantizes every target (throws std::runtime_error): calibrated methods
+  /// block by block, then whatever remains per context.
+  void quantizeTargets(const QuantSettings &settings, QuantTargets &targets, WeightStore &store) {
+    auto t0 = std::chrono::steady_clock::now();
+    CalibrationData data;
+    if (settings.calibrated)
+      data = loadCalibration(store, calib, calibTokens, calibSeq);
+    QuantizeContext *own = nullptr; // the context of the method's own format
+    Contexts contexts = makeContexts(settings, targets, store, data.tokens, own);
+    if (settings.calibrated)
+      quantizeBlocks(settings, data, store, contexts, own);
+    for (auto &ctx : contexts)
+      finishContext(settings, *ctx, ctx.get() == own);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (auto &ctx : contexts)
+      ctx->summarize(settings.methodName, secs);
+  }
+
+  /// One QuantizeContext per target format: the pass's own grid first
+  /// (`own`, null if it has no targets), then each override grid.
+  Contexts makeContexts(const QuantSettings &settings, QuantTargets &targets, WeightStore &store,
+                        int64_t dataTokens, QuantizeContext *&own) {
+    ModuleOp module = getOperation();
+    auto &byFormat = targets.byFormat;
+    Contexts contexts;
+    if (auto it = byFormat.find(settings.format); it != byFormat.end()) {
+      contexts.push_back(std::make_unique<QuantizeContext>(module, store, it->second.first,
+                                                           std::move(it->second.second),
+                                                           dataTokens, settings.format));
+      own = contexts.back().get();
+      byFormat.erase(it);
+    }
+    for (auto &[t, slot] : byFormat)
+      contexts.push_back(std::make_unique<QuantizeContext>(module, store, slot.first,
+                                                           std::move(slot.second), dataTokens));
+    return contexts;
+  }
+
+  /// Walks the blocks in order: block l's linear inputs are captured with
+  /// blocks < l already quantized, then block l is quantized.
+  void quantizeBlocks(const QuantSettings &settings, const CalibrationData &data,
+                      WeightStore &store, Contexts &contexts, QuantizeContext *own) {
+    ModuleOp module = getOperation();
+    ProgressLog(module) << llvm::format("[llmc] llm-quantize %s: %lld calibration tokens from %s "
+                                        "(%zu sequences)\n",
+                                        settings.methodName.c_str(), (long long)data.tokens,
+                                        data.path.c_str(), data.sequences.size());
+    const int64_t blocks = countBlocks(module);
+    BlockCapture capture(data);
+    for (int64_t l = 0; l < blocks; ++l)
+      quantizeBlock(settings, capture, store, l, blocks, contexts, own, data.tokens);
+  }
+
+  void quantizeBlock(const QuantSettings &settings, BlockCapture &capture, WeightStore &store,
+                     int64_t l, int64_t blocks, Contexts &contexts, QuantizeContext *own,
+                     int64_t dataTokens) {
+    using QM = llm::QuantMethod;
+    const QM qm = settings.method;
+    ModuleOp module = getOperation();
+    auto tb = std::chrono::steady_clock::now();
+    SiteCollector sites(/*wantHessian=*/qm == QM::GPTQ || qm == QM::OSAQ || qm == QM::AAAC ||
+                            qm == QM::QTEA,
+                        qm == QM::AWQ ? int64_t(awqSamples) : 0);
+    OsaqSplitCollector splits;
+    capture.capture(module, store, l, [&](const LinearInput &in) {
+      sites(in);
+      if (qm == QM::OSAQ)
+        splits(in);
+    });
+    double captureSecs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count();
+    requireExpertCoverage(module, l, sites.sites(), dataTokens);
+    // Each context quantizes only its own pending weights (AWQ scales
+    // a site only when all of its weights belong to one context).
+    for (auto &ctx : contexts) {
+      if (settings.family) { // override grids of these methods get RTN at the end
+        if (ctx.get() != own)
+          continue;
+        if (qm == QM::AAAC)
+          aaacBlock(*ctx, sites.sites(), settings.aaac, l);
+        else
+          qteaBlock(*ctx, sites.sites(), settings.qtea, l);
+      } else if (qm == QM::GPTQ)
+        gptqBlock(*ctx, sites.sites(), actOrder, damp);
+      else if (qm == QM::OSAQ)
+        osaqBlock(*ctx, sites.sites(), splits, settings.osaq, actOrder, damp, l);
+      else
+        awqBlock(*ctx, sites.sites(), l);
+    }
+    ProgressLog(module) << llvm::format(
+        "[llmc] block %lld/%lld: %zu input sites, capture %.2fs, total %.2fs\n",
+        (long long)l + 1, (long long)blocks, sites.sites().size(), captureSecs,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count());
+  }
+
+  /// What no block quantized: the family methods' own format by the
+  /// method, everything else by RTN.
+  void finishContext(const QuantSettings &settings, QuantizeContext &ctx, bool isOwn) {
+    using QM = llm::QuantMethod;
+    if (isOwn && settings.method == QM::AAAC)
+      aaacRemaining(ctx, settings.aaac);
+    else if (isOwn && settings.method == QM::QTEA)
+      qteaRemaining(ctx, settings.qtea);
+    else if (isOwn && settings.method == QM::HBQ)
+      hbqAll(ctx, settings.hbq);
+    else
+      ctx.rtnRemaining();
   }
 };
 

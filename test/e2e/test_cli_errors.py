@@ -163,8 +163,15 @@ def main():
     checks.check(magic == b"LLMCART\0", "artifact magic", repr(magic))
     flip_at = data_off + data_size // 2
     corrupt = patched_copy(good_art, os.path.join(work, "corrupt.llmc"), flip_at, bytes([data[flip_at] ^ 0x5A]))
-    expect_error("run: artifact with a flipped data byte", ["run", corrupt, *run_args], [corrupt],
+    # Weights are data: a run hashes them only under --verify-weights (and
+    # `llmc verify` always does); without it the run must not crash.
+    expect_error("run --verify-weights: artifact with a flipped data byte",
+                 ["run", corrupt, *run_args, "--verify-weights"], [corrupt], must_contain=("checksum",))
+    expect_error("verify: artifact with a flipped data byte", ["verify", corrupt], [corrupt],
                  must_contain=("checksum",))
+    p = harness.run_llmc(["run", corrupt, *run_args], check=False, timeout=120)
+    checks.check(p.returncode == 0, "run without --verify-weights: a flipped weight byte is data",
+                 f"exit {p.returncode}: {p.stderr.strip()[-200:]}")
     bad_magic = patched_copy(good_art, os.path.join(work, "badmagic.llmc"), 0, b"LLMCXXX\0")
     expect_error("run: artifact with wrong magic", ["run", bad_magic, *run_args], [bad_magic])
     expect_error("inspect: artifact with wrong magic", ["inspect", bad_magic], [bad_magic])

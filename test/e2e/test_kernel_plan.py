@@ -37,7 +37,7 @@ tokens stay within int8 noise (mean KL < 0.05: the generated norms and exp
 round last bits differently, which flips some int8 roundings) of the
 library int8 kernels at this CPU's level (stored object), forced to
 LLMC_ISA=x86-64 (the stored baseline object) and to x86-64-v2 (its stored
-object); with no compiler anywhere (LLMC_CXX pointing nowhere, an empty
+object); with no compiler on PATH (an empty folder as
 PATH) the run is the same, since the runtime compiles nothing. With
 --exact-activations the generated kernels match the reference
 engine within 1e-4. SmolLM2 in llmc's gq4s_g32 (llm-quantize rtn) runs the
@@ -206,15 +206,14 @@ def check_codegen(checks, work, sm):
     lib, lib_ids = harness.llmc_logits_and_greedy(
         art, prompt, 16, os.path.join(work, "cg-lib.npy"), ["--engine", "kernels", "--library-kernels"])
     # The runtime compiles nothing: every level is a stored object, and a
-    # run with no compiler anywhere (LLMC_CXX pointing nowhere, PATH without
-    # one) loads this CPU's object as usual.
+    # run with no compiler on PATH loads this CPU's object as usual.
     bare = os.path.join(work, "bare-bin")
     os.makedirs(bare, exist_ok=True)
     runs = [("this CPU's level", {}, "stored x86-64-v", []),
             ("this CPU's level, f32 activations", {}, "stored x86-64-v", ["--exact-activations"]),
             ("LLMC_ISA=x86-64", {"LLMC_ISA": "x86-64"}, "stored x86-64 object", []),
             ("LLMC_ISA=x86-64-v2", {"LLMC_ISA": "x86-64-v2"}, "stored x86-64-v2 object", []),
-            ("no compiler on this machine", {"LLMC_CXX": "/nonexistent/c++", "PATH": bare},
+            ("no compiler on PATH", {"PATH": bare},
              "stored x86-64-v", [])]
     for label, env, how, extra in runs:
         npy = os.path.join(work, "cg.npy")

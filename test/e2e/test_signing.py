@@ -143,9 +143,14 @@ def main():
                  p.stdout.strip())
     bad_obj = os.path.join(work, "bad-object.llmc")
     flip_byte(art, bad_obj, offset=section_offset(art, "codegen.x86-64-v3.so") + 4000)
-    p, _, _ = generate(rt, bad_obj, os.path.join(work, "o.npy"))
-    checks.check(p.returncode == 1 and "corrupted" in p.stderr,
+    # The object a run would load (LLMC_ISA picks the x86-64-v3 one, which
+    # this CPU runs) is checked against its signed SHA-256 before it maps.
+    p, _, _ = generate(rt, bad_obj, os.path.join(work, "o.npy"), env={"LLMC_ISA": "x86-64-v3"})
+    checks.check(p.returncode == 1 and "tampered" in p.stderr,
                  "tampered kernel object: the artifact is refused", p.stderr.strip()[-200:])
+    p = run(llmc, ["verify", bad_obj])
+    checks.check(p.returncode == 1 and "codegen.x86-64-v3.so" in p.stdout + p.stderr,
+                 "verify: names the tampered kernel object", (p.stdout + p.stderr).strip()[-200:])
 
     # Keys: a secret key readable by others is refused; keys never overwritten.
     key = os.path.join(work, "team.key")

@@ -97,8 +97,6 @@ std::vector<Spec> allSpecs() {
 class OpKernels : public ::testing::Test {
 protected:
   void SetUp() override {
-    if (findHostCompiler().empty())
-      LLMC_MISSING_INPUT("a C++ compiler to build generated kernels");
   }
   std::mt19937 rng{23};
   std::normal_distribution<float> nd{0.0f, 1.0f};

@@ -211,7 +211,8 @@ TEST(Rows8, Q4KPackedKernelMatchesTheDequantizedDot) {
               << "cols " << cols << " nx " << nx << " token " << j << " row " << r;
         }
     }
-  EXPECT_FALSE(kernels::hasFastRows8Kernel(t)); // packed only for a generated kernel
+  // Vectorized (AVX2) wherever Q4_0's kernel is.
+  EXPECT_EQ(kernels::hasFastRows8Kernel(t), kernels::hasFastRows8Kernel(DType::Q4_0));
   std::vector<uint8_t> src(8 * 144 * 2), dst(8 * 1184 * 2);
   EXPECT_THROW(kernels::packRows8(t, src.data(), 144 * 2, 8, 288, dst.data()), std::runtime_error);
 }
@@ -222,8 +223,72 @@ TEST(Rows8, RejectsShapesAndTypesWithoutALayout) {
                std::runtime_error);
   EXPECT_FALSE(kernels::hasRows8(DType::Q6_K));
   EXPECT_TRUE(kernels::hasRows8(DType::Q5_0));
-  EXPECT_FALSE(kernels::hasFastRows8Kernel(DType::Q5_0)); // packed only for a generated kernel
+  EXPECT_EQ(kernels::hasFastRows8Kernel(DType::Q5_0), kernels::hasFastRows8Kernel(DType::Q4_0));
   EXPECT_THROW(kernels::rows8DotKernel(DType::F32, 1), std::runtime_error);
+}
+
+namespace {
+/// Every weight of m (rows of t) at its largest magnitude: all quant, fifth
+/// bit and (Q4_K) 6-bit scale and min bytes 0xFF (Q8_0's codes -127); the
+/// fp16 scales kept.
+void saturateWeights(DType t, std::vector<uint8_t> &m) {
+  const DTypeInfo &info = dtypeInfo(t);
+  const int64_t scaleBytes = t == DType::Q4_1 || t == DType::Q5_1 || t == DType::Q4_K ? 4 : 2;
+  for (size_t at = 0; at < m.size(); at += size_t(info.block_bytes))
+    std::memset(m.data() + at + scaleBytes, t == DType::Q8_0 ? 0x81 : 0xFF,
+                size_t(info.block_bytes - scaleBytes));
+}
+} // namespace
+
+// The AVX2 eight-row kernels give the portable kernels' very bits, for every
+// layout, several widths and 1..4 activation rows; also at the limits of
+// their 16-bit sums (every weight at its largest magnitude, activations
+// +-127 in a row).
+TEST(Rows8, SimdKernelsAreBitIdenticalToThePortableOnes) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
+      !kernels::hasFastRows8Kernel(DType::Q4_0))
+    GTEST_SKIP() << "no AVX2 eight-row kernels in this build or on this CPU";
+  std::mt19937 rng(31);
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q5_0, DType::Q5_1, DType::Q4_K}) {
+    const std::string name(dtypeInfo(t).name);
+    EXPECT_TRUE(kernels::hasFastRows8Kernel(t)) << name;
+    const std::vector<int64_t> widths = t == DType::Q4_K ? std::vector<int64_t>{256, 768, 1536}
+                                                         : std::vector<int64_t>{256, 576, 1536};
+    for (int64_t cols : widths)
+      for (int extreme = 0; extreme < 2; ++extreme)
+        for (int nx = 1; nx <= 4; ++nx) {
+          ASSERT_NE(kernels::rows8DotKernel(t, nx), kernels::rows8DotKernelScalar(t, nx)) << name;
+          const int64_t rows = 16, stride = rowBytes(t, cols);
+          const int64_t gb = kernels::rows8GroupBytes(t, cols);
+          std::vector<uint8_t> m = randomMatrix(t, rows, cols, rng);
+          if (extreme)
+            saturateWeights(t, m);
+          std::vector<uint8_t> packed(size_t(rows / 8 * gb));
+          kernels::packRows8(t, m.data(), stride, rows, cols, packed.data());
+          Acts a(nx, cols, rng);
+          for (int j = 0; extreme && j < nx; ++j)
+            std::memset(a.q.data() + j * a.ldq, j % 2 ? 0x81 : 0x7F, size_t(cols));
+          const int64_t ldo = 20;
+          std::vector<float> simd(size_t(ldo * nx), NAN), scalar(simd);
+          for (int64_t g = 0; g < rows / 8; ++g) {
+            kernels::rows8DotKernel(t, nx)(packed.data() + g * gb, cols, a.q.data(), a.d.data(),
+                                           a.s.data(), a.ldq, a.ldd, simd.data() + g * 8, ldo);
+            kernels::rows8DotKernelScalar(t, nx)(packed.data() + g * gb, cols, a.q.data(),
+                                                 a.d.data(), a.s.data(), a.ldq, a.ldd,
+                                                 scalar.data() + g * 8, ldo);
+          }
+          for (int j = 0; j < nx; ++j)
+            for (int64_t r = 0; r < rows; ++r) {
+              const float v = simd[size_t(j * ldo + r)], w = scalar[size_t(j * ldo + r)];
+              uint32_t vb, wb;
+              std::memcpy(&vb, &v, 4);
+              std::memcpy(&wb, &w, 4);
+              EXPECT_EQ(vb, wb) << name << " cols=" << cols << (extreme ? " saturated" : "")
+                                << " nx=" << nx << " token " << j << " row " << r << ": " << v
+                                << " vs " << w;
+            }
+        }
+  }
 }
 
 TEST(Int8Dot, MatmulWithInt8ActivationsMatchesTheF32Product) {

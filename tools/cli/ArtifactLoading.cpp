@@ -30,12 +30,12 @@ bool isArtifactFile(const std::string &path) {
 std::unique_ptr<Artifact> loadModelOrArtifact(const std::string &path,
                                               const std::string &pipeline,
                                               const std::string &tokenizer,
-                                              bool quiet) {
+                                              bool quiet, bool verifyWeights) {
   if (isArtifactFile(path)) {
     if (!pipeline.empty())
       throw std::runtime_error(path + ": --pipeline applies to source models, "
                                       "not to a compiled artifact");
-    return Artifact::open(path);
+    return Artifact::open(path, verifyWeights);
   }
   if (!sourceCompiler())
     throw std::runtime_error(path + ": not an .llmc artifact (this runtime-only binary runs "
@@ -89,6 +89,10 @@ void addEngineOptions(CLI::App *cmd, EngineChoice &choice) {
   cmd->add_flag("--require-signed", choice.requireSigned,
                 "refuse an artifact whose generated kernels are not signed by a trusted key "
                 "(default: run the runtime's built-in kernels with a warning)");
+  cmd->add_flag("--verify-weights", choice.verifyWeights,
+                "hash every tensor of the artifact against its stored checksum before running "
+                "(reads the whole file; by default only the header, manifest, tensor bounds "
+                "and any native code are checked, and `llmc verify` checks everything)");
 }
 
 } // namespace llmc::tool

@@ -170,160 +170,191 @@ std::string rateCell(const std::vector<double> &runs) {
     snprintf(buf, sizeof buf, "%.2f", m);
   return buf;
 }
+
+void declareBenchOptions(CLI::App &app, BenchArgs &a) {
+  CLI::App *cmd = app.add_subcommand(
+      "bench", "Measure prefill and decode speed, load time and peak memory of an "
+               "artifact (or a source model compiled in memory)");
+  cmd->add_option("model", a.input, ".llmc artifact or source model")->required();
+  cmd->add_option("-p,--prompt", a.prompt, "prompt tokens of the prefill test (0: skip)")
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-n,--tokens", a.gen, "tokens of the decode test (0: skip)")
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-r,--reps", a.reps, "repetitions; each rate is their median")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("-t,--threads", a.threads, "worker threads (0: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-c,--ctx", a.ctx, "KV cache size (0: the larger of -p and -n)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--pipeline", a.pipeline, "pass pipeline for in-memory compiles");
+  cmd->add_option("--tokenizer", a.tokenizer, "llama2.c tokenizer.bin");
+  cmd->add_flag("--json", a.json, "print one JSON object instead of the table");
+  cmd->add_flag("--no-warmup", a.noWarmup, "skip the untimed warm-up step");
+  cmd->add_flag("-q,--quiet", a.quiet, "no progress on stderr");
+  addEngineOptions(cmd, a.engine);
+}
+
+/// What a bench run measured, for both output forms.
+struct BenchResult {
+  std::vector<double> prefill, decode; // tokens/s of each repetition
+  double loadS = 0, rss = 0, bpw = 0;
+  int threads = 0;
+  ModelStats stats;
+  std::string name;
+};
+
+/// The timed repetitions: a -p token prefill from an empty cache, then -n
+/// greedy one-token decode steps from an empty cache (each skipped at 0).
+/// `bos`: the tokenizer's BOS id, which starts the prompt (-1: none).
+void measureRates(const BenchArgs &a, Executor &exec, int32_t bos, BenchResult &r) {
+  const int64_t vocab = exec.vocabSize();
+  std::vector<int32_t> prompt = benchTokens(std::max<int64_t>(a.prompt, 1), vocab, bos);
+  Sampler greedy({});
+
+  if (!a.noWarmup) { // first touch of every weight page, thread start-up
+    exec.reset();
+    exec.forward(std::vector<int32_t>(prompt.begin(),
+                                      prompt.begin() + std::min<size_t>(prompt.size(), 8)));
+    exec.reset();
+  }
+  for (int rep = 0; rep < a.reps; ++rep) {
+    if (a.prompt > 0) {
+      exec.reset();
+      auto tp = Clock::now();
+      std::vector<float> logits = exec.forward(prompt);
+      double s = secondsSince(tp);
+      if (logits.size() != size_t(vocab))
+        throw std::runtime_error(a.input + ": prefill returned no logits");
+      r.prefill.push_back(a.prompt / std::max(s, 1e-9));
+    }
+    if (a.gen > 0) {
+      exec.reset();
+      int32_t tok = prompt[0];
+      auto td = Clock::now();
+      for (int i = 0; i < a.gen; ++i) {
+        std::vector<float> logits = exec.forward({tok});
+        tok = greedy.sample(logits.data(), vocab);
+      }
+      r.decode.push_back(a.gen / std::max(secondsSince(td), 1e-9));
+    }
+    if (!a.quiet)
+      fprintf(stderr, "[llmc] rep %d/%d done\n", rep + 1, a.reps);
+  }
+}
+
+/// "[r0, r1, ...]" with jsonNumber's formatting.
+std::string jsonArray(const std::vector<double> &v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + jsonNumber(v[i]);
+  return s + "]";
+}
+
+void printBenchJson(const BenchArgs &a, const BenchResult &r, const Artifact &art,
+                    const Executor &exec) {
+  const ModelStats &st = r.stats;
+  const double prefillMed = r.prefill.empty() ? NAN : median(r.prefill);
+  const double decodeMed = r.decode.empty() ? NAN : median(r.decode);
+  std::string types = "{";
+  for (const auto &kv : st.bytesByType)
+    types += (types.size() > 1 ? ", \"" : "\"") + kv.first + "\": " +
+             std::to_string(kv.second);
+  types += "}";
+  nlohmann::json j; // only for string escaping of the name and path
+  printf("{\"prefill_tok_s\": %s, \"decode_tok_s\": %s, \"load_s\": %s, "
+         "\"peak_rss_mb\": %s, \"threads\": %d, \"model\": %s, \"path\": %s, "
+         "\"prompt_tokens\": %d, \"gen_tokens\": %d, \"reps\": %d, \"ctx\": %lld, "
+         "\"file_bytes\": %llu, \"size_bytes\": %lld, \"params\": %lld, \"bpw\": %s, "
+         "\"decode_weight_bytes_per_token\": %lld, \"kv_bytes_per_position\": %lld, "
+         "\"bytes_by_type\": %s, \"prefill_runs\": %s, \"decode_runs\": %s, "
+         "\"engine\": \"%s\", \"generated_kernels\": %s, \"other_bytes\": %lld, "
+         "\"activations\": %s}\n",
+         jsonNumber(prefillMed).c_str(), jsonNumber(decodeMed).c_str(),
+         jsonNumber(r.loadS).c_str(), jsonNumber(r.rss).c_str(), r.threads,
+         nlohmann::json(r.name).dump().c_str(), nlohmann::json(a.input).dump().c_str(),
+         a.prompt, a.gen, a.reps, (long long)exec.maxContext(),
+         (unsigned long long)art.fileSize(), (long long)st.weightBytes,
+         (long long)st.params, jsonNumber(r.bpw).c_str(), (long long)st.decodeBytes,
+         (long long)st.kvBytesPerPos, types.c_str(), jsonArray(r.prefill).c_str(),
+         jsonArray(r.decode).c_str(), exec.engineName(),
+         nlohmann::json(exec.generatedKernelsInfo()).dump().c_str(), (long long)st.otherBytes,
+         nlohmann::json(exec.activationsInfo()).dump().c_str());
+  fflush(stdout);
+}
+
+/// The llama-bench style table: one row per test, then a summary line.
+void printBenchTable(const BenchArgs &a, const BenchResult &r, const Executor &exec) {
+  char size[32], bpwS[32];
+  snprintf(size, sizeof size, "%.2f MiB", double(r.stats.weightBytes) / (1 << 20));
+  snprintf(bpwS, sizeof bpwS, "%.2f", r.bpw);
+  printf("| %-24s | %12s | %6s | %7s | %8s | %-28s |\n", "model", "size", "bpw", "threads",
+         "test", "t/s (median (min-max))");
+  printf("| %s | %s | %s | %s | %s | %s |\n", std::string(24, '-').c_str(),
+         std::string(12, '-').c_str(), std::string(6, '-').c_str(),
+         std::string(7, '-').c_str(), std::string(8, '-').c_str(),
+         std::string(28, '-').c_str());
+  auto printRow = [&](const std::string &test, const std::vector<double> &runs) {
+    printf("| %-24.24s | %12s | %6s | %7d | %8s | %-28s |\n", r.name.c_str(), size, bpwS,
+           r.threads, test.c_str(), rateCell(runs).c_str());
+  };
+  if (!r.prefill.empty())
+    printRow("pp" + std::to_string(a.prompt), r.prefill);
+  if (!r.decode.empty())
+    printRow("tg" + std::to_string(a.gen), r.decode);
+  printf("load %.3f s | peak RSS %.1f MiB | %d rep%s | engine %s | generated kernels: %s | "
+         "activations: %s\n",
+         r.loadS, r.rss, a.reps, a.reps == 1 ? "" : "s", exec.engineName(),
+         exec.generatedKernelsInfo().c_str(), exec.activationsInfo().c_str());
+  fflush(stdout);
+}
+
+int runBench(const BenchArgs &a) {
+  // Flag combinations CLI11 cannot check are usage errors too (exit 2).
+  int64_t need = std::max<int64_t>(a.prompt, a.gen);
+  auto usage = [](const std::string &msg) {
+    fprintf(stderr, "llmc: error: %s\n", msg.c_str());
+    return int(kUsage);
+  };
+  if (need == 0)
+    return usage("nothing to measure: -p and -n are both 0");
+  if (a.ctx > 0 && a.ctx < need)
+    return usage("--ctx " + std::to_string(a.ctx) + " is smaller than the " +
+                 std::to_string(need) + " positions the test needs");
+  auto t0 = Clock::now();
+  auto art = loadModelOrArtifact(a.input, a.pipeline, a.tokenizer, a.quiet,
+                                 a.engine.verifyWeights);
+  int64_t modelCtx = art->config().context_length;
+  if (modelCtx > 0 && need > modelCtx)
+    throw std::runtime_error(a.input + ": the test needs " + std::to_string(need) +
+                             " positions but the model's context is " +
+                             std::to_string(modelCtx) + " (lower -p / -n)");
+  ExecutorOptions eo;
+  eo.threads = a.threads;
+  eo.max_context = a.ctx > 0 ? a.ctx : need;
+  a.engine.apply(eo);
+  Executor exec(*art, eo);
+  warnUntrustedCode(exec);
+  BenchResult r;
+  r.loadS = secondsSince(t0);
+  r.threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+
+  measureRates(a, exec, art->tokenizer().tokens.empty() ? -1 : art->tokenizer().bos_id, r);
+  r.rss = peakRssMiB();
+  r.stats = modelStats(*art);
+  r.bpw = r.stats.params > 0 ? 8.0 * double(r.stats.weightBytes) / double(r.stats.params) : 0.0;
+  r.name = modelName(*art, a.input);
+  if (a.json)
+    printBenchJson(a, r, *art, exec);
+  else
+    printBenchTable(a, r, exec);
+  return kOk;
+}
 } // namespace
 
 std::function<int()> addBenchCommand(CLI::App &app) {
   auto a = std::make_shared<BenchArgs>();
-  CLI::App *cmd = app.add_subcommand(
-      "bench", "Measure prefill and decode speed, load time and peak memory of an "
-               "artifact (or a source model compiled in memory)");
-  cmd->add_option("model", a->input, ".llmc artifact or source model")->required();
-  cmd->add_option("-p,--prompt", a->prompt, "prompt tokens of the prefill test (0: skip)")
-      ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("-n,--tokens", a->gen, "tokens of the decode test (0: skip)")
-      ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("-r,--reps", a->reps, "repetitions; each rate is their median")
-      ->check(CLI::Range(1, 1000));
-  cmd->add_option("-t,--threads", a->threads, "worker threads (0: all cores)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("-c,--ctx", a->ctx, "KV cache size (0: the larger of -p and -n)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--pipeline", a->pipeline, "pass pipeline for in-memory compiles");
-  cmd->add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin");
-  cmd->add_flag("--json", a->json, "print one JSON object instead of the table");
-  cmd->add_flag("--no-warmup", a->noWarmup, "skip the untimed warm-up step");
-  cmd->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
-  addEngineOptions(cmd, a->engine);
-
-  return [a]() -> int {
-    // Flag combinations CLI11 cannot check are usage errors too (exit 2).
-    int64_t need = std::max<int64_t>(a->prompt, a->gen);
-    auto usage = [](const std::string &msg) {
-      fprintf(stderr, "llmc: error: %s\n", msg.c_str());
-      return int(kUsage);
-    };
-    if (need == 0)
-      return usage("nothing to measure: -p and -n are both 0");
-    if (a->ctx > 0 && a->ctx < need)
-      return usage("--ctx " + std::to_string(a->ctx) + " is smaller than the " +
-                   std::to_string(need) + " positions the test needs");
-    auto t0 = Clock::now();
-    auto art = loadModelOrArtifact(a->input, a->pipeline, a->tokenizer, a->quiet);
-    int64_t modelCtx = art->config().context_length;
-    if (modelCtx > 0 && need > modelCtx)
-      throw std::runtime_error(a->input + ": the test needs " + std::to_string(need) +
-                               " positions but the model's context is " +
-                               std::to_string(modelCtx) + " (lower -p / -n)");
-    ExecutorOptions eo;
-    eo.threads = a->threads;
-    eo.max_context = a->ctx > 0 ? a->ctx : need;
-    a->engine.apply(eo);
-    Executor exec(*art, eo);
-    warnUntrustedCode(exec);
-    double loadS = secondsSince(t0);
-    int threads = a->threads > 0 ? a->threads
-                                 : int(std::max(1u, std::thread::hardware_concurrency()));
-
-    const int64_t vocab = exec.vocabSize();
-    int32_t bos = art->tokenizer().tokens.empty() ? -1 : art->tokenizer().bos_id;
-    std::vector<int32_t> prompt = benchTokens(std::max<int64_t>(a->prompt, 1), vocab, bos);
-    Sampler greedy({});
-
-    if (!a->noWarmup) { // first touch of every weight page, thread start-up
-      exec.reset();
-      exec.forward(std::vector<int32_t>(prompt.begin(),
-                                        prompt.begin() + std::min<size_t>(prompt.size(), 8)));
-      exec.reset();
-    }
-    std::vector<double> prefill, decode;
-    for (int r = 0; r < a->reps; ++r) {
-      if (a->prompt > 0) {
-        exec.reset();
-        auto tp = Clock::now();
-        std::vector<float> logits = exec.forward(prompt);
-        double s = secondsSince(tp);
-        if (logits.size() != size_t(vocab))
-          throw std::runtime_error(a->input + ": prefill returned no logits");
-        prefill.push_back(a->prompt / std::max(s, 1e-9));
-      }
-      if (a->gen > 0) {
-        exec.reset();
-        int32_t tok = prompt[0];
-        auto td = Clock::now();
-        for (int i = 0; i < a->gen; ++i) {
-          std::vector<float> logits = exec.forward({tok});
-          tok = greedy.sample(logits.data(), vocab);
-        }
-        decode.push_back(a->gen / std::max(secondsSince(td), 1e-9));
-      }
-      if (!a->quiet)
-        fprintf(stderr, "[llmc] rep %d/%d done\n", r + 1, a->reps);
-    }
-    double rss = peakRssMiB();
-    ModelStats st = modelStats(*art);
-    double bpw = st.params > 0 ? 8.0 * double(st.weightBytes) / double(st.params) : 0.0;
-    std::string name = modelName(*art, a->input);
-    double prefillMed = prefill.empty() ? NAN : median(prefill);
-    double decodeMed = decode.empty() ? NAN : median(decode);
-
-    if (a->json) {
-      auto arr = [](const std::vector<double> &v) {
-        std::string s = "[";
-        for (size_t i = 0; i < v.size(); ++i)
-          s += (i ? ", " : "") + jsonNumber(v[i]);
-        return s + "]";
-      };
-      std::string types = "{";
-      for (const auto &kv : st.bytesByType)
-        types += (types.size() > 1 ? ", \"" : "\"") + kv.first + "\": " +
-                 std::to_string(kv.second);
-      types += "}";
-      nlohmann::json j; // only for string escaping of the name and path
-      printf("{\"prefill_tok_s\": %s, \"decode_tok_s\": %s, \"load_s\": %s, "
-             "\"peak_rss_mb\": %s, \"threads\": %d, \"model\": %s, \"path\": %s, "
-             "\"prompt_tokens\": %d, \"gen_tokens\": %d, \"reps\": %d, \"ctx\": %lld, "
-             "\"file_bytes\": %llu, \"size_bytes\": %lld, \"params\": %lld, \"bpw\": %s, "
-             "\"decode_weight_bytes_per_token\": %lld, \"kv_bytes_per_position\": %lld, "
-             "\"bytes_by_type\": %s, \"prefill_runs\": %s, \"decode_runs\": %s, "
-             "\"engine\": \"%s\", \"generated_kernels\": %s, \"other_bytes\": %lld, "
-             "\"activations\": %s}\n",
-             jsonNumber(prefillMed).c_str(), jsonNumber(decodeMed).c_str(),
-             jsonNumber(loadS).c_str(), jsonNumber(rss).c_str(), threads,
-             nlohmann::json(name).dump().c_str(), nlohmann::json(a->input).dump().c_str(),
-             a->prompt, a->gen, a->reps, (long long)exec.maxContext(),
-             (unsigned long long)art->fileSize(), (long long)st.weightBytes,
-             (long long)st.params, jsonNumber(bpw).c_str(), (long long)st.decodeBytes,
-             (long long)st.kvBytesPerPos, types.c_str(), arr(prefill).c_str(),
-             arr(decode).c_str(), exec.engineName(),
-             nlohmann::json(exec.generatedKernelsInfo()).dump().c_str(), (long long)st.otherBytes,
-             nlohmann::json(exec.activationsInfo()).dump().c_str());
-      fflush(stdout);
-      return kOk;
-    }
-    char size[32], bpwS[32];
-    snprintf(size, sizeof size, "%.2f MiB", double(st.weightBytes) / (1 << 20));
-    snprintf(bpwS, sizeof bpwS, "%.2f", bpw);
-    printf("| %-24s | %12s | %6s | %7s | %8s | %-28s |\n", "model", "size", "bpw", "threads",
-           "test", "t/s (median (min-max))");
-    printf("| %s | %s | %s | %s | %s | %s |\n", std::string(24, '-').c_str(),
-           std::string(12, '-').c_str(), std::string(6, '-').c_str(),
-           std::string(7, '-').c_str(), std::string(8, '-').c_str(),
-           std::string(28, '-').c_str());
-    auto row = [&](const std::string &test, const std::vector<double> &runs) {
-      printf("| %-24.24s | %12s | %6s | %7d | %8s | %-28s |\n", name.c_str(), size, bpwS,
-             threads, test.c_str(), rateCell(runs).c_str());
-    };
-    if (!prefill.empty())
-      row("pp" + std::to_string(a->prompt), prefill);
-    if (!decode.empty())
-      row("tg" + std::to_string(a->gen), decode);
-    printf("load %.3f s | peak RSS %.1f MiB | %d rep%s | engine %s | generated kernels: %s | "
-           "activations: %s\n",
-           loadS, rss, a->reps, a->reps == 1 ? "" : "s", exec.engineName(),
-           exec.generatedKernelsInfo().c_str(), exec.activationsInfo().c_str());
-    fflush(stdout);
-    return kOk;
-  };
+  declareBenchOptions(app, *a);
+  return [a]() { return runBench(*a); };
 }
 
 } // namespace llmc::tool

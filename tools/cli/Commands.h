@@ -51,11 +51,15 @@ void useInMemoryCompiler();
 
 /// Opens an .llmc artifact, or reads and compiles a GGUF file, HF folder or
 /// llama2.c checkpoint in memory (with the SourceCompiler, when there is
-/// one). Throws std::runtime_error.
+/// one). Throws std::runtime_error. An artifact's structure is always
+/// checked (header and manifest checksums, every tensor's bounds, size and
+/// alignment, and the signed digest of any native code before it runs);
+/// verifyWeights also hashes every tensor's bytes against its checksum
+/// (--verify-weights: reads the whole file, ~0.13 s a GB here).
 std::unique_ptr<Artifact> loadModelOrArtifact(const std::string &path,
                                               const std::string &pipeline,
                                               const std::string &tokenizer,
-                                              bool quiet);
+                                              bool quiet, bool verifyWeights = false);
 bool isArtifactFile(const std::string &path);
 /// How forward steps run: --engine auto|kernels|reference,
 /// --library-kernels (the kernel engine runs the runtime's library kernels
@@ -70,6 +74,7 @@ struct EngineChoice {
   bool exact = false;
   std::vector<std::string> trustedKeys;
   bool requireSigned = false;
+  bool verifyWeights = false; // --verify-weights (see loadModelOrArtifact)
   /// Throws std::runtime_error on an unreadable key file.
   void apply(ExecutorOptions &eo) const;
 };

@@ -20,11 +20,6 @@
 #include <functional>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-
-#ifndef LLMC_DATA_DIR
-#define LLMC_DATA_DIR ""
-#endif
 
 namespace llmc::tool {
 namespace {
@@ -46,18 +41,6 @@ constexpr int kMultiNeedleNewTokens = 12;
 // KV entries beyond the prompt and the answer (the prompt may also be a
 // few tokens shorter than --context; never longer).
 constexpr int64_t kContextMargin = 16;
-
-/// data/long/licenses.txt under $LLMC_DATA_DIR or the compile-time data/.
-std::string defaultLongTextPath() {
-  std::string dir;
-  if (const char *env = std::getenv("LLMC_DATA_DIR"); env && *env)
-    dir = env;
-  else
-    dir = LLMC_DATA_DIR;
-  if (dir.empty())
-    throw std::runtime_error("no default long text known (set LLMC_DATA_DIR or give --text FILE)");
-  return dir + "/long/licenses.txt";
-}
 
 void note(bool quiet, const std::string &msg) {
   if (!quiet)
@@ -150,7 +133,7 @@ Report runRetrieval(const EvalLongArgs &a, Task task, const Artifact &art, int64
 }
 
 Report runPpl(const EvalLongArgs &a, const Artifact &art, int64_t context, int64_t scoreTokens) {
-  std::string textPath = a.text.empty() ? defaultLongTextPath() : a.text;
+  std::string textPath = a.text.empty() ? defaultTextPath(DefaultText::LongContext) : a.text;
   std::string text = readEvalText(textPath);
   requireTokenizer(art, a.input, textPath);
   ExecutorOptions eo;
@@ -189,98 +172,11 @@ struct SweepRow {
   int64_t scored = 0, decodeForwards = 0, kvBytes = 0, kvEntries = 0;
 };
 
-/// --policies: every prompt is prefilled once with the full cache
-/// (recording what policies need); each policy then gets a copy of that
-/// cache, compresses it and decodes. One JSON object per policy with --json.
-ExitCode runSweep(const EvalLongArgs &a, Task task, const Artifact &art, int64_t context,
-             int64_t scoreTokens) {
-  std::vector<SweepPolicy> policies = readSweepPolicies(a.policies, a.input, a.tokenizer);
-  for (const auto &[layer, p] : programPolicies(art))
-    if (!p.is_null())
-      throw std::runtime_error(a.input + ": --policies needs a model without KV policies "
-                                         "(layer " + std::to_string(layer) + " has one)");
+/// The sweep's results: one line (or JSON object) per policy.
+void printSweepRows(const EvalLongArgs &a, Task task, int64_t context,
+                    const std::vector<SweepPolicy> &policies, const std::vector<SweepRow> &rows,
+                    double prefillS) {
   const bool retrieval = task != Task::Ppl;
-  const bool multi = task == Task::MultiNeedle;
-  const int maxNew = multi ? kMultiNeedleNewTokens : kPasskeyNewTokens;
-  ExecutorOptions eo;
-  a.engine.apply(eo);
-  eo.threads = a.threads;
-  eo.kv_record = true;
-  eo.max_context = retrieval ? context + maxNew + kContextMargin : context;
-  Executor exec(art, eo);
-  warnUntrustedCode(exec);
-  std::vector<SweepRow> rows(policies.size());
-  double prefillTotal = 0;
-  int prompts = 0;
-  auto runPolicies = [&](const std::vector<float> &logits, const std::function<void(size_t)> &decode) {
-    auto snapshot = exec.saveKv();
-    for (size_t k = 0; k < policies.size(); ++k) {
-      exec.restoreKv(*snapshot);
-      auto t0 = std::chrono::steady_clock::now();
-      exec.setKvPolicies(policies[k].byLayer, /*compress_now=*/true);
-      rows[k].compressS +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      (void)logits;
-      decode(k);
-      rows[k].kvBytes += exec.kvCacheBytes();
-      rows[k].kvEntries += exec.kvCacheEntries();
-    }
-    exec.restoreKv(*snapshot);
-    exec.setKvPolicies({}, false);
-  };
-  if (retrieval) {
-    if (art.tokenizer().empty())
-      throw std::runtime_error(a.input + ": the model has no tokenizer, so the " +
-                               std::string(taskName(task)) + " task cannot build its prompt");
-    Tokenizer tok(art.tokenizer());
-    std::vector<RetrievalTrial> trials =
-        multi ? multiNeedleTrials(a.trials, a.seed) : passkeyTrials(a.trials, a.seed);
-    for (size_t i = 0; i < trials.size(); ++i) {
-      BuiltPrompt p = buildPrompt(tok, trials[i], context, a.chat);
-      exec.reset();
-      auto t0 = std::chrono::steady_clock::now();
-      std::vector<float> logits = exec.forward(p.ids);
-      prefillTotal += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      ++prompts;
-      std::string line;
-      runPolicies(logits, [&](size_t k) {
-        GenerationResult g = continueAnswer(exec, tok, logits, maxNew);
-        bool ok = g.digits == trials[i].answer;
-        rows[k].correct += ok;
-        rows[k].trials += 1;
-        rows[k].decodeS += g.decodeSeconds;
-        rows[k].decodeForwards += g.decodeForwards;
-        line += ok ? "+" : "-";
-      });
-      note(a.quiet, "trial " + std::to_string(i + 1) + "/" + std::to_string(trials.size()) +
-                        " depth " + fmt("%.2f", trials[i].depth) + ": " + line +
-                        " (one mark per policy, + retrieved)");
-    }
-  } else {
-    std::string textPath = a.text.empty() ? defaultLongTextPath() : a.text;
-    std::string text = readEvalText(textPath);
-    requireTokenizer(art, a.input, textPath);
-    std::vector<int32_t> ids = tokenizeEvalText(art, a.input, text, exec.vocabSize(), textPath);
-    if ((int64_t)ids.size() < context)
-      throw std::runtime_error(textPath + ": the text has " + std::to_string(ids.size()) +
-                               " tokens, fewer than --context " + std::to_string(context));
-    ids.resize(size_t(context));
-    exec.reset();
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<float> logits =
-        exec.forward(std::vector<int32_t>(ids.begin(), ids.end() - scoreTokens));
-    prefillTotal += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    prompts = 1;
-    runPolicies(logits, [&](size_t k) {
-      TailScore s = continueScore(exec, ids, scoreTokens, logits);
-      rows[k].nll += s.nllMean * double(s.scored);
-      rows[k].scored += s.scored;
-      rows[k].trials += 1;
-      rows[k].decodeS += s.decodeSeconds;
-      rows[k].decodeForwards += s.decodeForwards;
-      note(a.quiet, "policy '" + policies[k].options + "': ppl " + fmt("%.4f", std::exp(s.nllMean)));
-    });
-  }
   for (size_t k = 0; k < policies.size(); ++k) {
     const SweepRow &r = rows[k];
     const double n = double(std::max(1, r.trials));
@@ -300,7 +196,7 @@ ExitCode runSweep(const EvalLongArgs &a, Task task, const Artifact &art, int64_t
     j["kv_entries"] = int64_t(double(r.kvEntries) / n);
     j["decode_tok_s"] = num(rate(r.decodeForwards, r.decodeS));
     j["compress_s"] = r.compressS / n;
-    j["prefill_s"] = prefillTotal / double(std::max(1, prompts));
+    j["prefill_s"] = prefillS;
     if (a.json) {
       printf("%s\n", j.dump().c_str());
     } else {
@@ -313,148 +209,317 @@ ExitCode runSweep(const EvalLongArgs &a, Task task, const Artifact &art, int64_t
     }
   }
   fflush(stdout);
+}
+
+/// A policy sweep in progress: the executor (recording what policies
+/// need), the policies, and what each has scored so far.
+struct PolicySweep {
+  Executor &exec;
+  const std::vector<SweepPolicy> &policies;
+  std::vector<SweepRow> rows;
+  double prefillTotal = 0; // seconds of the full-cache prefills
+  int prompts = 0;         // prefills so far
+
+  PolicySweep(Executor &e, const std::vector<SweepPolicy> &p)
+      : exec(e), policies(p), rows(p.size()) {}
+
+  /// Runs `decode(k)` for each policy k on a copy of the current
+  /// (prefilled) cache compressed by that policy, timing the compression
+  /// and recording the cache size; then restores the full cache and no
+  /// policies.
+  void forEachPolicy(const std::function<void(size_t)> &decode) {
+    auto snapshot = exec.saveKv();
+    for (size_t k = 0; k < policies.size(); ++k) {
+      exec.restoreKv(*snapshot);
+      auto t0 = std::chrono::steady_clock::now();
+      exec.setKvPolicies(policies[k].byLayer, /*compress_now=*/true);
+      rows[k].compressS +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      decode(k);
+      rows[k].kvBytes += exec.kvCacheBytes();
+      rows[k].kvEntries += exec.kvCacheEntries();
+    }
+    exec.restoreKv(*snapshot);
+    exec.setKvPolicies({}, false);
+  }
+
+  /// A full-cache prefill of `ids`, timed; returns its logits.
+  std::vector<float> prefill(const std::vector<int32_t> &ids) {
+    exec.reset();
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<float> logits = exec.forward(ids);
+    prefillTotal += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++prompts;
+    return logits;
+  }
+};
+
+/// Policy k answers one retrieval trial from its compressed cache; returns
+/// its mark ("+" retrieved, "-" not).
+std::string answerWithPolicy(PolicySweep &sweep, size_t k, const Tokenizer &tok,
+                             const std::vector<float> &logits, const RetrievalTrial &trial,
+                             int maxNew) {
+  GenerationResult g = continueAnswer(sweep.exec, tok, logits, maxNew);
+  bool ok = g.digits == trial.answer;
+  SweepRow &row = sweep.rows[k];
+  row.correct += ok;
+  row.trials += 1;
+  row.decodeS += g.decodeSeconds;
+  row.decodeForwards += g.decodeForwards;
+  return ok ? "+" : "-";
+}
+
+/// The retrieval tasks: each trial's prompt is prefilled once, then every
+/// policy answers it.
+void sweepRetrieval(const EvalLongArgs &a, Task task, const Artifact &art, int64_t context,
+                    PolicySweep &sweep) {
+  if (art.tokenizer().empty())
+    throw std::runtime_error(a.input + ": the model has no tokenizer, so the " +
+                             std::string(taskName(task)) + " task cannot build its prompt");
+  Tokenizer tok(art.tokenizer());
+  const bool multi = task == Task::MultiNeedle;
+  const int maxNew = multi ? kMultiNeedleNewTokens : kPasskeyNewTokens;
+  std::vector<RetrievalTrial> trials =
+      multi ? multiNeedleTrials(a.trials, a.seed) : passkeyTrials(a.trials, a.seed);
+  for (size_t i = 0; i < trials.size(); ++i) {
+    BuiltPrompt p = buildPrompt(tok, trials[i], context, a.chat);
+    std::vector<float> logits = sweep.prefill(p.ids);
+    std::string marks;
+    sweep.forEachPolicy(
+        [&](size_t k) { marks += answerWithPolicy(sweep, k, tok, logits, trials[i], maxNew); });
+    note(a.quiet, "trial " + std::to_string(i + 1) + "/" + std::to_string(trials.size()) +
+                      " depth " + fmt("%.2f", trials[i].depth) + ": " + marks +
+                      " (one mark per policy, + retrieved)");
+  }
+}
+
+/// Policy k teacher-forces the scored tail from its compressed cache.
+void scoreTailWithPolicy(PolicySweep &sweep, size_t k, const EvalLongArgs &a,
+                         const std::vector<int32_t> &ids, int64_t scoreTokens,
+                         const std::vector<float> &logits) {
+  TailScore s = continueScore(sweep.exec, ids, scoreTokens, logits);
+  SweepRow &row = sweep.rows[k];
+  row.nll += s.nllMean * double(s.scored);
+  row.scored += s.scored;
+  row.trials += 1;
+  row.decodeS += s.decodeSeconds;
+  row.decodeForwards += s.decodeForwards;
+  note(a.quiet, "policy '" + sweep.policies[k].options + "': ppl " +
+                    fmt("%.4f", std::exp(s.nllMean)));
+}
+
+/// The ppl task: the text's first context - scoreTokens tokens are
+/// prefilled once, then every policy scores the rest.
+void sweepPpl(const EvalLongArgs &a, const Artifact &art, int64_t context, int64_t scoreTokens,
+              PolicySweep &sweep) {
+  std::string textPath = a.text.empty() ? defaultTextPath(DefaultText::LongContext) : a.text;
+  std::string text = readEvalText(textPath);
+  requireTokenizer(art, a.input, textPath);
+  std::vector<int32_t> ids =
+      tokenizeEvalText(art, a.input, text, sweep.exec.vocabSize(), textPath);
+  if ((int64_t)ids.size() < context)
+    throw std::runtime_error(textPath + ": the text has " + std::to_string(ids.size()) +
+                             " tokens, fewer than --context " + std::to_string(context));
+  ids.resize(size_t(context));
+  std::vector<float> logits =
+      sweep.prefill(std::vector<int32_t>(ids.begin(), ids.end() - scoreTokens));
+  sweep.forEachPolicy(
+      [&](size_t k) { scoreTailWithPolicy(sweep, k, a, ids, scoreTokens, logits); });
+}
+
+/// --policies: every prompt is prefilled once with the full cache
+/// (recording what policies need); each policy then gets a copy of that
+/// cache, compresses it and decodes. One JSON object per policy with --json.
+ExitCode runSweep(const EvalLongArgs &a, Task task, const Artifact &art, int64_t context,
+             int64_t scoreTokens) {
+  std::vector<SweepPolicy> policies = readSweepPolicies(a.policies, a.input, a.tokenizer);
+  for (const auto &[layer, p] : programPolicies(art))
+    if (!p.is_null())
+      throw std::runtime_error(a.input + ": --policies needs a model without KV policies "
+                                         "(layer " + std::to_string(layer) + " has one)");
+  const bool retrieval = task != Task::Ppl;
+  const int maxNew = task == Task::MultiNeedle ? kMultiNeedleNewTokens : kPasskeyNewTokens;
+  ExecutorOptions eo;
+  a.engine.apply(eo);
+  eo.threads = a.threads;
+  eo.kv_record = true;
+  eo.max_context = retrieval ? context + maxNew + kContextMargin : context;
+  Executor exec(art, eo);
+  warnUntrustedCode(exec);
+  PolicySweep sweep(exec, policies);
+  if (retrieval)
+    sweepRetrieval(a, task, art, context, sweep);
+  else
+    sweepPpl(a, art, context, scoreTokens, sweep);
+  printSweepRows(a, task, context, policies, sweep.rows,
+                 sweep.prefillTotal / double(std::max(1, sweep.prompts)));
+  return kOk;
+}
+
+/// The --score-tokens option is returned: whether it was given decides
+/// whether it may exceed half the context.
+CLI::Option *declareEvalLongOptions(CLI::App &app, EvalLongArgs &a) {
+  CLI::App *cmd = app.add_subcommand(
+      "eval-long", "Long-context harness: passkey / multi-needle retrieval accuracy or "
+                   "perplexity at a context of N tokens");
+  cmd->add_option("model", a.input, ".llmc artifact or source model to evaluate")->required();
+  cmd->add_option("--task", a.task,
+                  "passkey (find a 5-digit key at depths 0..1), multi-needle (one of four "
+                  "7-digit numbers), or ppl (perplexity of the last --score-tokens of N tokens)")
+      ->required();
+  cmd->add_option("-c,--context", a.context,
+                  "prompt length in tokens (passkey/multi-needle: within 16 below N; ppl: the "
+                  "first N tokens of the text)")
+      ->required()
+      ->check(CLI::Range(int64_t(64), int64_t(1) << 24));
+  cmd->add_option("--trials", a.trials,
+                  "retrieval prompts (default 5; trial i puts the needle at depth i/(K-1))")
+      ->check(CLI::Range(1, 10000));
+  cmd->add_option("--seed", a.seed, "seed of the keys and needle words (default 0)");
+  cmd->add_option("--text", a.text,
+                  "ppl: UTF-8 text file (default: data/long/licenses.txt), or a FILE.ids of "
+                  "whitespace-separated token ids");
+  auto *scoreOpt =
+      cmd->add_option("--score-tokens", a.scoreTokens,
+                      "ppl: teacher-forced tokens at the end of the context (default 256, "
+                      "at most half the context when not given)")
+          ->check(CLI::PositiveNumber);
+  cmd->add_flag("--chat", a.chat,
+                "retrieval: ask in the model's chat template (the answer prefix starts the "
+                "assistant turn)");
+  cmd->add_option("-t,--threads", a.threads, "worker threads (0: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--pipeline", a.pipeline, "pass pipeline for an in-memory compile of MODEL");
+  cmd->add_option("--tokenizer", a.tokenizer, "llama2.c tokenizer.bin");
+  cmd->add_option("--policies", a.policies,
+                  "KV-policy sweep: FILE with one llm-kv-policy option string per line "
+                  "(e.g. 'method=snapkv budget=0.1'); each prompt is prefilled once and every "
+                  "policy decodes from a copy of that cache; one JSON object per policy "
+                  "with --json");
+  cmd->add_flag("--json", a.json, "print one JSON object on stdout");
+  cmd->add_flag("-q,--quiet", a.quiet, "no progress on stderr");
+  addEngineOptions(cmd, a.engine);
+  return scoreOpt;
+}
+
+/// The ppl task's scored tokens: --score-tokens, below the context, or by
+/// default at most half the context; throws on flags of the other tasks.
+int64_t checkTaskFlags(const EvalLongArgs &a, Task task, bool explicitScore) {
+  const bool retrieval = task != Task::Ppl;
+  if (retrieval && !a.text.empty())
+    throw std::runtime_error("--text applies to --task ppl only; the " +
+                             std::string(taskName(task)) + " task builds its own prompts");
+  if (retrieval && explicitScore)
+    throw std::runtime_error("--score-tokens applies to --task ppl only");
+  if (!retrieval && a.chat)
+    throw std::runtime_error("--chat applies to the passkey and multi-needle tasks only");
+  int64_t scoreTokens = a.scoreTokens;
+  if (!retrieval) {
+    if (explicitScore && scoreTokens >= a.context)
+      throw std::runtime_error("--score-tokens " + std::to_string(scoreTokens) +
+                               " must be below --context " + std::to_string(a.context));
+    if (!explicitScore)
+      scoreTokens = std::min<int64_t>(scoreTokens, a.context / 2);
+  }
+  return scoreTokens;
+}
+
+void printReportJson(const EvalLongArgs &a, const Report &r) {
+  const bool retrieval = r.task != Task::Ppl;
+  const double accuracy = r.trials > 0 ? double(r.correct) / double(r.trials) : NAN;
+  nlohmann::json j;
+  j["task"] = taskName(r.task);
+  j["model"] = a.input;
+  j["context"] = r.context;
+  if (retrieval) {
+    j["accuracy"] = accuracy;
+    j["trials"] = r.trials;
+    j["correct"] = r.correct;
+    j["seed"] = a.seed;
+    j["chat"] = a.chat;
+    j["results"] = r.results;
+  } else {
+    j["ppl"] = num(r.ppl);
+    j["nll_mean"] = num(r.nllMean);
+    j["scored"] = r.scored;
+    j["text"] = r.text;
+  }
+  j["tokens"] = r.tokens;
+  j["kv_bytes"] = r.kvBytes;
+  j["prefill_s"] = r.prefillS;
+  j["decode_tok_s"] = num(r.decodeTokS);
+  j["seconds"] = r.seconds;
+  printf("%s\n", j.dump().c_str());
+  fflush(stdout);
+}
+
+void printReportText(const EvalLongArgs &a, const Report &r) {
+  const bool retrieval = r.task != Task::Ppl;
+  const double accuracy = r.trials > 0 ? double(r.correct) / double(r.trials) : NAN;
+  printf("task        %s%s\n", taskName(r.task), a.chat ? " (chat template)" : "");
+  printf("model       %s\n", a.input.c_str());
+  printf("context     %lld tokens\n", (long long)r.context);
+  if (retrieval) {
+    for (size_t i = 0; i < r.results.size(); ++i) {
+      const nlohmann::json &t = r.results[i];
+      std::string got = t["got"].get<std::string>();
+      printf("trial %-5zu depth %.2f  %-4s  answer %s, got %s (%lld tokens)\n", i + 1,
+             t["depth"].get<double>(), t["ok"].get<bool>() ? "ok" : "FAIL",
+             t["answer"].get<std::string>().c_str(), got.empty() ? "-" : got.c_str(),
+             (long long)t["prompt_tokens"].get<int64_t>());
+    }
+    printf("accuracy    %.4f (%d/%d)\n", accuracy, r.correct, r.trials);
+  } else {
+    printf("text        %s\n", r.text.c_str());
+    printf("scored      last %lld of %lld tokens\n", (long long)r.scored,
+           (long long)r.context);
+    printf("ppl         %.4f\n", r.ppl);
+  }
+  printf("kv_bytes    %lld (%.1f MiB)\n", (long long)r.kvBytes,
+         double(r.kvBytes) / (1024.0 * 1024.0));
+  printf("prefill     %.2f s%s\n", r.prefillS, retrieval ? " per trial" : "");
+  if (std::isfinite(r.decodeTokS))
+    printf("decode      %.1f tok/s\n", r.decodeTokS);
+  else
+    printf("decode      -\n");
+  printf("time        %.2f s\n", r.seconds);
+  fflush(stdout);
+}
+
+int runEvalLong(const EvalLongArgs &a, bool explicitScore) {
+  auto t0 = std::chrono::steady_clock::now();
+  const Task task = parseTask(a.task);
+  const bool retrieval = task != Task::Ppl;
+  const int64_t scoreTokens = checkTaskFlags(a, task, explicitScore);
+
+  if (!a.policies.empty() && !a.pipeline.empty())
+    throw std::runtime_error("--policies and --pipeline do not combine: the sweep sets the "
+                             "KV policies itself");
+  auto art = loadModelOrArtifact(a.input, a.pipeline, a.tokenizer, a.quiet,
+                                 a.engine.verifyWeights);
+  const int64_t modelCtx = art->config().context_length;
+  if (modelCtx > 0 && a.context > modelCtx)
+    throw std::runtime_error("--context " + std::to_string(a.context) +
+                             " exceeds the context length " + std::to_string(modelCtx) +
+                             " of " + a.input);
+
+  if (!a.policies.empty())
+    return runSweep(a, task, *art, a.context, scoreTokens);
+  Report r = retrieval ? runRetrieval(a, task, *art, a.context)
+                       : runPpl(a, *art, a.context, scoreTokens);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (a.json)
+    printReportJson(a, r);
+  else
+    printReportText(a, r);
   return kOk;
 }
 } // namespace
 
 std::function<int()> addEvalLongCommand(CLI::App &app) {
   auto a = std::make_shared<EvalLongArgs>();
-  CLI::App *cmd = app.add_subcommand(
-      "eval-long", "Long-context harness: passkey / multi-needle retrieval accuracy or "
-                   "perplexity at a context of N tokens");
-  cmd->add_option("model", a->input, ".llmc artifact or source model to evaluate")->required();
-  cmd->add_option("--task", a->task,
-                  "passkey (find a 5-digit key at depths 0..1), multi-needle (one of four "
-                  "7-digit numbers), or ppl (perplexity of the last --score-tokens of N tokens)")
-      ->required();
-  cmd->add_option("-c,--context", a->context,
-                  "prompt length in tokens (passkey/multi-needle: within 16 below N; ppl: the "
-                  "first N tokens of the text)")
-      ->required()
-      ->check(CLI::Range(int64_t(64), int64_t(1) << 24));
-  cmd->add_option("--trials", a->trials,
-                  "retrieval prompts (default 5; trial i puts the needle at depth i/(K-1))")
-      ->check(CLI::Range(1, 10000));
-  cmd->add_option("--seed", a->seed, "seed of the keys and needle words (default 0)");
-  cmd->add_option("--text", a->text,
-                  "ppl: UTF-8 text file (default: data/long/licenses.txt), or a FILE.ids of "
-                  "whitespace-separated token ids");
-  auto *scoreOpt =
-      cmd->add_option("--score-tokens", a->scoreTokens,
-                      "ppl: teacher-forced tokens at the end of the context (default 256, "
-                      "at most half the context when not given)")
-          ->check(CLI::PositiveNumber);
-  cmd->add_flag("--chat", a->chat,
-                "retrieval: ask in the model's chat template (the answer prefix starts the "
-                "assistant turn)");
-  cmd->add_option("-t,--threads", a->threads, "worker threads (0: all cores)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--pipeline", a->pipeline, "pass pipeline for an in-memory compile of MODEL");
-  cmd->add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin");
-  cmd->add_option("--policies", a->policies,
-                  "KV-policy sweep: FILE with one llm-kv-policy option string per line "
-                  "(e.g. 'method=snapkv budget=0.1'); each prompt is prefilled once and every "
-                  "policy decodes from a copy of that cache; one JSON object per policy "
-                  "with --json");
-  cmd->add_flag("--json", a->json, "print one JSON object on stdout");
-  cmd->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
-  addEngineOptions(cmd, a->engine);
-
-  return [a, scoreOpt]() {
-    auto t0 = std::chrono::steady_clock::now();
-    const Task task = parseTask(a->task);
-    const bool retrieval = task != Task::Ppl;
-    const bool explicitScore = scoreOpt->count() > 0;
-    if (retrieval && !a->text.empty())
-      throw std::runtime_error("--text applies to --task ppl only; the " +
-                               std::string(taskName(task)) + " task builds its own prompts");
-    if (retrieval && explicitScore)
-      throw std::runtime_error("--score-tokens applies to --task ppl only");
-    if (!retrieval && a->chat)
-      throw std::runtime_error("--chat applies to the passkey and multi-needle tasks only");
-    int64_t scoreTokens = a->scoreTokens;
-    if (!retrieval) {
-      if (explicitScore && scoreTokens >= a->context)
-        throw std::runtime_error("--score-tokens " + std::to_string(scoreTokens) +
-                                 " must be below --context " + std::to_string(a->context));
-      if (!explicitScore)
-        scoreTokens = std::min<int64_t>(scoreTokens, a->context / 2);
-    }
-
-    if (!a->policies.empty() && !a->pipeline.empty())
-      throw std::runtime_error("--policies and --pipeline do not combine: the sweep sets the "
-                               "KV policies itself");
-    auto art = loadModelOrArtifact(a->input, a->pipeline, a->tokenizer, a->quiet);
-    const int64_t modelCtx = art->config().context_length;
-    if (modelCtx > 0 && a->context > modelCtx)
-      throw std::runtime_error("--context " + std::to_string(a->context) +
-                               " exceeds the context length " + std::to_string(modelCtx) +
-                               " of " + a->input);
-
-    if (!a->policies.empty())
-      return runSweep(*a, task, *art, a->context, scoreTokens);
-    Report r = retrieval ? runRetrieval(*a, task, *art, a->context)
-                         : runPpl(*a, *art, a->context, scoreTokens);
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double accuracy = r.trials > 0 ? double(r.correct) / double(r.trials) : NAN;
-
-    if (a->json) {
-      nlohmann::json j;
-      j["task"] = taskName(task);
-      j["model"] = a->input;
-      j["context"] = r.context;
-      if (retrieval) {
-        j["accuracy"] = accuracy;
-        j["trials"] = r.trials;
-        j["correct"] = r.correct;
-        j["seed"] = a->seed;
-        j["chat"] = a->chat;
-        j["results"] = r.results;
-      } else {
-        j["ppl"] = num(r.ppl);
-        j["nll_mean"] = num(r.nllMean);
-        j["scored"] = r.scored;
-        j["text"] = r.text;
-      }
-      j["tokens"] = r.tokens;
-      j["kv_bytes"] = r.kvBytes;
-      j["prefill_s"] = r.prefillS;
-      j["decode_tok_s"] = num(r.decodeTokS);
-      j["seconds"] = r.seconds;
-      printf("%s\n", j.dump().c_str());
-      fflush(stdout);
-      return kOk;
-    }
-    printf("task        %s%s\n", taskName(task), a->chat ? " (chat template)" : "");
-    printf("model       %s\n", a->input.c_str());
-    printf("context     %lld tokens\n", (long long)r.context);
-    if (retrieval) {
-      for (size_t i = 0; i < r.results.size(); ++i) {
-        const nlohmann::json &t = r.results[i];
-        std::string got = t["got"].get<std::string>();
-        printf("trial %-5zu depth %.2f  %-4s  answer %s, got %s (%lld tokens)\n", i + 1,
-               t["depth"].get<double>(), t["ok"].get<bool>() ? "ok" : "FAIL",
-               t["answer"].get<std::string>().c_str(), got.empty() ? "-" : got.c_str(),
-               (long long)t["prompt_tokens"].get<int64_t>());
-      }
-      printf("accuracy    %.4f (%d/%d)\n", accuracy, r.correct, r.trials);
-    } else {
-      printf("text        %s\n", r.text.c_str());
-      printf("scored      last %lld of %lld tokens\n", (long long)r.scored,
-             (long long)r.context);
-      printf("ppl         %.4f\n", r.ppl);
-    }
-    printf("kv_bytes    %lld (%.1f MiB)\n", (long long)r.kvBytes,
-           double(r.kvBytes) / (1024.0 * 1024.0));
-    printf("prefill     %.2f s%s\n", r.prefillS, retrieval ? " per trial" : "");
-    if (std::isfinite(r.decodeTokS))
-      printf("decode      %.1f tok/s\n", r.decodeTokS);
-    else
-      printf("decode      -\n");
-    printf("time        %.2f s\n", r.seconds);
-    fflush(stdout);
-    return kOk;
-  };
+  CLI::Option *scoreOpt = declareEvalLongOptions(app, *a);
+  return [a, scoreOpt]() { return runEvalLong(*a, /*explicitScore=*/scoreOpt->count() > 0); };
 }
 
 } // namespace llmc::tool

@@ -14,16 +14,17 @@
 
 namespace llmc::tool {
 
-std::string defaultEvalTextPath() {
+std::string defaultTextPath(DefaultText which) {
+  const bool eval = which == DefaultText::Eval;
   std::string dir;
   if (const char *env = std::getenv("LLMC_DATA_DIR"); env && *env)
     dir = env;
   else
     dir = LLMC_DATA_DIR;
   if (dir.empty())
-    throw std::runtime_error("no default evaluation text known (set LLMC_DATA_DIR or "
-                             "give --text FILE)");
-  return dir + "/eval/default.txt";
+    throw std::runtime_error(std::string("no default ") + (eval ? "evaluation" : "long") +
+                             " text known (set LLMC_DATA_DIR or give --text FILE)");
+  return dir + (eval ? "/eval/default.txt" : "/long/licenses.txt");
 }
 
 std::string readEvalText(const std::string &path) {

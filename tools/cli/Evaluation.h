@@ -15,9 +15,14 @@
 
 namespace llmc::tool {
 
-/// data/eval/default.txt under $LLMC_DATA_DIR or the compile-time data/.
+/// The texts in data/ that commands read when not given one.
+enum class DefaultText {
+  Eval,        // data/eval/default.txt: llmc eval, compile --max-kld
+  LongContext, // data/long/licenses.txt: eval-long --task ppl
+};
+/// The path of `which` under $LLMC_DATA_DIR or the compile-time data/.
 /// Throws std::runtime_error when neither is known.
-std::string defaultEvalTextPath();
+std::string defaultTextPath(DefaultText which);
 /// The whole file; throws naming the file if it cannot be read or is empty.
 std::string readEvalText(const std::string &path);
 

@@ -67,149 +67,181 @@ void writeNpy(const std::string &path, const std::vector<float> &data, int64_t r
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     throw std::runtime_error("cannot write " + path);
 }
+
+void declareRunOptions(CLI::App &app, RunArgs &a) {
+  CLI::App *cmd = app.add_subcommand(
+      "run", "Generate text from an artifact, or from a GGUF / HF folder / llama2.c "
+             "model compiled in memory");
+  cmd->add_option("model", a.input, ".llmc artifact or source model")->required();
+  cmd->add_option("-p,--prompt", a.prompt, "prompt text");
+  cmd->add_option("--prompt-tokens", a.promptTokens,
+                  "comma-separated token ids, bypassing the tokenizer");
+  cmd->add_option("-n,--tokens", a.n, "tokens to generate")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--chat", a.chat, "wrap the prompt in the model's chat template");
+  cmd->add_option("--system", a.system, "system message for --chat");
+  cmd->add_option("--temp", a.temperature, "sampling temperature (0: greedy)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", a.topK, "keep the k most likely tokens (0: off)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", a.topP, "nucleus sampling mass (1: off)")
+      ->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--seed", a.seed, "random seed for sampling");
+  cmd->add_option("-t,--threads", a.threads, "worker threads (0: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-c,--ctx", a.ctx, "maximum context (0: model's, capped at 4096)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--dump-logits", a.dumpLogits,
+                  "write the logits of every prompt position to FILE.npy "
+                  "(float32 [tokens, vocab])");
+  cmd->add_option("--pipeline", a.pipeline, "pass pipeline for in-memory compiles");
+  cmd->add_option("--tokenizer", a.tokenizer, "llama2.c tokenizer.bin");
+  cmd->add_flag("--no-bos", a.noBos, "do not prepend BOS");
+  cmd->add_flag("--ignore-eos", a.ignoreEos, "keep generating past end-of-sequence");
+  cmd->add_flag("--print-ids", a.printIds,
+                "print generated token ids (space separated) instead of text");
+  cmd->add_flag("-q,--quiet", a.quiet, "no progress or statistics on stderr");
+  addEngineOptions(cmd, a.engine);
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// The prompt as token ids: --prompt-tokens as given, or the prompt text
+/// (wrapped in the chat template with --chat) through the tokenizer;
+/// throws unless every id is in the vocabulary and the prompt plus -n new
+/// tokens fit the context.
+std::vector<int32_t> promptIds(const RunArgs &a, const Tokenizer *tok, const Executor &exec) {
+  std::vector<int32_t> ids;
+  if (!a.promptTokens.empty()) {
+    ids = parseTokenList(a.promptTokens);
+  } else {
+    if (!tok)
+      throw std::runtime_error(a.input + ": the model has no tokenizer; use "
+                                         "--prompt-tokens (or --tokenizer for llama2.c)");
+    std::string text = a.prompt;
+    if (a.chat) {
+      std::vector<ChatMessage> msgs;
+      if (!a.system.empty())
+        msgs.push_back({"system", a.system});
+      msgs.push_back({"user", a.prompt});
+      text = tok->applyChatTemplate(msgs, true);
+    }
+    ids = tok->encode(text, !a.noBos, /*parse_special=*/a.chat);
+  }
+  for (int32_t id : ids)
+    if (id < 0 || id >= exec.vocabSize())
+      throw std::runtime_error("token id " + std::to_string(id) +
+                               " is outside the vocabulary (size " +
+                               std::to_string(exec.vocabSize()) + ")");
+  if ((int64_t)ids.size() + a.n > exec.maxContext())
+    throw std::runtime_error("prompt (" + std::to_string(ids.size()) + " tokens) + " +
+                             std::to_string(a.n) + " new tokens exceed the context of " +
+                             std::to_string(exec.maxContext()));
+  return ids;
+}
+
+/// Samples up to -n tokens after the prompt's `logits`, stopping at a stop
+/// token, and streams them to stdout (text, or ids without a tokenizer or
+/// with --print-ids); returns how many were generated.
+int generateTokens(const RunArgs &a, Executor &exec, const Tokenizer *tok,
+                   const std::vector<int32_t> &stops, Sampler &sampler,
+                   std::vector<float> logits) {
+  const int64_t vocab = exec.vocabSize();
+  int generated = 0;
+  std::vector<int32_t> out;
+  std::string printed;
+  for (int i = 0; i < a.n; ++i) {
+    int32_t next = sampler.sample(logits.data(), vocab);
+    bool stop = std::find(stops.begin(), stops.end(), next) != stops.end();
+    if (stop)
+      break;
+    out.push_back(next);
+    ++generated;
+    if (tok && !a.printIds) {
+      // Decode the whole continuation and print what is new, so multi-byte
+      // characters split across tokens come out whole.
+      std::string text = tok->decode(out);
+      if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0) {
+        fputs(text.c_str() + printed.size(), stdout);
+        printed = text;
+      }
+    } else {
+      printf("%s%d", i ? " " : "", next);
+    }
+    fflush(stdout);
+    if (i + 1 < a.n)
+      logits = exec.forward({next});
+  }
+  printf("\n");
+  fflush(stdout);
+  return generated;
+}
+
+/// The statistics lines on stderr (none with --quiet).
+void printRunStats(const RunArgs &a, const Executor &exec, double loadS, size_t promptTokens,
+                   double prefillS, int generated, double decodeS) {
+  if (a.quiet)
+    return;
+  fprintf(stderr,
+          "[llmc] load %.2f s | prompt %zu tokens, %.1f tok/s | generated %d tokens, "
+          "%.1f tok/s\n",
+          loadS, promptTokens, promptTokens / std::max(prefillS, 1e-9), generated,
+          generated > 1 ? (generated - 1) / std::max(decodeS, 1e-9) : 0.0);
+  fprintf(stderr, "[llmc] engine %s | generated kernels: %s | activations: %s\n",
+          exec.engineName(), exec.generatedKernelsInfo().c_str(),
+          exec.activationsInfo().c_str());
+}
+
+int runGeneration(const RunArgs &a) {
+  if (a.prompt.empty() && a.promptTokens.empty() && !a.chat)
+    throw std::runtime_error("give a prompt with -p TEXT or --prompt-tokens IDS");
+  if (!a.promptTokens.empty() && (!a.prompt.empty() || a.chat))
+    throw std::runtime_error("--prompt-tokens cannot be combined with -p or --chat");
+  auto t0 = std::chrono::steady_clock::now();
+  auto art = loadModelOrArtifact(a.input, a.pipeline, a.tokenizer, a.quiet,
+                                 a.engine.verifyWeights);
+  ExecutorOptions eo;
+  eo.threads = a.threads;
+  eo.max_context = a.ctx;
+  a.engine.apply(eo);
+  Executor exec(*art, eo);
+  warnUntrustedCode(exec);
+  double loadS = secondsSince(t0);
+
+  std::unique_ptr<Tokenizer> tok;
+  if (!art->tokenizer().empty())
+    tok = std::make_unique<Tokenizer>(art->tokenizer());
+  std::vector<int32_t> ids = promptIds(a, tok.get(), exec);
+
+  std::vector<int32_t> stops;
+  if (tok && !a.ignoreEos)
+    stops = tok->stopTokens();
+  Sampler sampler({a.temperature, a.topK, a.topP, a.seed});
+  int64_t vocab = exec.vocabSize();
+
+  auto tp = std::chrono::steady_clock::now();
+  bool all = !a.dumpLogits.empty();
+  std::vector<float> logits = exec.forward(ids, all);
+  double prefillS = secondsSince(tp);
+  if (all) {
+    writeNpy(a.dumpLogits, logits, (int64_t)ids.size(), vocab);
+    logits.erase(logits.begin(), logits.end() - vocab);
+  }
+  if (!a.quiet && !tok && !a.printIds)
+    fprintf(stderr, "[llmc] no tokenizer: printing token ids\n");
+
+  auto td = std::chrono::steady_clock::now();
+  int generated = generateTokens(a, exec, tok.get(), stops, sampler, std::move(logits));
+  printRunStats(a, exec, loadS, ids.size(), prefillS, generated, secondsSince(td));
+  return kOk;
+}
 } // namespace
 
 std::function<int()> addRunCommand(CLI::App &app) {
   auto a = std::make_shared<RunArgs>();
-  CLI::App *cmd = app.add_subcommand(
-      "run", "Generate text from an artifact, or from a GGUF / HF folder / llama2.c "
-             "model compiled in memory");
-  cmd->add_option("model", a->input, ".llmc artifact or source model")->required();
-  cmd->add_option("-p,--prompt", a->prompt, "prompt text");
-  cmd->add_option("--prompt-tokens", a->promptTokens,
-                  "comma-separated token ids, bypassing the tokenizer");
-  cmd->add_option("-n,--tokens", a->n, "tokens to generate")->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--chat", a->chat, "wrap the prompt in the model's chat template");
-  cmd->add_option("--system", a->system, "system message for --chat");
-  cmd->add_option("--temp", a->temperature, "sampling temperature (0: greedy)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", a->topK, "keep the k most likely tokens (0: off)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", a->topP, "nucleus sampling mass (1: off)")
-      ->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("--seed", a->seed, "random seed for sampling");
-  cmd->add_option("-t,--threads", a->threads, "worker threads (0: all cores)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("-c,--ctx", a->ctx, "maximum context (0: model's, capped at 4096)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--dump-logits", a->dumpLogits,
-                  "write the logits of every prompt position to FILE.npy "
-                  "(float32 [tokens, vocab])");
-  cmd->add_option("--pipeline", a->pipeline, "pass pipeline for in-memory compiles");
-  cmd->add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin");
-  cmd->add_flag("--no-bos", a->noBos, "do not prepend BOS");
-  cmd->add_flag("--ignore-eos", a->ignoreEos, "keep generating past end-of-sequence");
-  cmd->add_flag("--print-ids", a->printIds,
-                "print generated token ids (space separated) instead of text");
-  cmd->add_flag("-q,--quiet", a->quiet, "no progress or statistics on stderr");
-  addEngineOptions(cmd, a->engine);
-
-  return [a]() {
-    if (a->prompt.empty() && a->promptTokens.empty() && !a->chat)
-      throw std::runtime_error("give a prompt with -p TEXT or --prompt-tokens IDS");
-    if (!a->promptTokens.empty() && (!a->prompt.empty() || a->chat))
-      throw std::runtime_error("--prompt-tokens cannot be combined with -p or --chat");
-    auto t0 = std::chrono::steady_clock::now();
-    auto art = loadModelOrArtifact(a->input, a->pipeline, a->tokenizer, a->quiet);
-    ExecutorOptions eo;
-    eo.threads = a->threads;
-    eo.max_context = a->ctx;
-    a->engine.apply(eo);
-    Executor exec(*art, eo);
-    warnUntrustedCode(exec);
-    double loadS =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-    std::unique_ptr<Tokenizer> tok;
-    if (!art->tokenizer().empty())
-      tok = std::make_unique<Tokenizer>(art->tokenizer());
-    std::vector<int32_t> ids;
-    if (!a->promptTokens.empty()) {
-      ids = parseTokenList(a->promptTokens);
-    } else {
-      if (!tok)
-        throw std::runtime_error(a->input + ": the model has no tokenizer; use "
-                                            "--prompt-tokens (or --tokenizer for llama2.c)");
-      std::string text = a->prompt;
-      if (a->chat) {
-        std::vector<ChatMessage> msgs;
-        if (!a->system.empty())
-          msgs.push_back({"system", a->system});
-        msgs.push_back({"user", a->prompt});
-        text = tok->applyChatTemplate(msgs, true);
-      }
-      ids = tok->encode(text, !a->noBos, /*parse_special=*/a->chat);
-    }
-    for (int32_t id : ids)
-      if (id < 0 || id >= exec.vocabSize())
-        throw std::runtime_error("token id " + std::to_string(id) +
-                                 " is outside the vocabulary (size " +
-                                 std::to_string(exec.vocabSize()) + ")");
-    if ((int64_t)ids.size() + a->n > exec.maxContext())
-      throw std::runtime_error("prompt (" + std::to_string(ids.size()) + " tokens) + " +
-                               std::to_string(a->n) + " new tokens exceed the context of " +
-                               std::to_string(exec.maxContext()));
-
-    std::vector<int32_t> stops;
-    if (tok && !a->ignoreEos)
-      stops = tok->stopTokens();
-    Sampler sampler({a->temperature, a->topK, a->topP, a->seed});
-    int64_t vocab = exec.vocabSize();
-
-    auto tp = std::chrono::steady_clock::now();
-    bool all = !a->dumpLogits.empty();
-    std::vector<float> logits = exec.forward(ids, all);
-    double prefillS =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count();
-    if (all) {
-      writeNpy(a->dumpLogits, logits, (int64_t)ids.size(), vocab);
-      logits.erase(logits.begin(), logits.end() - vocab);
-    }
-    if (!a->quiet && !tok && !a->printIds)
-      fprintf(stderr, "[llmc] no tokenizer: printing token ids\n");
-
-    auto td = std::chrono::steady_clock::now();
-    int generated = 0;
-    std::vector<int32_t> out;
-    std::string printed;
-    for (int i = 0; i < a->n; ++i) {
-      int32_t next = sampler.sample(logits.data(), vocab);
-      bool stop = std::find(stops.begin(), stops.end(), next) != stops.end();
-      if (stop)
-        break;
-      out.push_back(next);
-      ++generated;
-      if (tok && !a->printIds) {
-        // Decode the whole continuation and print what is new, so multi-byte
-        // characters split across tokens come out whole.
-        std::string text = tok->decode(out);
-        if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0) {
-          fputs(text.c_str() + printed.size(), stdout);
-          printed = text;
-        }
-      } else {
-        printf("%s%d", i ? " " : "", next);
-      }
-      fflush(stdout);
-      if (i + 1 < a->n)
-        logits = exec.forward({next});
-    }
-    printf("\n");
-    fflush(stdout);
-    double decodeS =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - td).count();
-    if (!a->quiet)
-      fprintf(stderr,
-              "[llmc] load %.2f s | prompt %zu tokens, %.1f tok/s | generated %d tokens, "
-              "%.1f tok/s\n",
-              loadS, ids.size(), ids.size() / std::max(prefillS, 1e-9), generated,
-              generated > 1 ? (generated - 1) / std::max(decodeS, 1e-9) : 0.0);
-    if (!a->quiet)
-      fprintf(stderr, "[llmc] engine %s | generated kernels: %s | activations: %s\n",
-              exec.engineName(), exec.generatedKernelsInfo().c_str(),
-              exec.activationsInfo().c_str());
-    return kOk;
-  };
+  declareRunOptions(app, *a);
+  return [a]() { return runGeneration(*a); };
 }
 
 } // namespace llmc::tool

@@ -95,6 +95,8 @@ public:
 private:
   Artifact() = default;
   void parse(bool verify_tensors);
+  void parseManifest(const uint8_t *bytes, uint64_t size, uint64_t checksum);
+  void parseTensors(const uint8_t *data, uint64_t dataSize, bool verify_tensors);
   /// Checks the listed (tensor index, checksum) pairs; throws naming the
   /// first mismatch in file order.
   void verifyChecksums(const std::string &path,

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <optional>
 #include <stdexcept>
 #include <sys/mman.h>
 #include <thread>
@@ -95,56 +96,132 @@ const TensorView *Artifact::tensor(const std::string &name) const {
   return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
-void Artifact::parse(bool verify_tensors) {
-  const std::string &path = path_;
-  // --- Header.
-  if (size_ < 8 || std::memcmp(base_, kArtifactMagic, 8) != 0)
+namespace {
+
+/// The header (from `copy`, the private copy the signature covers), checked
+/// against the file's size: magic, version, checksum, flags, section bounds.
+layout::Header checkHeader(const std::string &path, const uint8_t *base, uint64_t size,
+                           std::vector<uint8_t> &copy) {
+  if (size < 8 || std::memcmp(base, kArtifactMagic, 8) != 0)
     fail(path, "not an llmc artifact (bad magic)");
-  if (size_ < layout::kHeaderSize)
-    fail(path, "truncated artifact (" + std::to_string(size_) + " bytes, the header alone needs 64)");
-  headerCopy_.assign(base_, base_ + layout::kHeaderSize); // decoded and signed: one read
-  layout::Header h = layout::decode(headerCopy_.data());
+  if (size < layout::kHeaderSize)
+    fail(path, "truncated artifact (" + std::to_string(size) + " bytes, the header alone needs 64)");
+  copy.assign(base, base + layout::kHeaderSize); // decoded and signed: one read
+  layout::Header h = layout::decode(copy.data());
   if (h.version != kArtifactVersion)
     fail(path, "unsupported artifact format version " + std::to_string(h.version) +
                    " (this runtime reads " + std::to_string(kArtifactVersion) + ")");
-  if (checksum64(headerCopy_.data(), 56) != h.header_checksum)
+  if (checksum64(copy.data(), 56) != h.header_checksum)
     fail(path, "header checksum mismatch (the file is corrupted)");
   if ((h.flags & ~layout::kFlagSigned) != 0)
     fail(path, "unsupported header flags " + std::to_string(h.flags));
-  if (h.manifest_offset < layout::kHeaderSize || h.manifest_offset > size_ ||
-      h.manifest_size > size_ - h.manifest_offset)
+  if (h.manifest_offset < layout::kHeaderSize || h.manifest_offset > size ||
+      h.manifest_size > size - h.manifest_offset)
     fail(path, "truncated artifact: the manifest [" + std::to_string(h.manifest_offset) + ", +" +
                    std::to_string(h.manifest_size) + ") lies beyond the end of the file (" +
-                   std::to_string(size_) + " bytes)");
+                   std::to_string(size) + " bytes)");
   if (h.data_offset % uint64_t(kArtifactAlign) != 0)
     fail(path, "data section offset " + std::to_string(h.data_offset) + " is not 64-byte aligned");
   if (h.data_offset < h.manifest_offset + h.manifest_size)
     fail(path, "data section overlaps the manifest");
-  if (h.data_offset > size_ || h.data_size > size_ - h.data_offset)
+  if (h.data_offset > size || h.data_size > size - h.data_offset)
     fail(path, "truncated artifact: the data section needs " +
                    std::to_string(h.data_offset + h.data_size) + " bytes but the file has " +
-                   std::to_string(size_));
+                   std::to_string(size));
+  return h;
+}
 
+/// One entry of the manifest's tensor table, as read (not yet checked
+/// against the data section).
+struct TensorEntry {
+  TensorView view;
+  uint64_t offset = 0, checksum = 0;
+  bool hasChecksum = false;
+  std::optional<signing::Digest> digest; // signed artifacts
+};
+
+TensorEntry readTensorEntry(const json &tj, size_t i, bool isSigned) {
+  TensorEntry e;
+  TensorView &tv = e.view;
+  std::string ctx = "tensor #" + std::to_string(i);
+  tv.name = jsonf::getString(tj, "name", ctx);
+  ctx = "tensor '" + tv.name + "'";
+  std::string dt = jsonf::getString(tj, "dtype", ctx);
+  auto d = dtypeFromName(dt);
+  if (!d)
+    jsonf::fail(ctx, "unknown dtype '" + dt + "'");
+  tv.dtype = *d;
+  const json &shape = jsonf::require(tj, "shape", ctx);
+  if (!shape.is_array())
+    jsonf::fail(ctx, "field 'shape' must be an array");
+  for (const json &s : shape)
+    tv.shape.push_back(jsonf::asInt(s, "shape", ctx));
+  int64_t off = jsonf::getInt(tj, "offset", ctx);
+  tv.nbytes = jsonf::getInt(tj, "nbytes", ctx);
+  if (off < 0 || tv.nbytes < 0)
+    jsonf::fail(ctx, "negative offset or size");
+  e.offset = uint64_t(off);
+  if (const json *c = jsonf::find(tj, "checksum")) {
+    if (!c->is_number_unsigned() && !c->is_number_integer())
+      jsonf::fail(ctx, "field 'checksum' must be an unsigned integer");
+    e.checksum = c->get<uint64_t>();
+    e.hasChecksum = true;
+  }
+  if (isSigned) {
+    signing::Digest dg{};
+    const json *sha = jsonf::find(tj, "sha256");
+    if (!sha || !sha->is_string() || !signing::fromHex(sha->get<std::string>(), dg.data(), dg.size()))
+      jsonf::fail(ctx, "a signed artifact needs the tensor's 'sha256' (64 hex digits)");
+    e.digest = dg;
+  }
+  return e;
+}
+
+/// The tensor's size against its type and shape, its alignment and its
+/// bounds inside the data section (dataSize bytes).
+void checkTensorPlacement(const std::string &path, const TensorEntry &e, uint64_t dataSize) {
+  const TensorView &tv = e.view;
+  std::string why;
+  int64_t want = layout::expectedBytes(tv.dtype, tv.shape, why);
+  if (want < 0)
+    fail(path, "tensor '" + tv.name + "': " + why);
+  if (want != tv.nbytes)
+    fail(path, "tensor '" + tv.name + "': size " + std::to_string(tv.nbytes) + " bytes does not match " +
+                   std::string(dtypeName(tv.dtype)) + " " + layout::shapeString(tv.shape) +
+                   " (expected " + std::to_string(want) + ")");
+  if (e.offset % uint64_t(kArtifactAlign) != 0)
+    fail(path, "tensor '" + tv.name + "': offset " + std::to_string(e.offset) + " is not 64-byte aligned");
+  if (e.offset > dataSize || uint64_t(tv.nbytes) > dataSize - e.offset)
+    fail(path, "tensor '" + tv.name + "' extends beyond the data section (truncated or corrupted)");
+}
+
+} // namespace
+
+void Artifact::parse(bool verify_tensors) {
+  const layout::Header h = checkHeader(path_, base_, size_, headerCopy_);
   if (h.flags & layout::kFlagSigned)
     parseSignatureBlock(h.data_offset + h.data_size);
+  parseManifest(base_ + h.manifest_offset, h.manifest_size, h.manifest_checksum);
+  parseTensors(base_ + h.data_offset, h.data_size, verify_tensors);
+}
 
-  // --- Manifest. A signed one is parsed from a private copy, the same
-  // bytes checkSignature() hashes, whatever happens to the file meanwhile.
-  const uint8_t *mbytes = base_ + h.manifest_offset;
+void Artifact::parseManifest(const uint8_t *mbytes, uint64_t n, uint64_t checksum) {
+  const std::string &path = path_;
+  // A signed manifest is parsed from a private copy, the same bytes
+  // checkSignature() hashes, whatever happens to the file meanwhile.
   if (signed_) {
-    manifestCopy_.assign(mbytes, mbytes + h.manifest_size);
+    manifestCopy_.assign(mbytes, mbytes + n);
     mbytes = manifestCopy_.data();
   }
-  if (checksum64(mbytes, h.manifest_size) != h.manifest_checksum)
+  if (checksum64(mbytes, n) != checksum)
     fail(path, "manifest checksum mismatch (the file is corrupted)");
   try {
-    manifest_ = json::parse(mbytes, mbytes + h.manifest_size);
+    manifest_ = json::parse(mbytes, mbytes + n);
   } catch (const json::exception &ex) {
     fail(path, std::string("manifest is not valid JSON: ") + ex.what());
   }
   if (!manifest_.is_object())
     fail(path, "manifest is not a JSON object");
-
   try {
     int64_t fv = jsonf::getInt(manifest_, "format_version", "manifest", kArtifactVersion);
     if (fv != kArtifactVersion)
@@ -158,77 +235,35 @@ void Artifact::parse(bool verify_tensors) {
   } catch (const std::runtime_error &ex) {
     fail(path, ex.what());
   }
+}
 
-  // --- Tensors.
+void Artifact::parseTensors(const uint8_t *data, uint64_t dataSize, bool verify_tensors) {
   const json *tensors = jsonf::find(manifest_, "tensors");
   if (!tensors)
     return;
   if (!tensors->is_array())
-    fail(path, "manifest field 'tensors' must be an array");
-  const uint8_t *data = base_ + h.data_offset;
+    fail(path_, "manifest field 'tensors' must be an array");
   tensors_.reserve(tensors->size());
   std::vector<std::pair<size_t, uint64_t>> toVerify; // tensor index, stored checksum
   for (size_t i = 0; i < tensors->size(); ++i) {
-    const json &tj = (*tensors)[i];
-    TensorView tv;
-    std::string ctx = "tensor #" + std::to_string(i);
-    uint64_t offset = 0, checksum = 0;
-    bool hasChecksum = false;
+    TensorEntry e;
     try {
-      tv.name = jsonf::getString(tj, "name", ctx);
-      ctx = "tensor '" + tv.name + "'";
-      std::string dt = jsonf::getString(tj, "dtype", ctx);
-      auto d = dtypeFromName(dt);
-      if (!d)
-        jsonf::fail(ctx, "unknown dtype '" + dt + "'");
-      tv.dtype = *d;
-      const json &shape = jsonf::require(tj, "shape", ctx);
-      if (!shape.is_array())
-        jsonf::fail(ctx, "field 'shape' must be an array");
-      for (const json &s : shape)
-        tv.shape.push_back(jsonf::asInt(s, "shape", ctx));
-      int64_t off = jsonf::getInt(tj, "offset", ctx);
-      tv.nbytes = jsonf::getInt(tj, "nbytes", ctx);
-      if (off < 0 || tv.nbytes < 0)
-        jsonf::fail(ctx, "negative offset or size");
-      offset = uint64_t(off);
-      if (const json *c = jsonf::find(tj, "checksum")) {
-        if (!c->is_number_unsigned() && !c->is_number_integer())
-          jsonf::fail(ctx, "field 'checksum' must be an unsigned integer");
-        checksum = c->get<uint64_t>();
-        hasChecksum = true;
-      }
-      if (signed_) {
-        signing::Digest d{};
-        const json *sha = jsonf::find(tj, "sha256");
-        if (!sha || !sha->is_string() || !signing::fromHex(sha->get<std::string>(), d.data(), d.size()))
-          jsonf::fail(ctx, "a signed artifact needs the tensor's 'sha256' (64 hex digits)");
-        digests_[tv.name] = d;
-      }
+      e = readTensorEntry((*tensors)[i], i, signed_);
     } catch (const std::runtime_error &ex) {
-      fail(path, ex.what());
+      fail(path_, ex.what());
     }
-    if (index_.count(tv.name))
-      fail(path, "duplicate tensor '" + tv.name + "'");
-    std::string why;
-    int64_t want = layout::expectedBytes(tv.dtype, tv.shape, why);
-    if (want < 0)
-      fail(path, "tensor '" + tv.name + "': " + why);
-    if (want != tv.nbytes)
-      fail(path, "tensor '" + tv.name + "': size " + std::to_string(tv.nbytes) + " bytes does not match " +
-                     std::string(dtypeName(tv.dtype)) + " " + layout::shapeString(tv.shape) +
-                     " (expected " + std::to_string(want) + ")");
-    if (offset % uint64_t(kArtifactAlign) != 0)
-      fail(path, "tensor '" + tv.name + "': offset " + std::to_string(offset) + " is not 64-byte aligned");
-    if (offset > h.data_size || uint64_t(tv.nbytes) > h.data_size - offset)
-      fail(path, "tensor '" + tv.name + "' extends beyond the data section (truncated or corrupted)");
-    tv.data = data + offset;
-    if (verify_tensors && hasChecksum)
-      toVerify.push_back({tensors_.size(), checksum});
-    index_.emplace(tv.name, tensors_.size());
-    tensors_.push_back(std::move(tv));
+    if (e.digest)
+      digests_[e.view.name] = *e.digest;
+    if (index_.count(e.view.name))
+      fail(path_, "duplicate tensor '" + e.view.name + "'");
+    checkTensorPlacement(path_, e, dataSize);
+    e.view.data = data + e.offset;
+    if (verify_tensors && e.hasChecksum)
+      toVerify.push_back({tensors_.size(), e.checksum});
+    index_.emplace(e.view.name, tensors_.size());
+    tensors_.push_back(std::move(e.view));
   }
-  verifyChecksums(path, toVerify);
+  verifyChecksums(path_, toVerify);
 }
 
 void Artifact::parseSignatureBlock(uint64_t dataEnd) {

@@ -47,13 +47,189 @@ void need(bool ok, const std::string &ctx, const std::string &what) {
     throw std::runtime_error(ctx + ": " + what);
 }
 
+/// Throws unless the step has `in` input slots and `w` weights (size_t(-1):
+/// 1 to 8 weights).
+void needArity(const PlanStep &s, size_t in, size_t w) {
+  const std::string &ctx = s.desc;
+  need(s.in.size() == in, ctx, "takes " + std::to_string(in) + " input slot(s)");
+  need(s.w.size() == w || (w == size_t(-1) && !s.w.empty() && s.w.size() <= 8), ctx,
+       w == size_t(-1) ? "takes 1 to 8 weights" : "takes " + std::to_string(w) + " weight(s)");
+}
+
+bool isProduct(PlanKernel k) {
+  return k == PlanKernel::NormMatmul || k == PlanKernel::NormGatedMatmul ||
+         k == PlanKernel::MatmulAdd;
+}
+
+/// Step `where`'s description and kernel.
+PlanStep startStep(const nlohmann::json &sj, const std::string &where) {
+  PlanStep s;
+  const std::string kind = jsonf::getString(sj, "kernel", where);
+  s.desc = where + " (" + kind + ")";
+  s.kernel = kernelOf(kind, s.desc);
+  return s;
+}
+
+/// The step's input slots (each written by an earlier step) and output slot
+/// (the logits for the `last` step only), all inside the arena.
+void readStepSlots(PlanStep &s, const nlohmann::json &sj,
+                   const std::set<std::pair<int64_t, int64_t>> &written, int64_t arenaPerToken,
+                   bool last) {
+  const std::string &ctx = s.desc;
+  if (const nlohmann::json *in = jsonf::find(sj, "in")) {
+    need(in->is_array(), ctx, "'in' must be an array of slots");
+    for (const nlohmann::json &x : *in) {
+      PlanSlot slot = slotOf(x, ctx);
+      need(slot.offset >= 0 && written.count({slot.offset, slot.width}), ctx,
+           "input slot [" + std::to_string(slot.offset) + ", " + std::to_string(slot.width) +
+               "] was not written by an earlier step");
+      s.in.push_back(slot);
+    }
+  }
+  s.out = slotOf(jsonf::require(sj, "out", ctx), ctx);
+  need((s.out.offset < 0) == last, ctx,
+       last ? "the last step must write the logits (offset -1)"
+            : "only the last step may write the logits");
+  need(s.out.offset < 0 || s.out.offset + s.out.width <= arenaPerToken, ctx,
+       "output slot exceeds the arena");
+  for (const PlanSlot &x : s.in)
+    need(x.offset + x.width <= arenaPerToken, ctx, "input slot exceeds the arena");
+}
+
+/// The step's weights (bind.matrix) and its optional RMSNorm weight
+/// (bind.vector) with the norm's eps from `attrs`.
+void readStepTensors(PlanStep &s, const nlohmann::json &sj, const nlohmann::json &attrs,
+                     const PlanBindings &bind) {
+  const std::string &ctx = s.desc;
+  if (const nlohmann::json *w = jsonf::find(sj, "weights")) {
+    need(w->is_array(), ctx, "'weights' must be an array of tensor names");
+    for (const nlohmann::json &n : *w) {
+      need(n.is_string(), ctx, "'weights' must be an array of tensor names");
+      s.w.push_back(bind.matrix(n.get<std::string>(), ctx));
+    }
+  }
+  if (const nlohmann::json *n = jsonf::find(sj, "norm")) {
+    need(n->is_string(), ctx, "'norm' must name a tensor");
+    s.norm = bind.vector(n->get<std::string>(), ctx);
+    double eps = jsonf::getDouble(attrs, "eps", ctx);
+    need(eps >= 0, ctx, "eps must be >= 0");
+    s.eps = float(eps);
+  }
+}
+
+/// A rope_kv_append or attend step: head counts, its KV cache (bind.cache)
+/// and, for RoPE, the frequencies and style.
+void readAttentionStep(PlanStep &s, const nlohmann::json &attrs, const PlanBindings &bind) {
+  using jsonf::getInt;
+  const std::string &ctx = s.desc;
+  const int64_t inW = s.in.empty() ? 0 : s.in[0].width;
+  needArity(s, 1, 0);
+  s.heads = getInt(attrs, "num_heads", ctx);
+  s.kvHeads = getInt(attrs, "num_kv_heads", ctx);
+  s.headDim = getInt(attrs, "head_dim", ctx);
+  need(s.heads > 0 && s.kvHeads > 0 && s.headDim > 0 && s.heads % s.kvHeads == 0 &&
+           s.headDim % 2 == 0, ctx, "bad head counts");
+  const int64_t qd = s.heads * s.headDim;
+  need(s.out.width == qd, ctx, "output width is not num_heads * head_dim");
+  s.cache = bind.cache(getInt(attrs, "layer", ctx), ctx);
+  if (s.kernel == PlanKernel::RopeKvAppend) {
+    need(inW == qd + 2 * s.kvHeads * s.headDim, ctx, "input width is not q + k + v");
+    double theta = jsonf::getDouble(attrs, "rope_theta", ctx);
+    need(theta > 0, ctx, "rope_theta must be positive");
+    s.invFreq = ops::ropeFrequencies(theta, s.headDim);
+    s.theta = theta;
+    s.rope = jsonf::getEnum<RopeStyle>(attrs, "rope_style", ctx, std::nullopt, parseRopeStyle,
+                                       spellingsRopeStyle());
+  } else {
+    need(inW == qd, ctx, "input width is not num_heads * head_dim");
+  }
+}
+
+/// Checks the step's slots, weights and norm against its kernel and reads
+/// the kernel's attributes.
+void checkStepKernel(PlanStep &s, const nlohmann::json &attrs, const PlanBindings &bind) {
+  const std::string &ctx = s.desc;
+  const int64_t inW = s.in.empty() ? 0 : s.in[0].width;
+  switch (s.kernel) {
+  case PlanKernel::Embed:
+    needArity(s, 0, 1);
+    need(s.w[0].cols == s.out.width, ctx, "table width differs from the output width");
+    break;
+  case PlanKernel::NormMatmul: {
+    needArity(s, 1, size_t(-1));
+    int64_t rows = 0;
+    for (const WeightMatrix &w : s.w) {
+      need(w.cols == inW, ctx, "a weight's columns differ from the input width");
+      rows += w.rows;
+    }
+    need(rows == s.out.width, ctx, "output width is not the weights' total rows");
+    need(s.norm.empty() || int64_t(s.norm.size()) == inW, ctx, "norm size differs from the input width");
+    break;
+  }
+  case PlanKernel::NormGatedMatmul: {
+    needArity(s, 1, 2);
+    need(s.w[0].cols == inW && s.w[1].cols == inW && s.w[0].rows == s.out.width &&
+             s.w[1].rows == s.out.width, ctx, "gate/up shapes do not match the slots");
+    need(s.norm.empty() || int64_t(s.norm.size()) == inW, ctx, "norm size differs from the input width");
+    s.act = jsonf::getEnum<Activation>(attrs, "activation", ctx, std::nullopt, parseActivation,
+                                       spellingsActivation());
+    break;
+  }
+  case PlanKernel::MatmulAdd:
+    needArity(s, 2, 1);
+    need(s.w[0].cols == inW && s.w[0].rows == s.out.width && s.in[1].width == s.out.width, ctx,
+         "weight / residual shapes do not match the slots");
+    break;
+  case PlanKernel::RopeKvAppend:
+  case PlanKernel::Attend:
+    readAttentionStep(s, attrs, bind);
+    break;
+  case PlanKernel::RmsNorm:
+    needArity(s, 1, 0);
+    need(!s.norm.empty() && int64_t(s.norm.size()) == inW && s.out.width == inW, ctx,
+         "needs a norm of the input width");
+    break;
+  case PlanKernel::Add:
+    needArity(s, 2, 0);
+    need(s.in[1].width == inW && s.out.width == inW, ctx, "adds slots of different widths");
+    break;
+  }
+}
+
+/// Binds a product step's generated kernels: the matrix-vector ones when
+/// every weight has one (and its row-major rows), the int8 eight-row ones
+/// per weight. Returns how many of its products run generated code.
+int bindGeneratedProducts(PlanStep &s, const codegen::GeneratedKernels &g) {
+  int products = 0;
+  for (const WeightMatrix &w : s.w) {
+    s.gen.push_back(g.find(w.dtype, w.cols));
+    // The eight-row copy's layout (grouped integers are repacked into
+    // Q4_0/Q4_1/Q8_0) picks the int8 kernel.
+    s.gen8.push_back(w.rows8 ? g.findRows8(w.rows8Type, w.cols) : nullptr);
+  }
+  // Row-major kernels need every weight's rows as stored.
+  if (std::find(s.gen.begin(), s.gen.end(), nullptr) != s.gen.end() ||
+      std::any_of(s.w.begin(), s.w.end(), [](const WeightMatrix &w) { return !w.data; }))
+    s.gen.clear();
+  // A product runs generated code through its int8 kernel when it takes
+  // int8 activations, else when the step has a matvec kernel for every
+  // weight (decode-sized steps).
+  for (size_t k = 0; k < s.w.size(); ++k) {
+    const bool int8 = s.int8 && (kernels::hasInt8Dot(s.w[k].dtype) || s.w[k].rows8) &&
+                      s.w[k].cols % kernels::kInt8Block == 0;
+    products += int8 ? s.gen8[k] != nullptr : !s.gen.empty();
+  }
+  if (std::count(s.gen8.begin(), s.gen8.end(), nullptr) == std::ptrdiff_t(s.gen8.size()))
+    s.gen8.clear();
+  return products;
+}
+
 } // namespace
 
 PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
-  using jsonf::getInt;
   const std::string top = "kernel_plan";
   int8_ = bind.int8_activations;
-  arenaPerToken_ = getInt(plan, "arena_floats_per_token", top);
+  arenaPerToken_ = jsonf::getInt(plan, "arena_floats_per_token", top);
   need(arenaPerToken_ >= 0 && arenaPerToken_ < (int64_t(1) << 32), top,
        "arena_floats_per_token out of range");
   const nlohmann::json *stepsJ = jsonf::find(plan, "steps");
@@ -61,143 +237,15 @@ PlanEngine::PlanEngine(const nlohmann::json &plan, const PlanBindings &bind) {
   std::set<std::pair<int64_t, int64_t>> written; // slots some earlier step wrote
   for (size_t i = 0; i < stepsJ->size(); ++i) {
     const nlohmann::json &sj = (*stepsJ)[i];
-    PlanStep s;
-    const std::string kind = jsonf::getString(sj, "kernel", top + " step " + std::to_string(i));
-    s.desc = top + " step " + std::to_string(i) + " (" + kind + ")";
-    const std::string &ctx = s.desc;
-    s.kernel = kernelOf(kind, ctx);
-    if (const nlohmann::json *in = jsonf::find(sj, "in")) {
-      need(in->is_array(), ctx, "'in' must be an array of slots");
-      for (const nlohmann::json &x : *in) {
-        PlanSlot slot = slotOf(x, ctx);
-        need(slot.offset >= 0 && written.count({slot.offset, slot.width}), ctx,
-             "input slot [" + std::to_string(slot.offset) + ", " + std::to_string(slot.width) +
-                 "] was not written by an earlier step");
-        s.in.push_back(slot);
-      }
-    }
-    s.out = slotOf(jsonf::require(sj, "out", ctx), ctx);
-    const bool last = i + 1 == stepsJ->size();
-    need((s.out.offset < 0) == last, ctx,
-         last ? "the last step must write the logits (offset -1)"
-              : "only the last step may write the logits");
-    need(s.out.offset < 0 || s.out.offset + s.out.width <= arenaPerToken_, ctx,
-         "output slot exceeds the arena");
-    for (const PlanSlot &x : s.in)
-      need(x.offset + x.width <= arenaPerToken_, ctx, "input slot exceeds the arena");
-    if (const nlohmann::json *w = jsonf::find(sj, "weights")) {
-      need(w->is_array(), ctx, "'weights' must be an array of tensor names");
-      for (const nlohmann::json &n : *w) {
-        need(n.is_string(), ctx, "'weights' must be an array of tensor names");
-        s.w.push_back(bind.matrix(n.get<std::string>(), ctx));
-      }
-    }
+    PlanStep s = startStep(sj, top + " step " + std::to_string(i));
+    readStepSlots(s, sj, written, arenaPerToken_, i + 1 == stepsJ->size());
     const nlohmann::json attrs = sj.contains("attrs") ? sj["attrs"] : nlohmann::json::object();
-    if (const nlohmann::json *n = jsonf::find(sj, "norm")) {
-      need(n->is_string(), ctx, "'norm' must name a tensor");
-      s.norm = bind.vector(n->get<std::string>(), ctx);
-      double eps = jsonf::getDouble(attrs, "eps", ctx);
-      need(eps >= 0, ctx, "eps must be >= 0");
-      s.eps = float(eps);
-    }
-    auto arity = [&](size_t in, size_t w) {
-      need(s.in.size() == in, ctx, "takes " + std::to_string(in) + " input slot(s)");
-      need(s.w.size() == w || (w == size_t(-1) && !s.w.empty() && s.w.size() <= 8), ctx,
-           w == size_t(-1) ? "takes 1 to 8 weights" : "takes " + std::to_string(w) + " weight(s)");
-    };
-    const int64_t inW = s.in.empty() ? 0 : s.in[0].width;
-    switch (s.kernel) {
-    case PlanKernel::Embed:
-      arity(0, 1);
-      need(s.w[0].cols == s.out.width, ctx, "table width differs from the output width");
-      break;
-    case PlanKernel::NormMatmul: {
-      arity(1, size_t(-1));
-      int64_t rows = 0;
-      for (const WeightMatrix &w : s.w) {
-        need(w.cols == inW, ctx, "a weight's columns differ from the input width");
-        rows += w.rows;
-      }
-      need(rows == s.out.width, ctx, "output width is not the weights' total rows");
-      need(s.norm.empty() || int64_t(s.norm.size()) == inW, ctx, "norm size differs from the input width");
-      break;
-    }
-    case PlanKernel::NormGatedMatmul: {
-      arity(1, 2);
-      need(s.w[0].cols == inW && s.w[1].cols == inW && s.w[0].rows == s.out.width &&
-               s.w[1].rows == s.out.width, ctx, "gate/up shapes do not match the slots");
-      need(s.norm.empty() || int64_t(s.norm.size()) == inW, ctx, "norm size differs from the input width");
-      s.act = jsonf::getEnum<Activation>(attrs, "activation", ctx, std::nullopt, parseActivation,
-                                         spellingsActivation());
-      break;
-    }
-    case PlanKernel::MatmulAdd:
-      arity(2, 1);
-      need(s.w[0].cols == inW && s.w[0].rows == s.out.width && s.in[1].width == s.out.width, ctx,
-           "weight / residual shapes do not match the slots");
-      break;
-    case PlanKernel::RopeKvAppend:
-    case PlanKernel::Attend: {
-      arity(1, 0);
-      s.heads = getInt(attrs, "num_heads", ctx);
-      s.kvHeads = getInt(attrs, "num_kv_heads", ctx);
-      s.headDim = getInt(attrs, "head_dim", ctx);
-      need(s.heads > 0 && s.kvHeads > 0 && s.headDim > 0 && s.heads % s.kvHeads == 0 &&
-               s.headDim % 2 == 0, ctx, "bad head counts");
-      const int64_t qd = s.heads * s.headDim;
-      need(s.out.width == qd, ctx, "output width is not num_heads * head_dim");
-      s.cache = bind.cache(getInt(attrs, "layer", ctx), ctx);
-      if (s.kernel == PlanKernel::RopeKvAppend) {
-        need(inW == qd + 2 * s.kvHeads * s.headDim, ctx, "input width is not q + k + v");
-        double theta = jsonf::getDouble(attrs, "rope_theta", ctx);
-        need(theta > 0, ctx, "rope_theta must be positive");
-        s.invFreq = ops::ropeFrequencies(theta, s.headDim);
-        s.theta = theta;
-        s.rope = jsonf::getEnum<RopeStyle>(attrs, "rope_style", ctx, std::nullopt, parseRopeStyle,
-                                           spellingsRopeStyle());
-      } else {
-        need(inW == qd, ctx, "input width is not num_heads * head_dim");
-      }
-      break;
-    }
-    case PlanKernel::RmsNorm:
-      arity(1, 0);
-      need(!s.norm.empty() && int64_t(s.norm.size()) == inW && s.out.width == inW, ctx,
-           "needs a norm of the input width");
-      break;
-    case PlanKernel::Add:
-      arity(2, 0);
-      need(s.in[1].width == inW && s.out.width == inW, ctx, "adds slots of different widths");
-      break;
-    }
-    const bool product = s.kernel == PlanKernel::NormMatmul ||
-                         s.kernel == PlanKernel::NormGatedMatmul || s.kernel == PlanKernel::MatmulAdd;
-    if (product)
+    readStepTensors(s, sj, attrs, bind);
+    checkStepKernel(s, attrs, bind);
+    if (isProduct(s.kernel))
       bindKernelChoice(s, sj, bind);
-    if (bind.generated && (s.kernel == PlanKernel::NormMatmul ||
-                           s.kernel == PlanKernel::NormGatedMatmul ||
-                           s.kernel == PlanKernel::MatmulAdd)) {
-      for (const WeightMatrix &w : s.w) {
-        s.gen.push_back(bind.generated->find(w.dtype, w.cols));
-        // The eight-row copy's layout (grouped integers are repacked into
-        // Q4_0/Q4_1/Q8_0) picks the int8 kernel.
-        s.gen8.push_back(w.rows8 ? bind.generated->findRows8(w.rows8Type, w.cols) : nullptr);
-      }
-      // Row-major kernels need every weight's rows as stored.
-      if (std::find(s.gen.begin(), s.gen.end(), nullptr) != s.gen.end() ||
-          std::any_of(s.w.begin(), s.w.end(), [](const WeightMatrix &w) { return !w.data; }))
-        s.gen.clear();
-      // A product runs generated code through its int8 kernel when it takes
-      // int8 activations, else when the step has a matvec kernel for every
-      // weight (decode-sized steps).
-      for (size_t k = 0; k < s.w.size(); ++k) {
-        const bool int8 = s.int8 && (kernels::hasInt8Dot(s.w[k].dtype) || s.w[k].rows8) &&
-                          s.w[k].cols % kernels::kInt8Block == 0;
-        generatedProducts_ += int8 ? s.gen8[k] != nullptr : !s.gen.empty();
-      }
-      if (std::count(s.gen8.begin(), s.gen8.end(), nullptr) == std::ptrdiff_t(s.gen8.size()))
-        s.gen8.clear();
-    }
+    if (bind.generated && isProduct(s.kernel))
+      generatedProducts_ += bindGeneratedProducts(s, *bind.generated);
     bindGeneratedOps(s, bind.generated);
     if (s.out.offset >= 0)
       written.insert({s.out.offset, s.out.width});
@@ -331,6 +379,20 @@ MatmulPaths PlanEngine::paths(const PlanStep &s) const {
   return p;
 }
 
+/// Where one step of T tokens reads and writes: the arena slots of its
+/// inputs and its output, from the first row it computes.
+struct PlanEngine::StepIO {
+  int64_t T = 0;    // tokens of the step
+  int64_t rows = 0; // rows the step computes: the last `rows` of the T
+  int64_t skip = 0; // leading rows it does not compute (T - rows)
+  float *arena = nullptr;
+  float *out = nullptr; // its output slot, or the logits
+  /// Input slot k of step `s`.
+  float *in(const PlanStep &s, size_t k) const {
+    return arena + s.in[k].offset * T + skip * s.in[k].width;
+  }
+};
+
 void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
                      const std::vector<int32_t> &tokens, int64_t pos, bool allLogits,
                      std::vector<float> &logits) {
@@ -340,117 +402,135 @@ void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
   for (size_t i = 0; i < steps_.size(); ++i) {
     const PlanStep &s = steps_[i];
     const bool toLogits = s.out.offset < 0;
+    StepIO io;
+    io.T = T;
     // The logits of a step are its last row unless every row is wanted.
-    const int64_t rows = toLogits && !allLogits ? 1 : T;
-    const int64_t skip = T - rows; // leading rows the step does not compute
-    auto in = [&](size_t k) { return arena_.data() + s.in[k].offset * T + skip * s.in[k].width; };
-    float *out;
+    io.rows = toLogits && !allLogits ? 1 : T;
+    io.skip = T - io.rows;
+    io.arena = arena_.data();
     if (toLogits) {
-      logits.resize(size_t(rows * s.out.width));
-      out = logits.data();
+      logits.resize(size_t(io.rows * s.out.width));
+      io.out = logits.data();
     } else {
-      out = arena_.data() + s.out.offset * T;
+      io.out = arena_.data() + s.out.offset * T;
     }
-    const int64_t W = s.out.width;
-    switch (s.kernel) {
-    case PlanKernel::Embed:
-      for (int64_t t = 0; t < T; ++t) {
-        if (s.genEmbed)
-          s.genEmbed(s.w[0].row(tokens[size_t(t)]), out + t * W);
-        else
-          loadRow(s.w[0], tokens[size_t(t)], out + t * W);
-      }
-      break;
-    case PlanKernel::NormMatmul:
-    case PlanKernel::NormGatedMatmul: {
-      const int64_t D = s.in[0].width;
-      const float *x = in(0);
-      if (!s.norm.empty()) {
-        if (xn_.size() < size_t(rows * D))
-          xn_.resize(size_t(rows * D));
-        rmsNorm(s, x, xn_.data(), rows);
-        x = xn_.data();
-      }
-      if (s.kernel == PlanKernel::NormMatmul) {
-        MatmulJob jobs[8];
-        int64_t col = 0;
-        for (size_t k = 0; k < s.w.size(); ++k) {
-          jobs[k] = MatmulJob{&s.w[k], out + col, W, nullptr};
-          col += s.w[k].rows;
-        }
-        matmulMany(pool, jobs, int(s.w.size()), x, rows, D, nullptr, paths(s));
-      } else {
-        if (kv_.size() < size_t(rows * W))
-          kv_.resize(size_t(rows * W));
-        float *up = kv_.data();
-        const MatmulJob jobs[2] = {{&s.w[0], out, W, nullptr}, {&s.w[1], up, W, nullptr}};
-        const RowEpilogue act = [&](int64_t r0, int64_t nr) {
-          for (int64_t t = 0; t < rows; ++t) {
-            if (s.genGate)
-              s.genGate(out + t * W + r0, up + t * W + r0, nr);
-            else
-              ops::gatedActivation(s.act, out + t * W + r0, up + t * W + r0, nr);
-          }
-        };
-        matmulMany(pool, jobs, 2, x, rows, D, &act, paths(s));
-      }
-      break;
-    }
-    case PlanKernel::MatmulAdd: {
-      const float *res = in(1);
-      if (res != out) // not planned in place: start from the residual
-        std::copy(res, res + rows * W, out);
-      MatmulJob job{&s.w[0], out, W, nullptr};
-      job.accumulate = true;
-      matmulMany(pool, &job, 1, in(0), rows, s.in[0].width, nullptr, paths(s));
-      break;
-    }
-    case PlanKernel::RopeKvAppend: {
-      const int64_t hd = s.headDim, qd = s.heads * hd, kvd = s.kvHeads * hd;
-      const int64_t Win = s.in[0].width;
-      const float *qkv = in(0);
-      if (kv_.size() < size_t(T * 2 * kvd))
-        kv_.resize(size_t(T * 2 * kvd));
-      float *kv = kv_.data();
-      pool.parallelFor(0, T, 0, [&](int64_t lo, int64_t hi) {
-        if (s.genRope) {
-          s.genRope(qkv + lo * Win, Win, out + lo * qd, kv + lo * 2 * kvd, hi - lo, pos + lo);
-          return;
-        }
-        std::vector<float> cs(static_cast<size_t>(hd));
-        for (int64_t t = lo; t < hi; ++t) {
-          const float *src = qkv + t * Win;
-          float *q = out + t * qd, *k = kv + t * 2 * kvd;
-          std::copy(src, src + qd, q);
-          std::copy(src + qd, src + qd + 2 * kvd, k);
-          ops::applyRope(q, s.heads, hd, pos + t, s.invFreq, s.rope, cs.data());
-          ops::applyRope(k, s.kvHeads, hd, pos + t, s.invFreq, s.rope, cs.data());
-        }
-      });
-      caches[size_t(s.cache)].append(kv, kv + kvd, T, 2 * kvd, pos);
-      break;
-    }
-    case PlanKernel::Attend: {
-      kv::LayerCache &c = caches[size_t(s.cache)];
-      c.attend(pool, in(0), T, out, s.genAttend);
-      c.afterStep(in(0), T, pos);
-      break;
-    }
-    case PlanKernel::RmsNorm:
-      rmsNorm(s, in(0), out, rows);
-      break;
-    case PlanKernel::Add: {
-      const float *a = in(0), *b = in(1);
-      if (s.genAdd) {
-        s.genAdd(a, b, out, rows * W);
-        break;
-      }
-      for (int64_t k = 0; k < rows * W; ++k)
-        out[k] = a[k] + b[k];
-      break;
-    }
-    }
+    runStep(pool, caches, s, tokens, pos, io);
   }
+}
+
+void PlanEngine::runStep(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
+                         const PlanStep &s, const std::vector<int32_t> &tokens, int64_t pos,
+                         const StepIO &io) {
+  const int64_t T = io.T, rows = io.rows, W = s.out.width;
+  float *out = io.out;
+  switch (s.kernel) {
+  case PlanKernel::Embed:
+    for (int64_t t = 0; t < T; ++t) {
+      if (s.genEmbed)
+        s.genEmbed(s.w[0].row(tokens[size_t(t)]), out + t * W);
+      else
+        loadRow(s.w[0], tokens[size_t(t)], out + t * W);
+    }
+    break;
+  case PlanKernel::NormMatmul:
+  case PlanKernel::NormGatedMatmul:
+    runNormMatmul(pool, s, io);
+    break;
+  case PlanKernel::MatmulAdd: {
+    const float *res = io.in(s, 1);
+    if (res != out) // not planned in place: start from the residual
+      std::copy(res, res + rows * W, out);
+    MatmulJob job{&s.w[0], out, W, nullptr};
+    job.accumulate = true;
+    matmulMany(pool, &job, 1, io.in(s, 0), rows, s.in[0].width, nullptr, paths(s));
+    break;
+  }
+  case PlanKernel::RopeKvAppend:
+    runRopeKvAppend(pool, caches[size_t(s.cache)], s, pos, io);
+    break;
+  case PlanKernel::Attend: {
+    kv::LayerCache &c = caches[size_t(s.cache)];
+    c.attend(pool, io.in(s, 0), T, out, s.genAttend);
+    c.afterStep(io.in(s, 0), T, pos);
+    break;
+  }
+  case PlanKernel::RmsNorm:
+    rmsNorm(s, io.in(s, 0), out, rows);
+    break;
+  case PlanKernel::Add: {
+    const float *a = io.in(s, 0), *b = io.in(s, 1);
+    if (s.genAdd) {
+      s.genAdd(a, b, out, rows * W);
+      break;
+    }
+    for (int64_t k = 0; k < rows * W; ++k)
+      out[k] = a[k] + b[k];
+    break;
+  }
+  }
+}
+
+void PlanEngine::runNormMatmul(ThreadPool &pool, const PlanStep &s, const StepIO &io) {
+  const int64_t rows = io.rows, W = s.out.width, D = s.in[0].width;
+  float *out = io.out;
+  const float *x = io.in(s, 0);
+  if (!s.norm.empty()) {
+    if (xn_.size() < size_t(rows * D))
+      xn_.resize(size_t(rows * D));
+    rmsNorm(s, x, xn_.data(), rows);
+    x = xn_.data();
+  }
+  if (s.kernel == PlanKernel::NormMatmul) {
+    MatmulJob jobs[8];
+    int64_t col = 0;
+    for (size_t k = 0; k < s.w.size(); ++k) {
+      jobs[k] = MatmulJob{&s.w[k], out + col, W, nullptr};
+      col += s.w[k].rows;
+    }
+    matmulMany(pool, jobs, int(s.w.size()), x, rows, D, nullptr, paths(s));
+    return;
+  }
+  if (kv_.size() < size_t(rows * W))
+    kv_.resize(size_t(rows * W));
+  float *up = kv_.data();
+  const MatmulJob jobs[2] = {{&s.w[0], out, W, nullptr}, {&s.w[1], up, W, nullptr}};
+  const RowEpilogue act = [&](int64_t r0, int64_t nr) {
+    for (int64_t t = 0; t < rows; ++t) {
+      if (s.genGate)
+        s.genGate(out + t * W + r0, up + t * W + r0, nr);
+      else
+        ops::gatedActivation(s.act, out + t * W + r0, up + t * W + r0, nr);
+    }
+  };
+  matmulMany(pool, jobs, 2, x, rows, D, &act, paths(s));
+}
+
+void PlanEngine::runRopeKvAppend(ThreadPool &pool, kv::LayerCache &cache, const PlanStep &s,
+                                 int64_t pos, const StepIO &io) {
+  const int64_t T = io.T;
+  const int64_t hd = s.headDim, qd = s.heads * hd, kvd = s.kvHeads * hd;
+  const int64_t Win = s.in[0].width;
+  const float *qkv = io.in(s, 0);
+  float *out = io.out;
+  if (kv_.size() < size_t(T * 2 * kvd))
+    kv_.resize(size_t(T * 2 * kvd));
+  float *kv = kv_.data();
+  pool.parallelFor(0, T, 0, [&](int64_t lo, int64_t hi) {
+    if (s.genRope) {
+      s.genRope(qkv + lo * Win, Win, out + lo * qd, kv + lo * 2 * kvd, hi - lo, pos + lo);
+      return;
+    }
+    std::vector<float> cs(static_cast<size_t>(hd));
+    for (int64_t t = lo; t < hi; ++t) {
+      const float *src = qkv + t * Win;
+      float *q = out + t * qd, *k = kv + t * 2 * kvd;
+      std::copy(src, src + qd, q);
+      std::copy(src + qd, src + qd + 2 * kvd, k);
+      ops::applyRope(q, s.heads, hd, pos + t, s.invFreq, s.rope, cs.data());
+      ops::applyRope(k, s.kvHeads, hd, pos + t, s.invFreq, s.rope, cs.data());
+    }
+  });
+  cache.append(kv, kv + kvd, T, 2 * kvd, pos);
 }
 
 } // namespace llmc

@@ -131,6 +131,16 @@ private:
   MatmulPaths paths(const PlanStep &s) const;
   void bindGeneratedOps(PlanStep &s, const codegen::GeneratedKernels *g);
   static void rmsNorm(const PlanStep &s, const float *x, float *y, int64_t rows);
+  /// One step of run(): its rows and arena slots (KernelPlan.cpp).
+  struct StepIO;
+  void runStep(ThreadPool &pool, std::vector<kv::LayerCache> &caches, const PlanStep &s,
+               const std::vector<int32_t> &tokens, int64_t pos, const StepIO &io);
+  /// norm_matmul and norm_gated_matmul: the optional fused RMSNorm, then
+  /// the products (with the gated activation as their epilogue).
+  void runNormMatmul(ThreadPool &pool, const PlanStep &s, const StepIO &io);
+  /// rope_kv_append: RoPE on Q and K, then K and V into the layer's cache.
+  void runRopeKvAppend(ThreadPool &pool, kv::LayerCache &cache, const PlanStep &s, int64_t pos,
+                       const StepIO &io);
   std::vector<float> arena_, xn_, kv_;
 };
 

@@ -1,12 +1,13 @@
 //===- rows8.h - Eight-row interleaved block weights for int8 dots -*- C++ -*-===//
-// The kernel engine's fastest layout for Q4_0, Q4_1 and Q8_0 matrices: each
-// group of 8 consecutive rows is rewritten block by block so that one
-// 32-byte load holds 4 consecutive weights of all 8 rows, and the 8 rows'
-// scales (and minimums) are 16 contiguous bytes. A dot with one int8
-// activation block then multiplies that load by the 4 matching activation
-// bytes broadcast to every row (VPMADDUBSW), and the 8 row sums come out in
-// the 8 lanes of one register: no horizontal sums, one scale conversion per
-// 8 rows. The group's bytes per 32-weight column block, in order:
+// The kernel engine's fastest layout for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and
+// Q4_K matrices: each group of 8 consecutive rows is rewritten block by
+// block so that one 32-byte load holds 4 consecutive weights of all 8 rows,
+// and the 8 rows' scales (and minimums) are 16 contiguous bytes. A dot with
+// one int8 activation block then multiplies that load by the 4 matching
+// activation bytes broadcast to every row (VPMADDUBSW), and the 8 row sums
+// come out in the 8 lanes of one register: no horizontal sums, one scale
+// conversion per 8 rows. The group's bytes per 32-weight column block, in
+// order:
 //   Q4_0: d[8] (fp16) | for s in 0..3, r in 0..7: qs_r[4s..4s+3]
 //   Q4_1: d[8] | m[8] | the same 128 quant bytes
 //   Q8_0: d[8] | for s in 0..7, r in 0..7: qs_r[4s..4s+3]
@@ -22,8 +23,8 @@
 //   d[8] | dmin[8] | sc[j][r] | m[j][r] (j: 8 sub-blocks) |
 //   for chunk c in 0..3, s in 0..7, r in 0..7: qs_r[32c + 4s..+3]
 // (sub-block 2c is chunk c's low nibbles, 2c+1 its high ones).
-// Q5_0/Q5_1/Q4_K have no AVX2 library kernel: the engine packs them only
-// for a generated one.
+// Every layout has an AVX2 library kernel (bit-identical to the portable
+// one); without AVX2 the engine packs a matrix only for a generated kernel.
 //
 // Internal to the runtime: the AVX2 kernels live in rows8_avx2.cpp.
 //===----------------------------------------------------------------------===//
@@ -66,7 +67,8 @@ using Rows8DotFn = void (*)(const uint8_t *group, int64_t cols, const int8_t *xq
 /// The fastest kernel this build has (bit-identical to the portable one).
 Rows8DotFn rows8DotKernel(DType t, int nx);
 /// Whether rows8DotKernel(t, .) is vectorized here (AVX2 for Q4_0, Q4_1,
-/// Q8_0); the portable Q5_0/Q5_1 kernels are slower than the row kernels.
+/// Q5_0, Q5_1, Q8_0 and Q4_K); the portable kernels are slower than the row
+/// kernels.
 bool hasFastRows8Kernel(DType t);
 Rows8DotFn rows8DotKernelScalar(DType t, int nx);
 

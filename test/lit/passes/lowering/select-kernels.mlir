@@ -1,13 +1,12 @@
 // llmk-select-kernels writes the kernel decision on every product: rows8
 // for formats the int8 kernels read interleaved (Q8_0, Q4_0, Q4_1 and the
 // grouped integers that map onto them), when the matrix is whole groups of
-// 8 rows of 32-weight blocks (Q4_K: of 256-weight super-blocks), and Q5_0,
-// Q5_1 and Q4_K only when kernels are generated; row_major otherwise (f32,
-// rows of 16 weights); int8
+// 8 rows of 32-weight blocks (Q4_K: of 256-weight super-blocks), Q5_0,
+// Q5_1 and Q4_K too (the runtime's library has their vector kernels, so the
+// choice is the same with or without generated code); row_major otherwise
+// (f32, rows of 16 weights); int8
 // activations when some weight has an int8 dot product.
 // RUN: llmc-opt %s --llm-lower-to-kernels --llmk-select-kernels | FileCheck %s
-// Q5_0 and Q4_K get rows8 only when kernels are generated (no fast library kernel).
-// RUN: llmc-opt %s --llm-lower-to-kernels '--llmk-select-kernels=generated-kernels=false' | FileCheck %s --check-prefix=NOGEN
 // The lowering phase of llmc compile, as one registered pipeline.
 // RUN: llmc-opt %s --pass-pipeline='builtin.module(llmc-lower)' | FileCheck %s --check-prefix=PIPE
 // RUN: not llmc-opt %s --llm-lower-to-kernels '--llmk-select-kernels=target=riscv' 2>&1 | FileCheck %s --check-prefix=TARGET
@@ -17,14 +16,12 @@
 // CHECK: llmk.norm_matmul {{.*}}{activations = #llmk<activations int8>, eps = {{.*}}, layouts = [#llmk<layout rows8>, #llmk<layout rows8>, #llmk<layout row_major>]}
 // o (q4_1): rows8
 // CHECK: llmk.matmul_add {{.*}}{activations = #llmk<activations int8>, layouts = [#llmk<layout rows8>]}
-// gate (q4_K) and up (q5_0): rows8 (generated kernels)
+// gate (q4_K) and up (q5_0): rows8
 // CHECK: llmk.norm_gated_matmul {{.*}}activations = #llmk<activations int8>{{.*}}layouts = [#llmk<layout rows8>, #llmk<layout rows8>]
 // down (f32 rows of 16, not whole 32-blocks): row_major, f32
 // CHECK: llmk.matmul_add {{.*}}{activations = #llmk<activations f32>, layouts = [#llmk<layout row_major>]}
 // the LM head (q8_0, 16 rows): rows8
 // CHECK: llmk.norm_matmul {{.*}}activations = #llmk<activations int8>{{.*}}layouts = [#llmk<layout rows8>]
-
-// NOGEN: llmk.norm_gated_matmul {{.*}}layouts = [#llmk<layout row_major>, #llmk<layout row_major>]
 
 // PIPE: llmk.arena_floats_per_token
 // PIPE: llmk.norm_matmul {{.*}}layouts = [#llmk<layout rows8>, #llmk<layout rows8>, #llmk<layout row_major>]
