@@ -34,7 +34,13 @@ static void @NAME@_t(const unsigned char *w8, const int8_t *xq, const float *xd,
   constexpr bool MIN = FMT == 1 || FMT == 4, FIVE = FMT >= 3;
   constexpr int HAT = MIN ? 32 : 16, QAT = HAT + (FIVE ? 32 : 0), STEPS = FMT == 2 ? 8 : 4;
   constexpr int BLK = QAT + 32 * STEPS;
-  for (int64_t g = g0; g < g1; ++g) {
+  int64_t g = g0;
+#ifdef LLMC_R8_AVX512
+  if constexpr (FMT <= 2) // two groups (16 rows) a pass in 512-bit registers
+    for (; g + 1 < g1; g += 2)
+      @NAME@_x2<T>(w8, xq, xd, xs, ldq, ldd, y, ldy, g);
+#endif
+  for (; g < g1; ++g) {
     const unsigned char *grp = w8 + g * int64_t(NB) * BLK;
     float *yg = y + g * 8;
 #ifdef LLMC_R8_AVX2
@@ -173,6 +179,101 @@ static void @NAME@_t(const unsigned char *w8, const int8_t *xq, const float *xd,
   }
 }
 
+)";
+
+/// AVX-512 form of kRows8Template for q4_0/q4_1/q8_0 (the v4 levels): two
+/// consecutive groups (16 rows) a pass, group g in the low 256 bits of each
+/// register and g + 1 in the high ones, the activation bytes broadcast to
+/// both; per lane the same integer sums and the same float operations in
+/// the same order as the 256-bit kernel, so results are bit for bit equal.
+const char *kRows8x2KernelTemplate = R"(
+#ifdef LLMC_R8_AVX512
+template <int T>
+static void @NAME@_x2(const unsigned char *w8, const int8_t *xq, const float *xd,
+                      const float *xs, int64_t ldq, int64_t ldd, float *y, int64_t ldy,
+                      int64_t g) {
+  constexpr int NB = @NB@, FMT = @FMT@;
+  constexpr bool MIN = FMT == 1;
+  constexpr int QAT = MIN ? 32 : 16, STEPS = FMT == 2 ? 8 : 4, BLK = QAT + 32 * STEPS;
+  const unsigned char *lo = w8 + g * int64_t(NB) * BLK, *hi = lo + int64_t(NB) * BLK;
+  __m512 acc[T], side[T];
+  for (int t = 0; t < T; ++t)
+    acc[t] = side[t] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(15);
+#ifndef LLMC_R8_VNNI512
+  const __m512i ones = _mm512_set1_epi16(1);
+#endif
+  for (int b = 0; b < NB; ++b) {
+    const unsigned char *p = lo + b * BLK, *q = hi + b * BLK;
+    _mm_prefetch(reinterpret_cast<const char *>(p + 1024), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char *>(q + 1024), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char *>(p + 1088), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char *>(q + 1088), _MM_HINT_T0);
+    if constexpr (FMT == 2) {
+      _mm_prefetch(reinterpret_cast<const char *>(p + 1152), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char *>(q + 1152), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char *>(p + 1216), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char *>(q + 1216), _MM_HINT_T0);
+    }
+    const __m512 d = llmcHalves2x8(p, q);
+    __m512i v[STEPS], a[STEPS], h[STEPS];
+    for (int s = 0; s < STEPS; ++s) {
+      v[s] = llmcLoad2x256(p + QAT + 32 * s, q + QAT + 32 * s);
+      a[s] = FMT == 2 ? _mm512_abs_epi8(v[s]) : _mm512_and_si512(v[s], m4);
+      h[s] = FMT == 2 ? v[s] : _mm512_and_si512(_mm512_srli_epi16(v[s], 4), m4);
+    }
+    __m512 sd = d;
+    if constexpr (MIN)
+      sd = llmcHalves2x8(p + 16, q + 16);
+    for (int t = 0; t < T; ++t) {
+      const int8_t *x = xq + t * ldq + b * 32;
+      int32_t xw[8];
+      std::memcpy(xw, x, 32);
+      __m512i s32 = _mm512_setzero_si512();
+      if constexpr (FMT == 2) {
+        for (int s = 0; s < 8; ++s) {
+          // VPSIGNB has no 512-bit form: negate x where the weight is
+          // negative (where it is zero, |v| = 0 zeroes the product anyway).
+          const __m512i xb = _mm512_set1_epi32(xw[s]);
+          const __m512i sx = _mm512_mask_sub_epi8(xb, _mm512_movepi8_mask(v[s]),
+                                                  _mm512_setzero_si512(), xb);
+#ifdef LLMC_R8_VNNI512
+          s32 = _mm512_dpbusd_epi32(s32, a[s], sx);
+#else
+          s32 = _mm512_add_epi32(s32, _mm512_madd_epi16(_mm512_maddubs_epi16(a[s], sx), ones));
+#endif
+        }
+      } else {
+#ifdef LLMC_R8_VNNI512
+        for (int s = 0; s < 4; ++s) {
+          s32 = _mm512_dpbusd_epi32(s32, a[s], _mm512_set1_epi32(xw[s]));
+          s32 = _mm512_dpbusd_epi32(s32, h[s], _mm512_set1_epi32(xw[4 + s]));
+        }
+#else
+        __m512i s16 = _mm512_setzero_si512();
+        for (int s = 0; s < 4; ++s) {
+          s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(a[s], _mm512_set1_epi32(xw[s])));
+          s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(h[s], _mm512_set1_epi32(xw[4 + s])));
+        }
+        s32 = _mm512_madd_epi16(s16, ones);
+#endif
+      }
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s32),
+                               _mm512_mul_ps(d, _mm512_set1_ps(xd[t * ldd + b])), acc[t]);
+      if constexpr (FMT != 2)
+        side[t] = _mm512_fmadd_ps(sd, _mm512_set1_ps(xs[t * ldd + b]), side[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    __m512 r = acc[t];
+    if constexpr (FMT == 0)
+      r = _mm512_fmadd_ps(_mm512_set1_ps(-8.0f), side[t], r);
+    else if constexpr (MIN)
+      r = _mm512_add_ps(r, side[t]);
+    _mm512_storeu_ps(y + g * 8 + t * ldy, r);
+  }
+}
+#endif
 )";
 
 /// Q4_K int8-activation kernel over the runtime's eight-row layout
@@ -318,7 +419,9 @@ std::string rows8Kernel(const MatvecSpec &s) {
                   : s.dtype == DType::Q8_0 ? 2
                   : s.dtype == DType::Q5_0 ? 3
                                            : 4;
-  std::string k = replaceAll(std::string(kRows8Template) + kRows8Wrapper, "@NAME@", s.rows8Symbol());
+  std::string k = replaceAll(std::string(fmt <= 2 ? kRows8x2KernelTemplate : "") + kRows8Template +
+                                 kRows8Wrapper,
+                             "@NAME@", s.rows8Symbol());
   k = replaceAll(k, "@NB@", std::to_string(s.cols / 32));
   k = replaceAll(k, "@FMT@", std::to_string(fmt));
   return "\n// " + std::string(dtypeName(s.dtype)) + " rows of " + std::to_string(s.cols) +

@@ -1,6 +1,7 @@
 //===- WeightMatrix.cpp - Row access to stored weights ---------------------===//
 #include "WeightMatrix.h"
 
+#include "../kernels/dot_quant.h"
 #include "../kernels/rows8.h"
 #include <cstring>
 #include <vector>
@@ -93,7 +94,7 @@ void loadRow(const WeightMatrix &w, int64_t r, float *dst) {
     const int64_t group = (r / kernels::kRows8) * kernels::rows8GroupBytes(w.rows8Type, w.cols);
     kernels::unpackRows8Row(w.rows8Type, w.rows8 + group, int(r % kernels::kRows8), w.cols,
                             bytes.data());
-    dequantizeRow(w.rows8Type, bytes.data(), dst, w.cols);
+    kernels::dequantRowFast(w.rows8Type, bytes.data(), dst, w.cols); // exact, SIMD where it can
     return;
   }
   const uint8_t *src = w.row(r);
