@@ -253,7 +253,7 @@ private:
     std::string &md = settings.mode = mode;
     if (md != "prefill" && md != "decode" && md != "both")
       return fail("option 'mode' must be prefill, decode or both, not '" + md + "'");
-    if (settings.kind == KM::Random || settings.kind == KM::InertiaKV) {
+    if (settings.kind == KM::InertiaKV) {
       if (!mode.hasValue())
         md = "decode";
       else if (md == "prefill")

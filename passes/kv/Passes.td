@@ -77,8 +77,10 @@ def KvPolicyPass : Pass<"llm-kv-policy", "mlir::ModuleOp"> {
       per layer goes to stderr unless the compile is quiet.
     - `mode`: prefill (compress once after each prompt), decode (evict
       during generation every `refresh` tokens when over budget) or both.
-      `random` and `inertiakv` are decode-time methods: they default to
-      decode and reject an explicit mode=prefill.
+      `inertiakv` is a decode-time method: it defaults to decode and
+      rejects an explicit mode=prefill. `random` keeps a seeded uniform
+      draw of the entries (the recent window kept, as by the other scoring
+      methods) at any mode.
     - `score-every` (inertiakv only): InertiaKV-Lazy. The attention
       statistics are gathered and folded into the EMA only at decode steps
       where the step count is a multiple of this; between those steps the
@@ -118,7 +120,7 @@ def KvPolicyPass : Pass<"llm-kv-policy", "mlir::ModuleOp"> {
     Option<"headMetric", "head-metric", "std::string", "\"nll\"",
            "heads=calibrated: a head's sensitivity, nll (NLL rise) or kl (KL from the full cache)">,
     Option<"mode", "mode", "std::string", "\"prefill\"",
-           "prefill, decode or both (random and inertiakv default to decode)">,
+           "prefill, decode or both (inertiakv defaults to decode)">,
     Option<"refresh", "refresh", "int64_t", "16", "decode: re-select every this many generated tokens (>= 1)">,
     Option<"scoreEvery", "score-every", "int64_t", "1",
            "inertiakv: update the attention EMA every this many decode steps (InertiaKV-Lazy; 1 = every step)">,

@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <random>
+#include <set>
 #include <vector>
 
 using namespace llmc::kv;
@@ -442,4 +444,45 @@ TEST(PolyKV, FastPathsMatchThePortableOnes) {
         EXPECT_NEAR(fa[size_t(i)], fb[size_t(i)], 1e-6f) << hd << " " << i;
     }
   }
+}
+
+// Random is random over every entry (the prompt too) and follows its seed:
+// the same seed keeps the same positions, other seeds other ones; only the
+// recent window is kept whatever the draw (as by the other scoring policies).
+TEST(LayerCache, RandomKeepsASeededUniformDrawOfThePrompt) {
+  auto keptAfterPrompt = [](uint64_t seed) {
+    Fixture f;
+    llmc::ThreadPool pool(1);
+    Policy p = makePolicy(Method::Random, "random", 12, 4);
+    p.seed = seed;
+    LayerCache c = f.make(p);
+    c.append(f.k.data(), f.v.data(), f.T, f.KV * f.hd, 0);
+    c.attend(pool, f.q.data(), f.T, f.out.data());
+    c.afterStep(f.q.data(), f.T, 0);
+    std::vector<int64_t> pos(c.head(0).pos.begin(), c.head(0).pos.begin() + c.headEntries(0));
+    std::sort(pos.begin(), pos.end());
+    return pos;
+  };
+  const std::vector<int64_t> a = keptAfterPrompt(1);
+  ASSERT_EQ(a.size(), 12u);
+  EXPECT_EQ(keptAfterPrompt(1), a);
+  for (int64_t must : {36, 37, 38, 39}) // the window
+    EXPECT_TRUE(std::binary_search(a.begin(), a.end(), must)) << must;
+  std::set<std::vector<int64_t>> sets;
+  std::vector<int> keptCount(40, 0);
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    const std::vector<int64_t> kept = keptAfterPrompt(seed);
+    sets.insert(kept);
+    for (int64_t p : kept)
+      ++keptCount[size_t(p)];
+  }
+  EXPECT_GE(sets.size(), 15u); // C(36, 8) draws: seeds rarely collide
+  // Every evictable prompt position is kept by some seed and evicted by
+  // another (no position is protected or always dropped).
+  for (int64_t p = 0; p < 36; ++p)
+    EXPECT_LT(keptCount[size_t(p)], 20) << p;
+  int everKept = 0;
+  for (int64_t p = 0; p < 36; ++p)
+    everKept += keptCount[size_t(p)] > 0;
+  EXPECT_GE(everKept, 30);
 }

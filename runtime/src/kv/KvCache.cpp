@@ -341,11 +341,14 @@ std::vector<float> LayerCache::headScores(int64_t g, bool decoding, std::vector<
   case Method::InertiaKV:
     return c.acc;
   case Method::Random: {
+    // A uniform draw for every entry, prompt or generated: only the recent
+    // window is kept whatever the draw (as for the other scoring
+    // policies). Seeded per (seed, layer, head, decode step).
     std::mt19937_64 rng(policy_.seed * 1000003u + uint64_t(layer_) * 131u + uint64_t(g) * 17u +
                         uint64_t(steps_));
     std::uniform_real_distribution<float> u(0.0f, 1.0f);
     for (int64_t j = 0; j < n; ++j)
-      score[size_t(j)] = c.pos[size_t(j)] < promptLen_ ? 2.0f : u(rng);
+      score[size_t(j)] = u(rng);
     return score;
   }
   case Method::Streaming:

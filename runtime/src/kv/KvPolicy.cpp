@@ -81,7 +81,7 @@ Policy parsePolicy(const nlohmann::json &j, const std::string &ctx, int64_t kv_h
     throw std::runtime_error(ctx + ": kv_policy mode '" + mode + "' (expected " +
                              std::string(spellingsKvMode()) + ")");
   p.mode = *hook;
-  if ((p.method == Method::Random || p.method == Method::InertiaKV) && p.mode == Hook::Prefill)
+  if (p.method == Method::InertiaKV && p.mode == Hook::Prefill)
     throw std::runtime_error(ctx + ": kv_policy " + p.name + " evicts while decoding; mode must be "
                                    "decode or both");
   std::string quant = strField(j, "kv_quant", ctx);

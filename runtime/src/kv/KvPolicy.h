@@ -23,7 +23,7 @@ namespace llmc::kv {
 // importance across the layer's heads; CapKV: ridge leverage of whitened keys
 // x window relevance; RdKV: per-entry bit widths by reverse water-filling
 // (KvRdkv.h); InertiaKV: EMA of per-step attention while decoding, lazy
-// refresh; Random: random generated tokens, prompt protected), when they run
+// refresh; Random: a seeded uniform draw over every entry), when they run
 // and how entries are stored: one definition each in
 // dialects/llm/IR/LlmEnums.td (llmc/ir_enums.h).
 using Method = KvMethod;

@@ -14,7 +14,6 @@
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=h2o budget=0.1 refresh=0})' 2>&1 | FileCheck %s --check-prefix=REFRESH
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 pool=4})' 2>&1 | FileCheck %s --check-prefix=POOL
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=snapkv budget=0.1 mode=lazy})' 2>&1 | FileCheck %s --check-prefix=MODE
-// RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=random budget=0.1 mode=prefill})' 2>&1 | FileCheck %s --check-prefix=RANDOM
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=inertiakv budget=0.1 mode=prefill})' 2>&1 | FileCheck %s --check-prefix=INERTIA
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=h2o budget=0.1 score-every=4})' 2>&1 | FileCheck %s --check-prefix=LAZYH2O
 // RUN: not llmc-opt %S/kv-policy.mlir --pass-pipeline='builtin.module(llm-kv-policy{method=inertiakv budget=0.1 score-every=0})' 2>&1 | FileCheck %s --check-prefix=LAZYZERO
@@ -62,7 +61,6 @@
 // REFRESH: error: llm-kv-policy: option 'refresh' must be >= 1, not 0
 // POOL: error: llm-kv-policy: option 'pool' must be odd and >= 1 (1 = no smoothing), not 4
 // MODE: error: llm-kv-policy: option 'mode' must be prefill, decode or both, not 'lazy'
-// RANDOM: error: llm-kv-policy: method=random evicts while decoding: option 'mode' must be decode or both, not prefill
 // INERTIA: error: llm-kv-policy: method=inertiakv evicts while decoding: option 'mode' must be decode or both, not prefill
 // LAZYH2O: error: llm-kv-policy: option 'score-every' applies to method=inertiakv only (its lazy EMA refresh), not method=h2o
 // LAZYZERO: error: llm-kv-policy: option 'score-every' must be >= 1, not 0

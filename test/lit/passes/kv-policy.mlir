@@ -32,9 +32,9 @@
 // ONLY-NOT: kv_policy
 // ONLY:     kv_policy = {{.+}}method = "h2o"{{.+}}layer = 2
 
-// random and inertiakv default to mode=decode; a second run replaces the
-// first run's policy; "1.0" is the ratio 1.
-// RAND-COUNT-3: kv_policy = {budget = 2.000000e-01 : f64, {{.+}}method = "random", mode = "decode", pool = 7 : i64, refresh = 8 : i64, seed = 0 : i64
+// random defaults to mode=prefill like the other methods, inertiakv to
+// decode; a second run replaces the first run's policy; "1.0" is the ratio 1.
+// RAND-COUNT-3: kv_policy = {budget = 2.000000e-01 : f64, {{.+}}method = "random", mode = "prefill", pool = 7 : i64, refresh = 8 : i64, seed = 0 : i64
 // MODE-COUNT-3: kv_policy = {budget = 1.000000e+00 : f64, budget_tokens = 0 : i64, kv_quant = "none", layer_scale = 1.000000e+00 : f64, method = "inertiakv", mode = "both", pool = 7 : i64, refresh = 16 : i64
 // MODE-NOT: method = "random"
 
