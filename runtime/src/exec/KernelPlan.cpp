@@ -336,8 +336,8 @@ void PlanEngine::packRows8(WeightMatrix &w, const PlanBindings &bind) {
   if (!layout || w.rows % kernels::kRows8 != 0 || w.cols % 32 != 0 ||
       (*layout == w.dtype && w.rowStride != rowBytes(w.dtype, w.cols)))
     return;
-  // Layouts without a vectorized library kernel (Q5_0/Q5_1/Q4_K) only for a
-  // generated one: the library's row kernels beat its portable one.
+  // A layout whose library kernel is the portable one (a build without
+  // AVX2) only for a generated kernel: the library's row kernels beat it.
   if (!kernels::hasFastRows8Kernel(*layout) &&
       !(bind.generated && bind.generated->findRows8(*layout, w.cols)))
     return;

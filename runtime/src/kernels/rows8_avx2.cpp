@@ -36,49 +36,6 @@ LLMC_INLINE __m256 halves8(const uint8_t *p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
 }
 
-/// Q4_0 (kMin false) and Q4_1 (kMin true).
-template <bool kMin, int NX>
-void rows8Q4(const uint8_t *group, int64_t cols, const int8_t *xq, const float *xd,
-             const float *xs, int64_t ldq, int64_t ldd, float *out, int64_t ldo) {
-  constexpr int64_t kQuantAt = kMin ? 32 : 16, kBlock = kQuantAt + 128;
-  __m256 acc[NX], side[NX];
-  for (int j = 0; j < NX; ++j)
-    acc[j] = side[j] = _mm256_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  const int64_t nb = cols / 32;
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t *p = group + b * kBlock;
-    _mm_prefetch(reinterpret_cast<const char *>(p + 1024), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char *>(p + 1024 + 64), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char *>(p + 1024 + 128), _MM_HINT_T0);
-    const __m256 d = halves8(p);
-    __m256i lo[4], hi[4];
-    for (int s = 0; s < 4; ++s) {
-      const __m256i v = loadBytes32(p + kQuantAt + 32 * s);
-      lo[s] = _mm256_and_si256(v, m4);
-      hi[s] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    }
-    const __m256 sideScale = kMin ? halves8(p + 16) : d;
-    for (int j = 0; j < NX; ++j) {
-      const int8_t *x = xq + j * ldq + b * 32;
-      __m256i s16 = _mm256_maddubs_epi16(lo[0], bcast4(x));
-      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[0], bcast4(x + 16)));
-      for (int s = 1; s < 4; ++s) {
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo[s], bcast4(x + 4 * s)));
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[s], bcast4(x + 16 + 4 * s)));
-      }
-      const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones));
-      acc[j] = _mm256_fmadd_ps(isum, _mm256_mul_ps(d, _mm256_set1_ps(xd[j * ldd + b])), acc[j]);
-      side[j] = _mm256_fmadd_ps(sideScale, _mm256_set1_ps(xs[j * ldd + b]), side[j]);
-    }
-  }
-  for (int j = 0; j < NX; ++j) {
-    const __m256 r = kMin ? _mm256_add_ps(acc[j], side[j])
-                          : _mm256_fmadd_ps(_mm256_set1_ps(-8.0f), side[j], acc[j]);
-    _mm256_storeu_ps(out + j * ldo, r);
-  }
-}
-
 template <int NX>
 void rows8Q8(const uint8_t *group, int64_t cols, const int8_t *xq, const float *xd, const float *,
              int64_t ldq, int64_t ldd, float *out, int64_t ldo) {
@@ -135,11 +92,18 @@ LLMC_INLINE void orFifthBits(__m256i qh, __m256i lo[4], __m256i hi[4]) {
   }
 }
 
-/// Q5_0 (kMin false) and Q5_1 (kMin true).
-template <bool kMin, int NX>
-void rows8Q5(const uint8_t *group, int64_t cols, const int8_t *xq, const float *xd,
-             const float *xs, int64_t ldq, int64_t ldd, float *out, int64_t ldo) {
-  constexpr int64_t kHighAt = kMin ? 32 : 16, kQuantAt = kHighAt + 32, kBlock = kQuantAt + 128;
+/// Q4_0/Q4_1 (kFive false) and Q5_0/Q5_1 (kFive true: each weight's fifth
+/// bit ORed into its nibble); kMin: the _1 formats (a minimum, not the -8 /
+/// -16 offset).
+template <bool kMin, bool kFive, int NX>
+void rows8Nibbles(const uint8_t *group, int64_t cols, const int8_t *xq, const float *xd,
+                  const float *xs, int64_t ldq, int64_t ldd, float *out, int64_t ldo) {
+  constexpr int64_t kHighAt = kMin ? 32 : 16, kQuantAt = kHighAt + (kFive ? 32 : 0),
+                    kBlock = kQuantAt + 128;
+  // Int16 sums: 4-bit weights take all 4 steps (<= 30480), 5-bit ones 2
+  // steps at a time (<= 31744) before widening.
+  constexpr int kStepsPerWiden = kFive ? 2 : 4;
+  constexpr float kOffset = kFive ? -16.0f : -8.0f;
   __m256 acc[NX], side[NX];
   for (int j = 0; j < NX; ++j)
     acc[j] = side[j] = _mm256_setzero_ps();
@@ -156,14 +120,15 @@ void rows8Q5(const uint8_t *group, int64_t cols, const int8_t *xq, const float *
       lo[s] = _mm256_and_si256(v, m4);
       hi[s] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
     }
-    orFifthBits(loadBytes32(p + kHighAt), lo, hi);
+    if constexpr (kFive)
+      orFifthBits(loadBytes32(p + kHighAt), lo, hi);
     const __m256 sideScale = kMin ? halves8(p + 16) : d;
     for (int j = 0; j < NX; ++j) {
       const int8_t *x = xq + j * ldq + b * 32;
       __m256i s32 = _mm256_setzero_si256();
-      for (int half = 0; half < 2; ++half) { // 2 steps each: int16 sums <= 31744
+      for (int s0 = 0; s0 < 4; s0 += kStepsPerWiden) {
         __m256i s16 = _mm256_setzero_si256();
-        for (int s = 2 * half; s < 2 * half + 2; ++s) {
+        for (int s = s0; s < s0 + kStepsPerWiden; ++s) {
           s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo[s], bcast4(x + 4 * s)));
           s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[s], bcast4(x + 16 + 4 * s)));
         }
@@ -176,7 +141,7 @@ void rows8Q5(const uint8_t *group, int64_t cols, const int8_t *xq, const float *
   }
   for (int j = 0; j < NX; ++j) {
     const __m256 r = kMin ? _mm256_add_ps(acc[j], side[j])
-                          : _mm256_fmadd_ps(_mm256_set1_ps(-16.0f), side[j], acc[j]);
+                          : _mm256_fmadd_ps(_mm256_set1_ps(kOffset), side[j], acc[j]);
     _mm256_storeu_ps(out + j * ldo, r);
   }
 }
@@ -252,11 +217,11 @@ template <template <int> class K> Rows8DotFn byRows(int nx) {
   }
   return nullptr;
 }
-template <int NX> struct KQ4_0 { static constexpr Rows8DotFn fn = rows8Q4<false, NX>; };
-template <int NX> struct KQ4_1 { static constexpr Rows8DotFn fn = rows8Q4<true, NX>; };
+template <int NX> struct KQ4_0 { static constexpr Rows8DotFn fn = rows8Nibbles<false, false, NX>; };
+template <int NX> struct KQ4_1 { static constexpr Rows8DotFn fn = rows8Nibbles<true, false, NX>; };
 template <int NX> struct KQ8_0 { static constexpr Rows8DotFn fn = rows8Q8<NX>; };
-template <int NX> struct KQ5_0 { static constexpr Rows8DotFn fn = rows8Q5<false, NX>; };
-template <int NX> struct KQ5_1 { static constexpr Rows8DotFn fn = rows8Q5<true, NX>; };
+template <int NX> struct KQ5_0 { static constexpr Rows8DotFn fn = rows8Nibbles<false, true, NX>; };
+template <int NX> struct KQ5_1 { static constexpr Rows8DotFn fn = rows8Nibbles<true, true, NX>; };
 template <int NX> struct KQ4_K { static constexpr Rows8DotFn fn = rows8Q4K<NX>; };
 
 } // namespace
