@@ -53,3 +53,22 @@ def weight_tensors(manifest):
         out.append(dict(t, name=name, dtype=p["dtype"], shape=p["shape"],
                         nbytes=p["dtype_nbytes"], stored_nbytes=t["nbytes"]))
     return out
+
+
+def cpu_model():
+    """The CPU's model name and its widest vector extensions, from /proc/cpuinfo
+    (every table records the CPU it was measured on)."""
+    name, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, val = line.partition(":")
+                if key.strip() == "model name" and name == "unknown CPU":
+                    name = val.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(val.split())
+    except OSError:
+        pass
+    simd = [n for n, f in (("AVX-512", "avx512f"), ("VNNI", "avx512_vnni"), ("AMX", "amx_tile"),
+                           ("AVX2", "avx2")) if f in flags]
+    return f"{name} ({', '.join(simd) or 'no AVX2'})"

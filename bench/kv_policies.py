@@ -206,7 +206,7 @@ def main():
       f"{' --cached-only' if args.cached_only else ''}`")
     w(f"- Model: SmolLM2-135M-Instruct (`{os.path.relpath(MODEL, REPO)}`), weights as in the "
       "source; the full cache stores keys and values in f32")
-    w(f"- Machine: {os.cpu_count()} CPU cores, {platform.machine()}, shared with other jobs "
+    w(f"- Machine: {bench_common.cpu_model()}, {os.cpu_count()} CPU cores, {platform.machine()}, shared with other jobs "
       "(speeds are indicative)")
     w(f"- Date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC; run took "
       f"{(time.time() - started) / 60:.1f} min")

@@ -10,7 +10,8 @@ say() { echo "[setup] $*" >&2; }
 APT_PKGS=(libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools lld-22 clang-22 libclang-22-dev liblld-22-dev
   ccache ninja-build cmake libeigen3-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libonnx-dev libprotobuf-dev protobuf-compiler
-  zlib1g-dev libzstd-dev libssl-dev unzip)
+  zlib1g-dev libzstd-dev libssl-dev unzip
+  fortunes debian-reference-en dict-jargon) # the sources of data/calib/default.txt (its test rebuilds it)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -144,4 +144,21 @@ double outputError(const float *w, const float *q, int64_t rows, int64_t cols,
   return (D * h).cwiseProduct(D).sum() / double(rows);
 }
 
+OutputErrorTerms sampledOutputError(const float *w, const float *q, int64_t rows, int64_t cols,
+                                    const Eigen::MatrixXd &h, int64_t maxRows) {
+  const int64_t n = std::max<int64_t>(1, std::min(rows, maxRows));
+  Eigen::MatrixXd D(n, cols), W(n, cols);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = i * rows / n; // evenly spread, the first row included
+    for (int64_t j = 0; j < cols; ++j) {
+      W(i, j) = w[r * cols + j];
+      D(i, j) = double(w[r * cols + j]) - double(q[r * cols + j]);
+    }
+  }
+  OutputErrorTerms t;
+  t.err = (D * h).cwiseProduct(D).sum() / double(n);
+  t.ref = (W * h).cwiseProduct(W).sum() / double(n);
+  return t;
+}
+
 } // namespace llmc::quant

@@ -31,8 +31,11 @@ bool isTokenIdFile(const std::string &path);
 /// the model's tokenizer, BOS first. Throws std::runtime_error naming the
 /// file when it cannot be read, or "<model>: the model has no tokenizer to
 /// encode the calibration text" followed by `noTokenizerHint` when the model
-/// has no tokenizer for a text file.
+/// has no tokenizer for a text file. With `maxTokens` >= 0 at most that many
+/// ids are returned, and a text file is encoded only as far as needed (the
+/// default corpus is ~120k tokens; a pass taking 512 encodes a few KB of it).
 std::vector<int32_t> readCalibrationTokens(const WeightStore &store, const std::string &path,
-                                           const std::string &noTokenizerHint);
+                                           const std::string &noTokenizerHint,
+                                           int64_t maxTokens = -1);
 
 } // namespace llmc

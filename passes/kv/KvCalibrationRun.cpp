@@ -84,7 +84,8 @@ CalibrationRun::CalibrationRun(mlir::ModuleOp module, const WeightStore &store,
                              " leaves no prompt before calib-score " + std::to_string(o.score));
   ids_ = readCalibrationTokens(store, textPath_,
                                " " + textPath_ +
-                                   " (give token ids in a .ids file with calib-text=FILE.ids)");
+                                   " (give token ids in a .ids file with calib-text=FILE.ids)",
+                               o.context);
   if (int64_t(ids_.size()) < o.context)
     throw std::runtime_error(textPath_ + ": only " + std::to_string(ids_.size()) +
                              " calibration tokens, calib-context needs " +

@@ -15,7 +15,7 @@ CalibrationData loadCalibration(const WeightStore &store, const std::string &pat
     throw std::runtime_error("no default calibration text known (set LLMC_DATA_DIR or pass "
                              "calib=FILE)");
   const std::vector<int32_t> ids =
-      readCalibrationTokens(store, out.path, " (give token ids in a .ids file instead)");
+      readCalibrationTokens(store, out.path, " (give token ids in a .ids file instead)", tokens);
   if (int64_t(ids.size()) < std::min<int64_t>(tokens, 16))
     throw std::runtime_error(out.path + ": only " + std::to_string(ids.size()) +
                              " tokens of calibration text (need " + std::to_string(tokens) + ")");

@@ -39,7 +39,6 @@ void quantizeAaac(QuantizeContext &ctx, const std::string &name, const Hessians 
   back.reserve(w.data.size());
   double errSum = 0, refSum = 0, init = 0, fin = 0, shareB = 0, used = 0;
   int maxIters = 0;
-  std::vector<float> zeros;
   for (int64_t e = 0; e < experts; ++e) {
     const float *ws = w.data.data() + e * slabRows * w.cols;
     auto it = hs.find(slabs ? e : -1);
@@ -60,9 +59,9 @@ void quantizeAaac(QuantizeContext &ctx, const std::string &name, const Hessians 
     }
     std::vector<float> deq = m.dequantized();
     if (H) {
-      zeros.assign(deq.size(), 0.0f);
-      errSum += outputError(ws, deq.data(), slabRows, w.cols, *H);
-      refSum += outputError(ws, zeros.data(), slabRows, w.cols, *H);
+      const OutputErrorTerms t = sampledOutputError(ws, deq.data(), slabRows, w.cols, *H);
+      errSum += t.err;
+      refSum += t.ref;
     }
     std::vector<uint8_t> rows = m.pack(), books = m.packCodebooks();
     bytes.insert(bytes.end(), rows.begin(), rows.end());

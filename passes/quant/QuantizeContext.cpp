@@ -163,15 +163,15 @@ void QuantizeContext::quantizeSlabs(const std::string &name, const std::string &
   q.rows = w.rows;
   q.cols = w.cols;
   double errSum = 0, refSum = 0;
-  std::vector<float> zeros(size_t(slabRows * w.cols), 0.0f);
   for (int64_t e = 0; e < experts; ++e) {
     const float *ws = w.data.data() + e * slabRows * w.cols;
     auto done = slab(slabs ? e : -1, ws, slabRows, w.cols);
     QuantizedMatrix part = done ? std::move(done->first) : rtnQuantize(ws, slabRows, w.cols, spec_);
     if (done) {
       std::vector<float> back = part.dequantized();
-      errSum += outputError(ws, back.data(), slabRows, w.cols, *done->second);
-      refSum += outputError(ws, zeros.data(), slabRows, w.cols, *done->second);
+      const OutputErrorTerms t = sampledOutputError(ws, back.data(), slabRows, w.cols, *done->second);
+      errSum += t.err;
+      refSum += t.ref;
     }
     q.codes.insert(q.codes.end(), part.codes.begin(), part.codes.end());
     q.grids.insert(q.grids.end(), part.grids.begin(), part.grids.end());

@@ -50,7 +50,6 @@ void quantizeQtea(QuantizeContext &ctx, const std::string &name, const Hessians 
   double errSum = 0, refSum = 0, proxy = 0;
   int retries = 0, identity = 0;
   bool allBk = true, diagFallback = false;
-  std::vector<float> zeros;
   const Eigen::MatrixXd eye = hs.size() == size_t(experts)
                                   ? Eigen::MatrixXd()
                                   : Eigen::MatrixXd::Identity(w.cols, w.cols);
@@ -66,9 +65,9 @@ void quantizeQtea(QuantizeContext &ctx, const std::string &name, const Hessians 
                                ": " + ex.what());
     }
     if (H) {
-      zeros.assign(r.dequantized.size(), 0.0f);
-      errSum += outputError(ws, r.dequantized.data(), slabRows, w.cols, *H);
-      refSum += outputError(ws, zeros.data(), slabRows, w.cols, *H);
+      const OutputErrorTerms t = sampledOutputError(ws, r.dequantized.data(), slabRows, w.cols, *H);
+      errSum += t.err;
+      refSum += t.ref;
     } else {
       ++identity;
     }

@@ -11,7 +11,7 @@
 // RUN: llmc inspect %t/q.llmc | FileCheck %s --check-prefix=TABLE
 // RUN: llmc inspect %t/q.llmc --ir | FileCheck %s --check-prefix=IR
 // RUN: llmc inspect %t/q.llmc --json | FileCheck %s --check-prefix=JSON
-// RUN: llmc run %t/q.llmc -p "the a" -n 4 2>&1 | FileCheck %s --check-prefix=RUNS
+// RUN: llmc run %t/q.llmc -p "the a" -n 4 --ignore-eos 2>&1 | FileCheck %s --check-prefix=RUNS
 // RUN: llmc compile %t/tiny.gguf -o %t/again.llmc -q --pipeline='llm-quantize{method=qtea group=32 calib-tokens=64 calib-seq=32 skip=token_embd.weight}'
 // RUN: cmp %t/q.llmc %t/again.llmc
 //
