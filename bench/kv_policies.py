@@ -3,15 +3,19 @@
 SmolLM2-135M-Instruct at long context.
 
 Every policy (StreamingLLM, H2O, SnapKV, PyramidKV, ReST-KV, LaProx, CapKV,
-InertiaKV, Random) at budgets of 5, 10, 25 and 50% of the prompt, with and
-without PolyKV cache quantization, plus RDKV and InertiaKV-Lazy at every
-budget and calibrated DepthKV / head-wise SnapKV budgets at 10%, against the
-full cache, on:
-  - passkey retrieval at 1k, 2k and 4k tokens (needle depths 0..1),
-  - multi-needle retrieval at 2k,
-  - perplexity of the last tokens of a long text at 4k (teacher-forced
-    decoding after the compressed prompt),
-  - decode tokens/s and KV bytes at 4k and 8k.
+InertiaKV, Random) against the full cache, plus RDKV and InertiaKV-Lazy and
+(at 10%) the calibrated DepthKV / head-wise SnapKV budgets, on:
+  - passkey retrieval at 2k, 4k and 8k tokens (SmolLM2's native length) in
+    the model's chat template, 20 prompts per context with the needle at
+    depths spread over 0..0.85 of the filler (never in the recent window),
+    at budgets of 10 and 25%, with and without PolyKV cache quantization;
+  - multi-needle retrieval at 4k: four needles per prompt, every one asked
+    (80 answers at 20 prompts), same budgets;
+  - perplexity of the last 1024 tokens of a long text at 4k (teacher-forced
+    decoding after the compressed prompt) at budgets of 5, 10, 25 and 50%;
+  - decode tokens/s and KV bytes at 8k.
+Accuracies carry 95% Wilson intervals; KV bytes are also given as a share of
+the full cache's, so RDKV (whose budget is nominal bits) is compared by bytes.
 One `llmc eval-long --policies FILE` run per (task, context) prefills each
 prompt once and applies every policy to a copy of that cache, so the
 policies see identical prompts and the comparison costs one prefill.
@@ -20,7 +24,7 @@ Results are cached per (llmc sources, task, context, policies) in
 that fails is reported as failed.
 
 Usage:
-  python3 bench/kv_policies.py            # everything (~1-2 h on 2 cores)
+  python3 bench/kv_policies.py            # everything (~2-3 h on 2 cores)
   python3 bench/kv_policies.py --quick    # smoke: 512/1024 tokens, few policies
   python3 bench/kv_policies.py --cached-only
 Only the Python standard library is needed; llmc must be built.
@@ -48,6 +52,7 @@ CACHE_DIR = os.path.join(REPO, ".cache", "bench", "kv")
 METHODS = ("streaming", "h2o", "snapkv", "pyramidkv", "restkv", "laprox", "capkv", "inertiakv",
            "random")
 BUDGETS = (0.05, 0.1, 0.25, 0.5)
+RETRIEVAL_BUDGETS = (0.1, 0.25)
 LAZY_SCORE_EVERY = 8  # InertiaKV-Lazy: EMA refreshed every 8 decode steps
 # What a measured row depends on (cached rows are reused only while these
 # sources are unchanged).
@@ -71,7 +76,7 @@ def source_digest():
     return bench_common.source_digest(REPO, RESULT_SOURCES)
 
 
-def policy_lines(methods, budgets, quant, extras=True):
+def policy_lines(methods, budgets, quant, extras=True, calibrated=True):
     """(key, option string) of every policy of a sweep, the full cache first.
 
     extras adds the policies that do not take PolyKV or cost a calibration:
@@ -92,7 +97,7 @@ def policy_lines(methods, budgets, quant, extras=True):
         for b in budgets:
             lines.append((f"inertiakv-lazy@{b:g}",
                           f"method=inertiakv budget={b:g} score-every={LAZY_SCORE_EVERY}"))
-        if 0.1 in budgets:
+        if 0.1 in budgets and calibrated:
             lines.append(("depthkv@0.1", "method=depthkv budget=0.1"))
             lines.append(("snapkv-heads@0.1", "method=snapkv budget=0.1 heads=calibrated"))
     return lines
@@ -150,6 +155,33 @@ def cell(res, key, field, fmt):
     return fmt(r[field])
 
 
+def key_cells(key):
+    """Policy, budget and KV-quant cells of a policy key like 'snapkv@0.1+polykv'."""
+    method = key.split("@")[0].split("+")[0]
+    budget = f"{100 * float(key.split('@')[1].split('+')[0]):g}%" if "@" in key else "100%"
+    return [method, budget, "polykv" if key.endswith("+polykv") else "none"]
+
+
+def wilson95(k, n, z=1.959963984540054):
+    """95% Wilson score interval of k successes in n (as eval-long reports it)."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def accuracy_cell(res, key):
+    """'55% (34-74)': accuracy and its 95% Wilson interval, from correct/asked."""
+    r = res.get("rows", {}).get(key) if "rows" in res else None
+    if not r or r.get("correct") is None:
+        return "—"
+    n = r.get("asked", r.get("trials", 0))
+    lo, hi = wilson95(r["correct"], n)
+    return f"{100 * r['correct'] / n:.0f}% ({100 * lo:.0f}–{100 * hi:.0f})"
+
+
 def git_commit():
     return bench_common.git_commit(REPO)
 
@@ -160,7 +192,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smoke run: short contexts, few policies")
     ap.add_argument("--out", default=DEFAULT_OUT)
     ap.add_argument("--llmc")
-    ap.add_argument("--trials", type=int, help="retrieval prompts per context (default 5; quick 2)")
+    ap.add_argument("--trials", type=int, help="retrieval prompts per context (default 20; quick 2)")
     ap.add_argument("--threads", type=int, default=0, help="llmc threads (0: all cores)")
     ap.add_argument("--cached-only", action="store_true", help="render cached results only")
     args = ap.parse_args()
@@ -170,14 +202,21 @@ def main():
     digest = source_digest()
     started = time.time()
     quick = args.quick
-    trials = args.trials or (2 if quick else 5)
+    trials = args.trials or (2 if quick else 20)
     methods = ("streaming", "snapkv", "restkv") if quick else METHODS
     budgets = (0.1, 0.5) if quick else BUDGETS
-    lines = policy_lines(methods, budgets, quant=True, extras=not quick)
-    speed_lines = policy_lines(methods, (0.1,), quant=True, extras=not quick)
-    passkey_ctx = (512, 1024) if quick else (1024, 2048, 4096)
-    needle_ctx = 1024 if quick else 2048
+    rbudgets = (0.1,) if quick else RETRIEVAL_BUDGETS
+    # Retrieval: fewer budgets (each prompt costs a prefill plus every
+    # policy's answers); the calibrated lines (a calibration each per sweep)
+    # only at the middle context.
+    rlines = policy_lines(methods, rbudgets, quant=True, extras=not quick, calibrated=False)
+    rlines_cal = policy_lines(methods, rbudgets, quant=True, extras=not quick)
+    lines = policy_lines(methods, budgets, quant=False, extras=not quick)  # ppl
+    speed_lines = policy_lines(methods, (0.1,), quant=True, extras=not quick, calibrated=False)
+    passkey_ctx = (512, 1024) if quick else (2048, 4096, 8192)
+    needle_ctx = 1024 if quick else 4096
     ppl_ctx = 1024 if quick else 4096
+    ppl_score = 128 if quick else 1024
     speed_ctx = 2048 if quick else 8192
     common = ["-t", str(args.threads), "-q"]
 
@@ -185,13 +224,13 @@ def main():
     # the shortest context, then the issue's 4k retrieval and perplexity,
     # the 8k speed run, then the rest.
     res = {}
-    retrieval = ["--trials", str(trials)]
-    order = [("passkey", passkey_ctx[0], lines, retrieval),
-             ("passkey", passkey_ctx[-1], lines, retrieval),
-             ("ppl", ppl_ctx, lines, ["--score-tokens", "32" if quick else "64"]),
-             ("speed", speed_ctx, speed_lines, ["--score-tokens", "16" if quick else "32"]),
-             *[("passkey", c, lines, retrieval) for c in passkey_ctx[1:-1]],
-             ("multi-needle", needle_ctx, lines, retrieval)]
+    retrieval = ["--trials", str(trials), "--chat"]
+    mid = passkey_ctx[len(passkey_ctx) // 2]
+    order = [("passkey", mid, rlines_cal, retrieval),
+             ("ppl", ppl_ctx, lines, ["--score-tokens", str(ppl_score)]),
+             ("multi-needle", needle_ctx, rlines, retrieval),
+             *[("passkey", c, rlines, retrieval) for c in passkey_ctx if c != mid],
+             ("speed", speed_ctx, speed_lines, ["--score-tokens", "16" if quick else "32"])]
     for kind, ctx, pl, extra in order:
         task = "ppl" if kind == "speed" else kind
         res[(kind, ctx)] = run_sweep(llmc, digest, task, ctx, pl, common + extra, 7200,
@@ -211,31 +250,37 @@ def main():
     w(f"- Date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC; run took "
       f"{(time.time() - started) / 60:.1f} min")
     w(f"- Git commit: {git_commit()}")
-    w(f"- Retrieval: {trials} prompts per context, needle depths evenly spread over 0..1; "
-      "budgets are fractions of the prompt's entries per (layer, KV head), observation "
-      "window 32 included")
+    w(f"- Retrieval: {trials} prompts per context in the chat template, needle depths evenly "
+      f"spread over 0..0.85 of the filler; accuracy with its 95% Wilson interval; budgets are "
+      "fractions of the prompt's entries per (layer, KV head), observation window 32 included")
+    w(f"- Perplexity: the last {ppl_score} tokens of {ppl_ctx} of data/long/licenses.txt")
     w("")
     pk = [("passkey", c) for c in passkey_ctx]
-    hdr = (["Policy", "Budget", "KV quant"] + [f"passkey {c // 1024 or c}{'k' if c >= 1024 else ''}"
-                                                 for _, c in pk] +
-           [f"multi-needle {needle_ctx // 1024}k", f"ppl {ppl_ctx // 1024}k",
-            f"KV MiB {ppl_ctx // 1024}k", f"decode tok/s {ppl_ctx // 1024}k",
-            f"compress ms {ppl_ctx // 1024}k"])
+    ctxname = lambda c: f"{c // 1024}k" if c >= 1024 else str(c)  # noqa: E731
+    w(f"## Retrieval ({trials} prompts per context)\n")
+    hdr = (["Policy", "Budget", "KV quant"] + [f"passkey {ctxname(c)}" for _, c in pk] +
+           [f"multi-needle {ctxname(needle_ctx)} (4 per prompt)"])
     w("| " + " | ".join(hdr) + " |")
     w("|" + "|".join(["---"] * 3 + ["---:"] * (len(hdr) - 3)) + "|")
-    pct = lambda v: f"{100 * v:.0f}%"
+    for key, line in rlines_cal:
+        cells = key_cells(key)
+        cells += [accuracy_cell(res[t], key) for t in pk]
+        cells.append(accuracy_cell(res[("multi-needle", needle_ctx)], key))
+        w("| " + " | ".join(cells) + " |")
+    w("")
+    w(f"## Perplexity and memory at {ctxname(ppl_ctx)}\n")
+    hdr = ["Policy", "Budget", "KV quant", f"ppl (last {ppl_score})", "KV MiB", "KV % of full",
+           "decode tok/s", "compress ms"]
+    w("| " + " | ".join(hdr) + " |")
+    w("|" + "|".join(["---"] * 3 + ["---:"] * (len(hdr) - 3)) + "|")
+    r = res[("ppl", ppl_ctx)]
+    full_bytes = r.get("rows", {}).get("full", {}).get("kv_bytes") if "rows" in r else None
     for key, line in lines:
-        method = key.split("@")[0].split("+")[0]
-        budget = key.split("@")[1].split("+")[0] if "@" in key else "100%"
-        if "@" in key:
-            budget = f"{100 * float(budget):g}%"
-        quant = "polykv" if key.endswith("+polykv") else "none"
-        cells = [method, budget, quant]
-        cells += [cell(res[t], key, "accuracy", pct) for t in pk]
-        cells.append(cell(res[("multi-needle", needle_ctx)], key, "accuracy", pct))
-        r = res[("ppl", ppl_ctx)]
+        cells = key_cells(key)
         cells.append(cell(r, key, "ppl", lambda v: f"{v:.3f}"))
         cells.append(cell(r, key, "kv_bytes", lambda v: f"{v / 2**20:.1f}"))
+        cells.append(cell(r, key, "kv_bytes",
+                          lambda v: f"{100 * v / full_bytes:.1f}%" if full_bytes else "—"))
         cells.append(cell(r, key, "decode_tok_s", lambda v: f"{v:.1f}"))
         cells.append(cell(r, key, "compress_s", lambda v: f"{1000 * v:.0f}"))
         w("| " + " | ".join(cells) + " |")
@@ -276,11 +321,16 @@ def main():
       "(94 bytes per head and token instead of 512 in f32); `full+polykv` quantizes without "
       "evicting.")
     w("- **KV MiB**: bytes the cache holds after the run (allocated storage of every head; "
-      "evicted entries are freed). **decode tok/s**: teacher-forced single-token steps after "
+      "evicted entries are freed); **KV % of full** compares every policy by bytes, RDKV "
+      "included (its nominal budget counts fp16 bits, so it keeps more entries at 8/4/2 bits). **decode tok/s**: teacher-forced single-token steps after "
       "the compressed prompt. **compress ms**: applying the policy to the prefilled cache "
       "(scoring + compaction, all layers).")
     w("- ppl: perplexity of the last scored tokens of data/long/ (GNU licence texts) given "
       "the compressed prompt before them.")
+    w("- Retrieval prompts: an instruction, the classic filler (\"The grass is green. ...\"), "
+      "the needle(s), the question, in the chat template; the needle is never in the last 15% "
+      "of the filler, so no policy keeps it merely because it is recent. Multi-needle asks "
+      "all four needles of a prompt in turn (the first asked rotates), each answer scored.")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         f.write("\n".join(out) + "\n")

@@ -41,6 +41,20 @@ constexpr int kMultiNeedleNewTokens = 12;
 // KV entries beyond the prompt and the answer (the prompt may also be a
 // few tokens shorter than --context; never longer).
 constexpr int64_t kContextMargin = 16;
+// A follow-up question's teacher-forced "\n<prefix>" (e.g. "The special
+// magic number for thunder is": about 10 tokens), with room to spare.
+constexpr int64_t kFollowUpTokens = 24;
+
+int answerTokens(Task task) {
+  return task == Task::MultiNeedle ? kMultiNeedleNewTokens : kPasskeyNewTokens;
+}
+
+/// KV entries a retrieval prompt needs after its `context` tokens: every
+/// answer (multi-needle asks its four needles in turn) and the margin.
+int64_t retrievalTail(Task task) {
+  const int64_t questions = task == Task::MultiNeedle ? 4 : 1;
+  return questions * answerTokens(task) + (questions - 1) * kFollowUpTokens + kContextMargin;
+}
 
 void note(bool quiet, const std::string &msg) {
   if (!quiet)
@@ -63,8 +77,9 @@ struct Report {
   Task task = Task::Passkey;
   int64_t context = 0, tokens = 0, kvBytes = 0;
   double prefillS = 0, decodeTokS = NAN, seconds = 0;
-  // Retrieval tasks.
-  int trials = 0, correct = 0;
+  // Retrieval tasks: prompts, questions asked (multi-needle asks four per
+  // prompt) and questions answered correctly.
+  int trials = 0, asked = 0, correct = 0;
   nlohmann::json results = nlohmann::json::array();
   // ppl.
   double ppl = NAN, nllMean = NAN;
@@ -80,14 +95,14 @@ Report runRetrieval(const EvalLongArgs &a, Task task, const Artifact &art, int64
                              "--task ppl accepts --text FILE.ids)");
   Tokenizer tok(art.tokenizer());
   const bool multi = task == Task::MultiNeedle;
-  const int maxNew = multi ? kMultiNeedleNewTokens : kPasskeyNewTokens;
+  const int maxNew = answerTokens(task);
   std::vector<RetrievalTrial> trials =
       multi ? multiNeedleTrials(a.trials, a.seed) : passkeyTrials(a.trials, a.seed);
 
   ExecutorOptions eo;
   a.engine.apply(eo);
   eo.threads = a.threads;
-  eo.max_context = context + maxNew + kContextMargin;
+  eo.max_context = context + retrievalTail(task);
   Executor exec(art, eo);
   warnUntrustedCode(exec);
 
@@ -105,26 +120,44 @@ Report runRetrieval(const EvalLongArgs &a, Task task, const Artifact &art, int64
         throw std::runtime_error(a.input + ": the tokenizer produced token " +
                                  std::to_string(id) + ", outside the model's vocabulary of " +
                                  std::to_string(exec.vocabSize()));
-    GenerationResult g = generateAnswer(exec, tok, p.ids, maxNew);
-    bool ok = g.digits == t.answer;
-    r.correct += ok;
+    exec.reset();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<float> logits = exec.forward(p.ids);
+    const double prefill =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::vector<GenerationResult> answers = answerAll(exec, tok, std::move(logits), t, maxNew);
+    const GenerationResult &g = answers.front();
+    const bool ok = g.digits == t.answer;
+    nlohmann::json followUps = nlohmann::json::array();
+    for (size_t j = 0; j < answers.size(); ++j) {
+      const bool okj = answers[j].digits == expectedAnswer(t, j);
+      r.correct += okj;
+      r.asked += 1;
+      decodeSecs += answers[j].decodeSeconds;
+      decodeForwards += answers[j].decodeForwards;
+      if (j > 0)
+        followUps.push_back({{"depth", t.followUps[j - 1].depth},
+                             {"answer", expectedAnswer(t, j)},
+                             {"got", answers[j].digits},
+                             {"ok", okj}});
+    }
     r.tokens = std::max<int64_t>(r.tokens, (int64_t)p.ids.size());
-    prefillTotal += g.prefillSeconds;
-    decodeSecs += g.decodeSeconds;
-    decodeForwards += g.decodeForwards;
+    prefillTotal += prefill;
     r.results.push_back({{"depth", t.depth},
                          {"answer", t.answer},
                          {"got", g.digits},
                          {"text", g.text},
                          {"ok", ok},
                          {"prompt_tokens", p.ids.size()},
-                         {"prefill_s", g.prefillSeconds}});
+                         {"prefill_s", prefill}});
+    if (!followUps.empty())
+      r.results.back()["follow_ups"] = std::move(followUps);
     note(a.quiet, "trial " + std::to_string(i + 1) + "/" + std::to_string(trials.size()) +
                       " depth " + fmt("%.2f", t.depth) + ": " + (ok ? "ok" : "FAIL") + " (" +
                       t.label + ", got " + (g.digits.empty() ? "no digits" : g.digits) +
                       (ok ? "" : " in '" + g.text + "'") + "; " +
                       std::to_string(p.ids.size()) + " tokens, prefill " +
-                      fmt("%.2f", g.prefillSeconds) + " s)");
+                      fmt("%.2f", prefill) + " s)");
   }
   r.prefillS = prefillTotal / double(std::max(1, r.trials));
   r.decodeTokS = rate(decodeForwards, decodeSecs);
@@ -167,7 +200,7 @@ Report runPpl(const EvalLongArgs &a, const Artifact &art, int64_t context, int64
 }
 /// One row of a policy sweep.
 struct SweepRow {
-  int correct = 0, trials = 0;
+  int correct = 0, asked = 0, trials = 0;
   double nll = 0, compressS = 0, decodeS = 0;
   int64_t scored = 0, decodeForwards = 0, kvBytes = 0, kvEntries = 0;
 };
@@ -185,8 +218,11 @@ void printSweepRows(const EvalLongArgs &a, Task task, int64_t context,
     j["context"] = context;
     j["policy"] = policies[k].options;
     if (retrieval) {
-      j["accuracy"] = double(r.correct) / n;
+      j["accuracy"] = double(r.correct) / double(std::max(1, r.asked));
+      const Interval ci = wilson95(r.correct, r.asked);
+      j["accuracy_ci95"] = {ci.lo, ci.hi};
       j["correct"] = r.correct;
+      j["asked"] = r.asked;
       j["trials"] = r.trials;
     } else {
       j["ppl"] = num(r.scored > 0 ? std::exp(r.nll / double(r.scored)) : NAN);
@@ -202,7 +238,7 @@ void printSweepRows(const EvalLongArgs &a, Task task, int64_t context,
     } else {
       printf("%-48s %s %-8s kv %8.1f MiB  decode %6.1f tok/s  compress %6.1f ms\n",
              policies[k].options.c_str(), retrieval ? "accuracy" : "ppl",
-             retrieval ? fmt("%.3f", double(r.correct) / n).c_str()
+             retrieval ? fmt("%.3f", double(r.correct) / double(std::max(1, r.asked))).c_str()
                        : fmt("%.3f", j["ppl"].is_null() ? NAN : j["ppl"].get<double>()).c_str(),
              double(r.kvBytes) / n / (1024.0 * 1024.0), rate(r.decodeForwards, r.decodeS),
              1000 * r.compressS / n);
@@ -254,19 +290,25 @@ struct PolicySweep {
   }
 };
 
-/// Policy k answers one retrieval trial from its compressed cache; returns
-/// its mark ("+" retrieved, "-" not).
+/// Policy k answers every question of one retrieval trial from its
+/// compressed cache; returns its marks ("+" retrieved, "-" not; one per
+/// question).
 std::string answerWithPolicy(PolicySweep &sweep, size_t k, const Tokenizer &tok,
                              const std::vector<float> &logits, const RetrievalTrial &trial,
                              int maxNew) {
-  GenerationResult g = continueAnswer(sweep.exec, tok, logits, maxNew);
-  bool ok = g.digits == trial.answer;
+  std::vector<GenerationResult> answers = answerAll(sweep.exec, tok, logits, trial, maxNew);
   SweepRow &row = sweep.rows[k];
-  row.correct += ok;
   row.trials += 1;
-  row.decodeS += g.decodeSeconds;
-  row.decodeForwards += g.decodeForwards;
-  return ok ? "+" : "-";
+  std::string marks;
+  for (size_t j = 0; j < answers.size(); ++j) {
+    const bool ok = answers[j].digits == expectedAnswer(trial, j);
+    row.correct += ok;
+    row.asked += 1;
+    row.decodeS += answers[j].decodeSeconds;
+    row.decodeForwards += answers[j].decodeForwards;
+    marks += ok ? "+" : "-";
+  }
+  return marks.size() > 1 ? "[" + marks + "]" : marks;
 }
 
 /// The retrieval tasks: each trial's prompt is prefilled once, then every
@@ -278,7 +320,7 @@ void sweepRetrieval(const EvalLongArgs &a, Task task, const Artifact &art, int64
                              std::string(taskName(task)) + " task cannot build its prompt");
   Tokenizer tok(art.tokenizer());
   const bool multi = task == Task::MultiNeedle;
-  const int maxNew = multi ? kMultiNeedleNewTokens : kPasskeyNewTokens;
+  const int maxNew = answerTokens(task);
   std::vector<RetrievalTrial> trials =
       multi ? multiNeedleTrials(a.trials, a.seed) : passkeyTrials(a.trials, a.seed);
   for (size_t i = 0; i < trials.size(); ++i) {
@@ -338,12 +380,11 @@ ExitCode runSweep(const EvalLongArgs &a, Task task, const Artifact &art, int64_t
       throw std::runtime_error(a.input + ": --policies needs a model without KV policies "
                                          "(layer " + std::to_string(layer) + " has one)");
   const bool retrieval = task != Task::Ppl;
-  const int maxNew = task == Task::MultiNeedle ? kMultiNeedleNewTokens : kPasskeyNewTokens;
   ExecutorOptions eo;
   a.engine.apply(eo);
   eo.threads = a.threads;
   eo.kv_record = true;
-  eo.max_context = retrieval ? context + maxNew + kContextMargin : context;
+  eo.max_context = retrieval ? context + retrievalTail(task) : context;
   Executor exec(art, eo);
   warnUntrustedCode(exec);
   PolicySweep sweep(exec, policies);
@@ -426,14 +467,17 @@ int64_t checkTaskFlags(const EvalLongArgs &a, Task task, bool explicitScore) {
 
 void printReportJson(const EvalLongArgs &a, const Report &r) {
   const bool retrieval = r.task != Task::Ppl;
-  const double accuracy = r.trials > 0 ? double(r.correct) / double(r.trials) : NAN;
+  const double accuracy = r.asked > 0 ? double(r.correct) / double(r.asked) : NAN;
   nlohmann::json j;
   j["task"] = taskName(r.task);
   j["model"] = a.input;
   j["context"] = r.context;
   if (retrieval) {
     j["accuracy"] = accuracy;
+    const Interval ci = wilson95(r.correct, r.asked);
+    j["accuracy_ci95"] = {ci.lo, ci.hi};
     j["trials"] = r.trials;
+    j["asked"] = r.asked;
     j["correct"] = r.correct;
     j["seed"] = a.seed;
     j["chat"] = a.chat;
@@ -455,7 +499,7 @@ void printReportJson(const EvalLongArgs &a, const Report &r) {
 
 void printReportText(const EvalLongArgs &a, const Report &r) {
   const bool retrieval = r.task != Task::Ppl;
-  const double accuracy = r.trials > 0 ? double(r.correct) / double(r.trials) : NAN;
+  const double accuracy = r.asked > 0 ? double(r.correct) / double(r.asked) : NAN;
   printf("task        %s%s\n", taskName(r.task), a.chat ? " (chat template)" : "");
   printf("model       %s\n", a.input.c_str());
   printf("context     %lld tokens\n", (long long)r.context);
@@ -468,7 +512,9 @@ void printReportText(const EvalLongArgs &a, const Report &r) {
              t["answer"].get<std::string>().c_str(), got.empty() ? "-" : got.c_str(),
              (long long)t["prompt_tokens"].get<int64_t>());
     }
-    printf("accuracy    %.4f (%d/%d)\n", accuracy, r.correct, r.trials);
+    const Interval ci = wilson95(r.correct, r.asked);
+    printf("accuracy    %.4f (%d/%d; 95%% Wilson interval %.3f-%.3f)\n", accuracy, r.correct,
+           r.asked, ci.lo, ci.hi);
   } else {
     printf("text        %s\n", r.text.c_str());
     printf("scored      last %lld of %lld tokens\n", (long long)r.scored,

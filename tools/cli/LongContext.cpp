@@ -93,7 +93,9 @@ const char *taskName(Task t) {
   return "?";
 }
 
-double trialDepth(int i, int k) { return k <= 1 ? 0.5 : double(i) / double(k - 1); }
+double trialDepth(int i, int k) {
+  return kMaxNeedleDepth * (k <= 1 ? 0.5 : double(i) / double(k - 1));
+}
 
 std::vector<RetrievalTrial> passkeyTrials(int k, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -134,18 +136,30 @@ std::vector<RetrievalTrial> multiNeedleTrials(int k, uint64_t seed) {
     }
     RetrievalTrial t;
     t.intro = "There are several special magic numbers hidden inside a lot of irrelevant text. "
-              "Find them and memorize them. I will quiz you about one of them.";
-    for (int j = 0; j < kMultiNeedles; ++j)
-      t.needles.push_back({std::string("The special magic number for ") + kWords[idx[size_t(j)]] +
-                               " is " + values[size_t(j)] + ".",
-                           (2.0 * j + 1.0) / (2.0 * kMultiNeedles)});
-    int ask = i % kMultiNeedles;
-    std::string word = kWords[idx[size_t(ask)]];
-    t.question = "What is the special magic number for " + word + "?";
-    t.answerPrefix = "The special magic number for " + word + " is";
-    t.answer = values[size_t(ask)];
-    t.depth = t.needles[size_t(ask)].depth;
-    t.label = "'" + word + "' " + t.answer;
+              "Find them and memorize them. I will quiz you about them.";
+    std::vector<std::string> words;
+    for (int j = 0; j < kMultiNeedles; ++j) {
+      words.push_back(kWords[idx[size_t(j)]]);
+      t.needles.push_back({"The special magic number for " + words.back() + " is " +
+                               values[size_t(j)] + ".",
+                           0.1 + (kMaxNeedleDepth - 0.1) * double(j) / (kMultiNeedles - 1)});
+    }
+    const int first = i % kMultiNeedles;
+    std::string asked;
+    for (int q = 0; q < kMultiNeedles; ++q) {
+      const int j = (first + q) % kMultiNeedles;
+      asked += (q == 0 ? "" : q + 1 == kMultiNeedles ? " and " : ", ") + words[size_t(j)];
+      const std::string prefix = "The special magic number for " + words[size_t(j)] + " is";
+      if (q == 0) {
+        t.answerPrefix = prefix;
+        t.answer = values[size_t(j)];
+        t.depth = t.needles[size_t(j)].depth;
+      } else {
+        t.followUps.push_back({prefix, values[size_t(j)], t.needles[size_t(j)].depth});
+      }
+    }
+    t.question = "What are the special magic numbers for " + asked + "?";
+    t.label = "'" + words[size_t(first)] + "' " + t.answer + " first of 4";
     out.push_back(std::move(t));
   }
   return out;
@@ -240,6 +254,46 @@ GenerationResult continueAnswer(Executor &exec, const Tokenizer &tok, std::vecto
   }
   r.digits = firstDigitRun(r.text);
   return r;
+}
+
+std::vector<GenerationResult> answerAll(Executor &exec, const Tokenizer &tok,
+                                        std::vector<float> logits, const RetrievalTrial &trial,
+                                        int maxNew) {
+  std::vector<GenerationResult> out;
+  out.push_back(continueAnswer(exec, tok, std::move(logits), maxNew));
+  for (const FollowUp &f : trial.followUps) {
+    const GenerationResult &prev = out.back();
+    // continueAnswer stops before feeding its last token; feed it first.
+    std::vector<int32_t> forced;
+    if (!prev.generated.empty())
+      forced.push_back(prev.generated.back());
+    for (int32_t id : tok.encode("\n" + f.prefix, /*add_bos=*/false, /*parse_special=*/false))
+      forced.push_back(id);
+    double secs = 0;
+    for (int32_t id : forced) {
+      auto t0 = Clock::now();
+      logits = exec.forward({id});
+      secs += since(t0);
+    }
+    GenerationResult g = continueAnswer(exec, tok, std::move(logits), maxNew);
+    g.decodeSeconds += secs;
+    g.decodeForwards += int64_t(forced.size());
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+const std::string &expectedAnswer(const RetrievalTrial &trial, size_t j) {
+  return j == 0 ? trial.answer : trial.followUps.at(j - 1).answer;
+}
+
+Interval wilson95(int64_t correct, int64_t n) {
+  if (n <= 0)
+    return {};
+  const double z = 1.959963984540054, p = double(correct) / double(n), nn = double(n);
+  const double centre = (p + z * z / (2 * nn)) / (1 + z * z / nn);
+  const double half = z / (1 + z * z / nn) * std::sqrt(p * (1 - p) / nn + z * z / (4 * nn * nn));
+  return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
 }
 
 TailScore scoreTail(Executor &exec, const std::vector<int32_t> &ids, int64_t scoreTokens) {

@@ -29,6 +29,14 @@ struct Needle {
   double depth = 0;
 };
 
+/// A further question about the same prompt, asked after the first answer:
+/// "\n" + `prefix` is teacher-forced, then the model completes it.
+struct FollowUp {
+  std::string prefix; // e.g. "The special magic number for river is"
+  std::string answer;
+  double depth = 0;   // depth of the needle it asks for
+};
+
 /// A retrieval prompt and what a correct answer contains.
 struct RetrievalTrial {
   std::string intro;        // instruction before the filler
@@ -38,9 +46,16 @@ struct RetrievalTrial {
   std::string answer;       // the digits a correct answer starts with
   double depth = 0;         // depth of the needle that is asked for
   std::string label;        // e.g. "key 12345" or "'violet' 1234567"
+  std::vector<FollowUp> followUps; // multi-needle: the other needles, asked in turn
 };
 
-/// Depth of trial i of k: i / (k - 1), evenly spread over [0, 1]; 0.5 for k = 1.
+/// The deepest a passkey needle goes: depth 0.85 leaves at least 15% of the
+/// filler (over 100 tokens at 1k) between it and the question, so no needle
+/// lies in a policy's always-kept recent window (32 tokens).
+constexpr double kMaxNeedleDepth = 0.85;
+
+/// Depth of trial i of k: kMaxNeedleDepth * i / (k - 1), evenly spread over
+/// [0, kMaxNeedleDepth]; half of it for k = 1.
 double trialDepth(int i, int k);
 
 /// Deterministic trials from `seed` (std::mt19937_64, whose sequence the C++
@@ -48,8 +63,10 @@ double trialDepth(int i, int k);
 /// passkey: one 5-digit key per trial at trialDepth(i, k).
 std::vector<RetrievalTrial> passkeyTrials(int k, uint64_t seed);
 /// multi-needle: four "special magic number" needles with 7-digit values at
-/// depths 1/8, 3/8, 5/8, 7/8 and distinct words per trial; trial i asks
-/// for needle i mod 4.
+/// depths 0.1, 0.35, 0.6, 0.85 and distinct words per trial; every trial
+/// asks for all four, starting with needle i mod 4 (so each needle comes
+/// first equally often): the first as the prompt's answer, the others as
+/// follow-ups.
 std::vector<RetrievalTrial> multiNeedleTrials(int k, uint64_t seed);
 
 /// A tokenized prompt: `ids` has at most `target` and, unless even the
@@ -90,6 +107,26 @@ GenerationResult generateAnswer(Executor &exec, const Tokenizer &tok,
 /// (KV-policy sweeps run the prompt once and decode under each policy).
 GenerationResult continueAnswer(Executor &exec, const Tokenizer &tok, std::vector<float> logits,
                                 int maxNew);
+
+/// Every answer of `trial` from the state after its prompt, whose last row
+/// is `logits`: the first answer, then for each follow-up the tokens still
+/// unfed (the previous answer's last token) and "\n" + its prefix are
+/// teacher-forced one token per forward and the model completes it.
+/// Element j answers question j (0: the prompt's; j > 0: followUps[j - 1]).
+std::vector<GenerationResult> answerAll(Executor &exec, const Tokenizer &tok,
+                                        std::vector<float> logits, const RetrievalTrial &trial,
+                                        int maxNew);
+
+/// The answer question j of `trial` expects (j as in answerAll).
+const std::string &expectedAnswer(const RetrievalTrial &trial, size_t j);
+
+/// The 95% Wilson score interval of a proportion of `correct` out of `n`
+/// (z = 1.96); [0, 1] when n = 0. Unlike the normal approximation it stays
+/// inside [0, 1] and is not empty at 0 or n correct.
+struct Interval {
+  double lo = 0, hi = 1;
+};
+Interval wilson95(int64_t correct, int64_t n);
 
 /// Teacher-forced negative log-likelihood of the last `scoreTokens` of
 /// `ids`: resets `exec`, feeds ids[0, n - S) in one forward (its last row
