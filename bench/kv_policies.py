@@ -13,7 +13,12 @@ InertiaKV, Random) against the full cache, plus RDKV and InertiaKV-Lazy and
     (80 answers at 20 prompts), same budgets;
   - perplexity of the last 1024 tokens of a long text at 4k (teacher-forced
     decoding after the compressed prompt) at budgets of 5, 10, 25 and 50%;
-  - decode tokens/s and KV bytes at 8k.
+  - decode tokens/s and KV bytes at 8k;
+  - long generation, the regime of the decode-time policies (InertiaKV, its
+    Lazy variant, and H2O / StreamingLLM / Random in decode mode): a 512-token
+    prompt, then 3584 teacher-forced tokens of the long text with eviction
+    every 16 steps once past a budget of 410 or 1024 entries per (layer, KV
+    head) (10% / 25% of 4k), perplexity over those 3584 tokens.
 Accuracies carry 95% Wilson intervals; KV bytes are also given as a share of
 the full cache's, so RDKV (whose budget is nominal bits) is compared by bytes.
 One `llmc eval-long --policies FILE` run per (task, context) prefills each
@@ -100,6 +105,19 @@ def policy_lines(methods, budgets, quant, extras=True, calibrated=True):
         if 0.1 in budgets and calibrated:
             lines.append(("depthkv@0.1", "method=depthkv budget=0.1"))
             lines.append(("snapkv-heads@0.1", "method=snapkv budget=0.1 heads=calibrated"))
+    return lines
+
+
+def long_generation_lines(budgets=(410, 1024)):
+    """Decode-time eviction over a long generation (absolute budgets)."""
+    lines = [("full", "method=full")]
+    for b in budgets:
+        lines += [(f"inertiakv@{b}", f"method=inertiakv budget={b}"),
+                  (f"inertiakv-lazy@{b}",
+                   f"method=inertiakv budget={b} score-every={LAZY_SCORE_EVERY}"),
+                  (f"h2o-decode@{b}", f"method=h2o budget={b} mode=decode"),
+                  (f"streaming-decode@{b}", f"method=streaming budget={b} mode=decode"),
+                  (f"random-decode@{b}", f"method=random budget={b} mode=decode")]
     return lines
 
 
@@ -218,6 +236,8 @@ def main():
     ppl_ctx = 1024 if quick else 4096
     ppl_score = 128 if quick else 1024
     speed_ctx = 2048 if quick else 8192
+    long_ctx, long_score = (1024, 768) if quick else (4096, 3584)
+    long_lines = long_generation_lines((100,) if quick else (410, 1024))
     common = ["-t", str(args.threads), "-q"]
 
     # Most informative first (an interrupted run still renders what it has):
@@ -230,9 +250,10 @@ def main():
              ("ppl", ppl_ctx, lines, ["--score-tokens", str(ppl_score)]),
              ("multi-needle", needle_ctx, rlines, retrieval),
              *[("passkey", c, rlines, retrieval) for c in passkey_ctx if c != mid],
-             ("speed", speed_ctx, speed_lines, ["--score-tokens", "16" if quick else "32"])]
+             ("speed", speed_ctx, speed_lines, ["--score-tokens", "16" if quick else "32"]),
+             ("longgen", long_ctx, long_lines, ["--score-tokens", str(long_score)])]
     for kind, ctx, pl, extra in order:
-        task = "ppl" if kind == "speed" else kind
+        task = "ppl" if kind in ("speed", "longgen") else kind
         res[(kind, ctx)] = run_sweep(llmc, digest, task, ctx, pl, common + extra, 7200,
                                      args.cached_only)
 
@@ -300,6 +321,20 @@ def main():
         ratio = f"{r['decode_tok_s'] / full_speed:.2f}x" if full_speed else "—"
         w(f"| {method} | {quant} | {r['kv_bytes'] / 2**20:.1f} | {r.get('kv_entries', 0)} | "
           f"{r['decode_tok_s']:.1f} | {ratio} | {1000 * r.get('compress_s', 0):.0f} |")
+    w("")
+    lr = res[("longgen", long_ctx)]
+    w(f"## Long generation: decode-time eviction over {long_score} tokens\n")
+    w(f"A {long_ctx - long_score}-token prompt of data/long/licenses.txt, then its next "
+      f"{long_score} tokens teacher-forced one at a time; the policies evict during decoding "
+      "(every 16 steps past the budget; inertiakv-lazy folds attention into its EMA every "
+      f"{LAZY_SCORE_EVERY} steps). Budget: entries per (layer, KV head).\n")
+    w("| Policy | Budget | ppl | KV MiB at the end | decode tok/s |")
+    w("|---|---:|---:|---:|---:|")
+    for key, _ in long_lines:
+        method, _, budget = key.partition("@")
+        w(f"| {method} | {budget or 'all'} | {cell(lr, key, 'ppl', lambda v: f'{v:.3f}')} | "
+          f"{cell(lr, key, 'kv_bytes', lambda v: f'{v / 2**20:.1f}')} | "
+          f"{cell(lr, key, 'decode_tok_s', lambda v: f'{v:.1f}')} |")
     w("")
     errors = [(t, c, r["error"]) for (t, c), r in res.items() if "error" in r]
     if errors:

@@ -9,6 +9,15 @@ Steps:
      dequantized source weights ARE the reference model, as for llmc's rows.
   2. llama-quantize (built by scripts/build_llamacpp.sh) F32 -> each preset
      (Q4_0, Q4_K_M, Q3_K_M, Q2_K), timed.
+  2b. The importance matrix, as llama.cpp's users make one: llama-imatrix on
+     the F32 model over the first ~N tokens (--imatrix-tokens, default 8192)
+     of llmc's own calibration corpus (data/calib/default.txt), cut at a
+     paragraph boundary and written to the work directory; then
+     llama-quantize --imatrix for the IMATRIX_PRESETS, as separate rows
+     named "PRESET+imatrix" (fields "imatrix": true, "imatrix_tokens": the
+     tokens llama-imatrix actually processed, chunks x ctx). Cached: the
+     matrix is recomputed only when the text prefix, its context or the F32
+     model changed.
   3. `llmc eval PRESET.gguf --ref SOURCE.gguf --json --max-tokens N` on each:
      ppl, KLD mean / p99, top-1, plus size, bits per weight (from the tensor
      table) and the tensor-type histogram.
@@ -19,12 +28,14 @@ Steps:
      stores the base log-probabilities as 16-bit values; llmc scores every
      position of each 512-token window).
 
-Output: one JSON object on stdout, {"llamacpp": {...}, "presets": [one object
-per preset], "kl_check": {...} or null}; --markdown prints a table instead.
+Output: one JSON object on stdout, {"llamacpp": {...}, "imatrix": {...} or
+null, "presets": [one object per preset], "kl_check": {...} or null};
+--markdown prints a table instead.
 Progress goes to stderr. Needs the project venv (numpy, gguf) and build/bin/llmc.
 
 Usage:
   .venv/bin/python bench/llamacpp_quants.py [--json] [--markdown] [--quick] [--kl-check]
+      [--imatrix-tokens N] [--imatrix-presets LIST | --no-imatrix]
 """
 
 import argparse
@@ -40,7 +51,21 @@ DEFAULT_MODEL = os.path.join(REPO, ".cache", "models", "SmolLM2-135M-Instruct.Q4
 DEFAULT_TEXT = os.path.join(REPO, "data", "eval", "default.txt")
 DEFAULT_BIN = os.path.join(REPO, ".cache", "peer", "build", "bin")
 DEFAULT_WORK = os.path.join(REPO, ".cache", "peer", "quants")
+DEFAULT_CALIB = os.path.join(REPO, "data", "calib", "default.txt")
 PRESETS = ("Q4_0", "Q4_K_M", "Q3_K_M", "Q2_K")
+# Quantized with the importance matrix. SmolLM2-135M's matrices take 576-wide
+# rows except ffn_down (1536 = 6 x 256), so every 256-block type (K and most
+# IQ types) lands on ffn_down only, a quarter of the matrix weights, and
+# llama-quantize falls back for the other 180 matrices: IQ1/IQ2/IQ3/IQ4_XS ->
+# IQ4_NL, Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0. So no
+# K or IQ preset gets below ~3.8 bits per weight on this model:
+#   LOWBIT_FINDINGS
+# Q2_0 (2-bit, group 64, 576 = 9 x 64) is the one llama.cpp preset at
+# <= 3.5 bpw that applies to every row here, but its quantizer ignores the
+# importance matrix (quantize_q2_0 calls the reference rounding either way),
+# so its "+imatrix" row differs from plain Q2_0 only where the preset's
+# tensor choices depend on having a matrix.
+IMATRIX_PRESETS = ("IQ4_NL", "Q4_K_M", "Q3_K_M", "IMATRIX_LOWBIT")
 # Kept out of "bpw (quantized)", as bench/quantization.py keeps it out of
 # llmc's rows (skip=token_embd.weight): the tied embedding / LM head.
 EMBEDDING = "token_embd.weight"
@@ -152,6 +177,133 @@ def tensor_stats(path):
         "weights": total_n,
         "file_bytes": os.path.getsize(path),
     }
+
+
+#===- 2b. the importance matrix --------------------------------------------===#
+
+def gguf_tokenizer(model):
+    """The GGUF's byte-level BPE (tokenizer.ggml.model gpt2) as a `tokenizers`
+    Tokenizer, with llama.cpp's "smollm" pre-tokenizer: every digit alone,
+    then GPT-2's regex. Only used to count tokens when cutting the
+    calibration text; llama-imatrix tokenizes the text itself."""
+    from gguf import GGUFReader
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    r = GGUFReader(model)
+
+    def field(key):
+        f = r.fields.get(key)
+        return None if f is None else f.contents()
+
+    if field("tokenizer.ggml.model") != "gpt2":
+        raise RuntimeError(f"{model}: tokenizer {field('tokenizer.ggml.model')!r} is not "
+                           "byte-level BPE; cannot count calibration tokens")
+    vocab = {t: i for i, t in enumerate(field("tokenizer.ggml.tokens"))}
+    merges = [tuple(m.split(" ", 1)) for m in field("tokenizer.ggml.merges")]
+    tok = Tokenizer(models.BPE(vocab, merges))
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    if field("tokenizer.ggml.pre") in ("smollm", "starcoder", "refact", "command-r"):
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Digits(individual_digits=True), byte_level])
+    else:
+        tok.pre_tokenizer = byte_level
+    bos = 1 if field("tokenizer.ggml.add_bos_token") else 0
+    return lambda text: len(tok.encode(text).ids) + bos
+
+
+def calib_prefix(calib, model, n_tokens, out):
+    """The shortest run of whole paragraphs from the start of calib that
+    tokenizes to >= n_tokens, written to out. Returns (tokens, paragraphs)."""
+    with open(calib, encoding="utf-8") as f:
+        corpus = f.read()
+    count = gguf_tokenizer(model)
+    # Paragraph ends: offsets just past each blank-line separator's first "\n".
+    ends = [m.start() + 1 for m in re.finditer(r"\n\s*\n", corpus)] + [len(corpus)]
+    # Estimate with per-paragraph counts, then settle on exact counts of the
+    # prefix itself (merges across a paragraph break can differ by a token).
+    k, total, start = 0, 0, 0
+    while k < len(ends) - 1 and total < n_tokens:
+        total += count(corpus[start:ends[k]])
+        start, k = ends[k], k + 1
+    k = max(k - 1, 0)
+    while True:
+        text = corpus[:ends[k]].rstrip("\n") + "\n"
+        tokens = count(text)
+        if tokens >= n_tokens or k == len(ends) - 1:
+            break
+        k += 1
+    while k > 0:
+        shorter = corpus[:ends[k - 1]].rstrip("\n") + "\n"
+        t = count(shorter)
+        if t < n_tokens:
+            break
+        text, tokens, k = shorter, t, k - 1
+    if tokens < n_tokens:
+        log(f"calibration corpus {calib} has only {tokens} tokens (< {n_tokens})")
+    tmp = out + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, out)
+    return tokens, k + 1
+
+
+def parse_imatrix(text):
+    out = {}
+    m = re.search(r"computing over (\d+) chunks, n_ctx=(\d+), batch_size=(\d+), n_seq=(\d+)",
+                  text)
+    if m:
+        out.update(chunks=int(m.group(1)), ctx=int(m.group(2)), batch=int(m.group(3)),
+                   n_seq=int(m.group(4)))
+        out["tokens"] = out["chunks"] * out["ctx"]
+    m = re.search(r"Final estimate: PPL = ([0-9.eE+-]+)", text)
+    out["ppl"] = float(m.group(1)) if m else None
+    return out
+
+
+def make_imatrix(bin_dir, f32, model, calib, n_tokens, ctx, work, threads):
+    """llama-imatrix on f32 over the first ~n_tokens of calib (ctx-token
+    chunks). Cached in WORK/imatrix-N-cCTX.gguf with a .json beside it that
+    records what llama-imatrix reported; recomputed when the text prefix, ctx
+    or the F32 model changed."""
+    imatrix = tool(bin_dir, "llama-imatrix")
+    import hashlib
+    text_path = os.path.join(work, f"calib-{n_tokens}.txt")
+    text_tokens, paragraphs = calib_prefix(calib, model, n_tokens, text_path)
+    with open(text_path, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    out = os.path.join(work, f"imatrix-{n_tokens}-c{ctx}.gguf")
+    meta_path = out.replace(".gguf", ".json")
+    try:
+        with open(meta_path) as f:
+            meta = json.load(f)
+        if (meta.get("text_sha256") == sha and meta.get("ctx") == ctx and
+                os.path.isfile(out) and os.path.getmtime(out) >= os.path.getmtime(f32)):
+            log(f"importance matrix cached: {out} ({meta['chunks']} chunks of {ctx})")
+            meta["cached"] = True
+            return out, meta
+    except (OSError, ValueError, KeyError):
+        pass
+    log(f"llama-imatrix over {text_tokens} tokens ({paragraphs} paragraphs) of "
+        f"{os.path.relpath(calib, REPO)}, ctx {ctx}")
+    tmp = out + ".tmp.gguf"
+    cmd = [imatrix, "-m", f32, "-f", text_path, "-o", tmp, "-c", str(ctx), "-b", str(ctx),
+           "-t", str(threads), "--output-frequency", "1000000"]
+    p, wall = run(cmd)
+    if p.returncode != 0 or not os.path.isfile(tmp):
+        raise RuntimeError(f"llama-imatrix failed: {last_error_line(p)}")
+    meta = parse_imatrix(p.stdout + p.stderr)
+    if "chunks" not in meta:
+        raise RuntimeError("llama-imatrix: no 'computing over N chunks' line in its output")
+    meta.update({"calib": os.path.relpath(calib, REPO), "text": os.path.relpath(text_path, REPO),
+                 "text_sha256": sha, "tokens_requested": n_tokens, "text_tokens": text_tokens,
+                 "paragraphs": paragraphs, "seconds": wall, "file": os.path.relpath(out, REPO)})
+    os.replace(tmp, out)
+    with open(meta_path, "w") as f:
+        json.dump(meta, f, indent=1)
+    meta["cached"] = False
+    log(f"importance matrix: {meta['chunks']} chunks x {meta['ctx']} = {meta['tokens']} tokens "
+        f"in {wall:.0f} s (F32 ppl on them {meta['ppl']})")
+    return out, meta
 
 
 #===- 3. llmc eval ---------------------------------------------------------===#
@@ -276,21 +428,42 @@ def kl_check(bin_dir, llmc, f32, quant, text, work, threads, ctx=512):
 
 #===- driver ----------------------------------------------------------------===#
 
-def quantize(bin_dir, f32, preset, work, threads):
-    out = os.path.join(work, f"SmolLM2-135M-Instruct.{preset}.gguf")
-    log(f"llama-quantize {preset}")
-    p, wall = run([tool(bin_dir, "llama-quantize"), f32, out, preset, str(threads)])
+def quantize(bin_dir, f32, preset, work, threads, imatrix=None):
+    """llama-quantize F32 -> preset (with --imatrix when given). Returns the
+    file, seconds, the count of tensors that needed a fallback type and, with
+    an imatrix, how many importance-matrix entries llama-quantize loaded."""
+    suffix = ".imatrix" if imatrix else ""
+    out = os.path.join(work, f"SmolLM2-135M-Instruct.{preset}{suffix}.gguf")
+    log(f"llama-quantize {preset}" + (" --imatrix" if imatrix else ""))
+    cmd = [tool(bin_dir, "llama-quantize")]
+    if imatrix:
+        cmd += ["--imatrix", imatrix]
+    p, wall = run(cmd + [f32, out, preset, str(threads)])
     if p.returncode != 0:
-        raise RuntimeError(f"llama-quantize {preset} failed: {last_error_line(p)}")
+        raise RuntimeError(f"llama-quantize {preset}{suffix} failed: {last_error_line(p)}")
     text = p.stdout + p.stderr
     m = re.search(r"(\d+) of (\d+) tensor\(s\) required fallback", text)
-    return out, wall, (int(m.group(1)) if m else 0)
+    entries = None
+    if imatrix:
+        e = re.search(r"loaded (\d+) importance matrix entries", text)
+        if not e or int(e.group(1)) == 0:
+            raise RuntimeError(f"llama-quantize {preset}: the importance matrix was not loaded")
+        entries = int(e.group(1))
+    return out, wall, (int(m.group(1)) if m else 0), entries
 
 
 def markdown(result):
-    L = ["| Preset | Matrix types (share of weights) | Embedding | bpw (quantized) | bpw (all) "
-         "| MiB | Quantize s | PPL | KLD mean | KLD p99 | Top-1 % |",
-         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    L = []
+    im = result.get("imatrix")
+    if im and "error" not in im:
+        L += [f"Importance matrix: llama-imatrix on the F32 model over {im['text']} "
+              f"(first {im['paragraphs']} paragraphs of {im['calib']}, {im['text_tokens']} "
+              f"tokens): {im['chunks']} chunks x ctx {im['ctx']} = {im['tokens']} tokens.", ""]
+    elif im:
+        L += [f"Importance matrix failed: {im['error']}", ""]
+    L += ["| Preset | Matrix types (share of weights) | Embedding | bpw (quantized) | bpw (all) "
+          "| MiB | Quantize s | PPL | KLD mean | KLD p99 | Top-1 % |",
+          "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result["presets"]:
         if "error" in r:
             L.append(f"| {r['preset']} | failed: {r['error']} | | | | | | | | | |")
@@ -333,23 +506,38 @@ def main():
     ap.add_argument("--presets", default=",".join(PRESETS))
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--quick", action="store_true", help="Q4_0 and Q2_K, 128 tokens")
+    ap.add_argument("--calib", default=DEFAULT_CALIB,
+                    help="text for llama-imatrix (its first --imatrix-tokens tokens)")
+    ap.add_argument("--imatrix-tokens", type=int, default=8192,
+                    help="calibration tokens for llama-imatrix (whole paragraphs, >= N)")
+    ap.add_argument("--imatrix-ctx", type=int, default=512, help="llama-imatrix chunk size")
+    ap.add_argument("--imatrix-presets", default=",".join(IMATRIX_PRESETS),
+                    help="presets also quantized with the importance matrix ('' for none)")
+    ap.add_argument("--no-imatrix", action="store_true", help="plain presets only")
+    ap.add_argument("--quick", action="store_true",
+                    help="Q4_0 and Q2_K (+ Q4_K_M with the imatrix), 128 tokens")
     ap.add_argument("--kl-check", action="store_true",
                     help="also compare llama-perplexity's KLD with llmc's (Q4_0 vs F32)")
     ap.add_argument("--json", action="store_true", help="JSON on stdout (the default)")
     ap.add_argument("--markdown", action="store_true", help="a table instead of JSON")
     args = ap.parse_args()
     presets = ["Q4_0", "Q2_K"] if args.quick else [p for p in args.presets.split(",") if p]
+    im_presets = [] if args.no_imatrix else (
+        ["Q4_K_M"] if args.quick else [p for p in args.imatrix_presets.split(",") if p])
     max_tokens = 128 if args.quick else args.max_tokens
 
     for path, what in ((args.model, "source model"), (args.text, "evaluation text"),
                        (args.llmc, "llmc binary")):
         if not os.path.isfile(path):
             sys.exit(f"bench/llamacpp_quants.py: {what} {path} not found")
+    if im_presets and not os.path.isfile(args.calib):
+        sys.exit(f"bench/llamacpp_quants.py: calibration text {args.calib} not found")
     try:
         tool(args.bin, "llama-quantize")
+        if im_presets:
+            tool(args.bin, "llama-imatrix")
     except RuntimeError as e:
-        sys.exit(f"bench/llamacpp_quants.py: {e}")
+        sys.exit(f"bench/llamacpp_quants.py: {e} (or pass --no-imatrix)")
     os.makedirs(args.work, exist_ok=True)
 
     f32 = os.path.join(args.work, os.path.basename(args.model).replace(".gguf", "") + ".F32.gguf")
@@ -359,23 +547,42 @@ def main():
 
     result = {"llamacpp": llamacpp_version(args.bin), "model": os.path.basename(args.model),
               "text": os.path.relpath(args.text, REPO), "max_tokens": max_tokens,
-              "presets": [], "kl_check": None}
-    quant_paths = {}
-    for preset in presets:
-        row = {"preset": preset}
+              "imatrix": None, "presets": [], "kl_check": None}
+    imatrix = None
+    if im_presets:
         try:
-            path, secs, fallbacks = quantize(args.bin, f32, preset, args.work, args.threads)
-            quant_paths[preset] = path
+            imatrix, meta = make_imatrix(args.bin, f32, args.model, args.calib,
+                                         args.imatrix_tokens, args.imatrix_ctx, args.work,
+                                         args.threads)
+            result["imatrix"] = meta
+        except (RuntimeError, subprocess.TimeoutExpired, ValueError, OSError) as e:
+            result["imatrix"] = {"error": str(e)}
+            log(f"importance matrix: FAILED: {e}")
+    runs = [(p, False) for p in presets] + [(p, True) for p in im_presets]
+    quant_paths = {}
+    for preset, with_im in runs:
+        name = preset + ("+imatrix" if with_im else "")
+        row = {"preset": name, "imatrix": with_im,
+               "imatrix_tokens": result["imatrix"].get("tokens") if with_im else None}
+        try:
+            if with_im and not imatrix:
+                raise RuntimeError("no importance matrix (see \"imatrix\")")
+            path, secs, fallbacks, entries = quantize(args.bin, f32, preset, args.work,
+                                                      args.threads,
+                                                      imatrix=imatrix if with_im else None)
+            quant_paths[name] = path
             row.update({"quantize_s": secs, "fallback_tensors": fallbacks})
+            if entries is not None:
+                row["imatrix_entries"] = entries
             row.update(tensor_stats(path))
             ev = llmc_eval(args.llmc, path, args.model, args.text, max_tokens)
             row.update({k: ev.get(k) for k in ("ppl", "ref_ppl", "kld_mean", "kld_p99",
                                                 "kld_max", "top1", "tokens", "eval_wall_s")})
-            log(f"{preset}: {row['types']}; {row['bpw_quantized']:.3f} bpw, "
+            log(f"{name}: {row['types']}; {row['bpw_quantized']:.3f} bpw, "
                 f"kld {row['kld_mean']:.4f}, top1 {row['top1']:.2f}%, ppl {row['ppl']:.3f}")
         except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
             row["error"] = str(e)
-            log(f"{preset}: FAILED: {e}")
+            log(f"{name}: FAILED: {e}")
         result["presets"].append(row)
 
     if args.kl_check:

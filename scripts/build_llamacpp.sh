@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-quantize, llama-bench and llama-perplexity (CPU only)
-# so bench/llamacpp_quants.py can compare llama.cpp's own quantization presets
-# with ours on the same model, text and KLD code.
+# Builds llama.cpp's llama-quantize, llama-bench, llama-perplexity and
+# llama-imatrix (CPU only) so bench/llamacpp_quants.py can compare llama.cpp's
+# own quantization presets (plain and with an importance matrix) with ours on
+# the same model, text and KLD code.
 #
 # Source: the llama.cpp that the llama-cpp-python sdist vendors (a pinned,
 # released snapshot reachable through the ordinary pip client). Everything
 # lives under .cache/peer/ (git-ignored). Idempotent: each step is skipped when
 # its result is already there. Deliberately light: one compile job at nice 19
-# (the machine is shared), static libraries, only the three tools.
+# (the machine is shared), static libraries, only the tools in TARGETS. A
+# tool added to TARGETS later is built into the existing build directory
+# (same configuration; the others are up to date and not rebuilt).
 #
 # Usage: scripts/build_llamacpp.sh        (prints the bin directory at the end)
 #        LLAMACPP_JOBS=2 scripts/build_llamacpp.sh
@@ -28,7 +31,7 @@ BUILD="$WORK/build"
 BIN="$BUILD/bin"
 PIP="$ROOT/.venv/bin/pip"
 JOBS="${LLAMACPP_JOBS:-1}"
-TARGETS=(llama-quantize llama-bench llama-perplexity)
+TARGETS=(llama-quantize llama-bench llama-perplexity llama-imatrix)
 say() { echo "[build_llamacpp] $*" >&2; }
 
 have_all() {
@@ -62,7 +65,7 @@ if [ ! -f "$SRC/CMakeLists.txt" ]; then
   rm -rf "$WORK/extract"
 fi
 
-# 3. Configure (once) and build only the three tools.
+# 3. Configure (once) and build only the tools in TARGETS.
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   say "configuring $BUILD"
   GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
@@ -75,21 +78,35 @@ fi
 say "building ${TARGETS[*]} with -j$JOBS (slow on a shared machine)"
 nice -n 19 cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}"
 
-# 4. Record what was built. The sdist has no git metadata (llama.cpp's own
+# 4. Record what was built. The ggml flags come from the build's own
+# CMakeCache (GGML_NATIVE and the ISA switches that are ON; AMX when off),
+# so an existing build that gains a tool keeps an honest description.
+cache_flags() {
+  local c="$BUILD/CMakeCache.txt" native on amx
+  native="$(sed -n 's/^GGML_NATIVE:BOOL=//p' "$c" | head -1)"
+  on="$(sed -n 's/^GGML_\(AVX[A-Z0-9_]*\|FMA\|F16C\|BMI2\):BOOL=ON$/\1/p' "$c" | paste -sd' ' -)"
+  amx="$(grep -q '^GGML_AMX_[A-Z0-9]*:BOOL=OFF' "$c" && echo ", AMX off")"
+  echo "GGML_NATIVE=${native:-?}${on:+ with $on}${amx}"
+}
+# The sdist has no git metadata (llama.cpp's own
 # build number is 0 there), but its CHANGELOG names the vendored commit.
+# awk reads the whole CHANGELOG: leaving early would kill tar with SIGPIPE,
+# which pipefail + set -e turn into a failed build.
 BUILD_NUMBER="$(sed -n 's/.*LLAMA_BUILD_NUMBER *= *\([0-9]*\).*/\1/p' \
   "$BUILD/common/build-info.cpp" 2>/dev/null | head -1)"
 [ "${BUILD_NUMBER:-0}" = 0 ] && BUILD_NUMBER="unknown (no git metadata in the sdist)"
 COMMIT="$(tar -xzf "$SDIST" -O "llama_cpp_python-$VERSION/CHANGELOG.md" 2>/dev/null |
-  awk -v v="## [$VERSION]" '$0 == v {on = 1; next} on && /^## / {exit}
-    on && match($0, /llama\.cpp@[0-9a-f]+/) {print substr($0, RSTART + 10, RLENGTH - 10); exit}')"
+  awk -v v="## [$VERSION]" '$0 == v {on = 1; next} on && /^## / {on = 0}
+    on && !found && match($0, /llama\.cpp@[0-9a-f]+/) {
+      print substr($0, RSTART + 10, RLENGTH - 10); found = 1}')"
 {
   echo "llama-cpp-python sdist: $VERSION"
   echo "llama.cpp build number: $BUILD_NUMBER"
   echo "llama.cpp commit: ${COMMIT:-unknown} (from the sdist's CHANGELOG)"
   echo "ggml version: $(sed -n 's/.*set(GGML_VERSION_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\)).*/\2/p' \
     "$SRC/ggml/CMakeLists.txt" 2>/dev/null | paste -sd. -)"
-  echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), GGML_NATIVE=ON, CPU only"
+  echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(cache_flags), CPU only"
+  echo "tools: ${TARGETS[*]}"
 } >"$BIN/LLAMACPP_VERSION.txt"
 have_all || { say "build finished but a tool is missing in $BIN"; exit 1; }
 say "done: $BIN"
