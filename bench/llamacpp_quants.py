@@ -108,13 +108,16 @@ def llamacpp_version(bin_dir):
 
 #===- 1. the reference F32 GGUF -------------------------------------------===#
 
-def make_f32_gguf(src, dst):
-    """Dequantize every tensor of src with gguf-py; same metadata otherwise."""
+def make_f32_gguf(src, dst, dequantize_types=None):
+    """Dequantize the tensors of src with gguf-py (all of them, or those whose
+    ggml type name is in dequantize_types, the others copied byte for byte);
+    same metadata otherwise (general.file_type ALL_F32 when all are)."""
     import numpy as np
     from gguf import GGUFReader, GGUFValueType, GGUFWriter, LlamaFileType
     from gguf.quants import dequantize
 
     r = GGUFReader(src)
+    every = dequantize_types is None
     arch = r.fields["general.architecture"].contents()
     tmp = dst + ".tmp"
     w = GGUFWriter(tmp, arch)  # writes general.architecture itself
@@ -122,7 +125,7 @@ def make_f32_gguf(src, dst):
         if name.startswith("GGUF.") or name == "general.architecture":
             continue
         vtype = field.types[0]
-        if name == "general.file_type":
+        if name == "general.file_type" and every:
             w.add_key_value(name, int(LlamaFileType.ALL_F32), GGUFValueType.UINT32)
             continue
         sub = field.types[-1] if vtype == GGUFValueType.ARRAY else None
@@ -130,8 +133,13 @@ def make_f32_gguf(src, dst):
             raise RuntimeError(f"{src}: nested array metadata {name} is not supported")
         w.add_key_value(name, field.contents(), vtype, sub_type=sub)
     for t in r.tensors:
-        data = dequantize(t.data, t.tensor_type).astype(np.float32, copy=False)
         shape = tuple(int(d) for d in reversed(t.shape))  # numpy order
+        if not every and t.tensor_type.name not in dequantize_types:
+            # t.data is in numpy order already (bytes per row last for a
+            # quantized type, which add_tensor turns back into weights)
+            w.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+            continue
+        data = dequantize(t.data, t.tensor_type).astype(np.float32, copy=False)
         w.add_tensor(t.name, np.ascontiguousarray(data.reshape(shape)))
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -141,6 +149,31 @@ def make_f32_gguf(src, dst):
 
 
 #===- 2. tensor table: bits per weight, type histogram ---------------------===#
+
+# The ggml tensor types `llmc eval` reads from a GGUF (the entries of
+# compiler/import/gguf/GgufFileReader.cpp's kGgmlTypes that map to an llmc
+# DType). A preset with other types (IQ1/IQ2/IQ3 on ffn_down, say) is scored
+# on an eval copy: those tensors dequantized to F32 by gguf-py, so the same
+# weights, every other tensor byte for byte. Its bits per weight and size
+# still come from the real file. (llama.cpp would multiply those tensors
+# with 8-bit-quantized activations; the copy keeps them f32, a slight
+# advantage to llama.cpp.)
+LLMC_GGUF_TYPES = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K",
+                   "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL"}
+
+
+def eval_copy(path, hist):
+    """path itself when llmc reads all its tensor types, else an eval copy
+    (written next to it, reused when newer) and the dequantized types."""
+    other = sorted(k.upper() for k in hist if k.upper() not in LLMC_GGUF_TYPES)
+    if not other:
+        return path, []
+    out = path.replace(".gguf", ".eval.gguf")
+    if not os.path.isfile(out) or os.path.getmtime(out) < os.path.getmtime(path):
+        log(f"eval copy of {os.path.basename(path)}: {', '.join(other)} -> F32")
+        make_f32_gguf(path, out, dequantize_types=set(other))
+    return out, [k.lower() for k in other]
+
 
 def tensor_stats(path):
     from gguf import GGUFReader
@@ -575,7 +608,10 @@ def main():
             if entries is not None:
                 row["imatrix_entries"] = entries
             row.update(tensor_stats(path))
-            ev = llmc_eval(args.llmc, path, args.model, args.text, max_tokens)
+            scored, dequantized = eval_copy(path, row["type_histogram"])
+            if dequantized:
+                row["eval_copy_f32_types"] = dequantized
+            ev = llmc_eval(args.llmc, scored, args.model, args.text, max_tokens)
             row.update({k: ev.get(k) for k in ("ppl", "ref_ppl", "kld_mean", "kld_p99",
                                                 "kld_max", "top1", "tokens", "eval_wall_s")})
             log(f"{name}: {row['types']}; {row['bpw_quantized']:.3f} bpw, "
