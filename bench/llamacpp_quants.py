@@ -20,7 +20,9 @@ Steps:
      model changed.
   3. `llmc eval PRESET.gguf --ref SOURCE.gguf --json --max-tokens N` on each:
      ppl, KLD mean / p99, top-1, plus size, bits per weight (from the tensor
-     table) and the tensor-type histogram.
+     table) and the tensor-type histogram. Tensor types llmc does not read
+     (IQ1/IQ2/IQ3) are dequantized to F32 in an eval copy first (see
+     LLMC_GGUF_TYPES; the row's "eval_copy_f32_types" lists them).
   4. With --kl-check: llama-perplexity --kl-divergence for Q4_0 against the
      F32 model on the same text, next to llmc eval over the same text, as a
      cross-check of the two KLD implementations (their context handling
@@ -58,14 +60,31 @@ PRESETS = ("Q4_0", "Q4_K_M", "Q3_K_M", "Q2_K")
 # IQ types) lands on ffn_down only, a quarter of the matrix weights, and
 # llama-quantize falls back for the other 180 matrices: IQ1/IQ2/IQ3/IQ4_XS ->
 # IQ4_NL, Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0. So no
-# K or IQ preset gets below ~3.8 bits per weight on this model:
-#   LOWBIT_FINDINGS
-# Q2_0 (2-bit, group 64, 576 = 9 x 64) is the one llama.cpp preset at
-# <= 3.5 bpw that applies to every row here, but its quantizer ignores the
-# importance matrix (quantize_q2_0 calls the reference rounding either way),
-# so its "+imatrix" row differs from plain Q2_0 only where the preset's
-# tensor choices depend on having a matrix.
-IMATRIX_PRESETS = ("IQ4_NL", "Q4_K_M", "Q3_K_M", "IMATRIX_LOWBIT")
+# K, IQ or TQ preset gets to 3.5 bits per weight on this model. Tried with
+# the imatrix (bpw of the quantized matrices, embedding excluded; what
+# llama-quantize picked):
+#   IQ1_S   3.79  iq4_nl 72%, iq1_s 22%, q4_0 3%, q2_k 2%     (kept: the lowest)
+#   IQ1_M   3.82  iq4_nl 72%, iq1_m 22%, q4_0 3%, q2_k 2%
+#   TQ1_0   3.79  q4_0 75%, tq1_0 25%      TQ2_0  3.89  q4_0 75%, tq2_0 25%
+#   IQ2_XXS 3.90  iq4_nl 72%, iq2_xxs 22%, q4_0 3%, q2_k 2%   (kept)
+#   IQ2_S   3.96  iq4_nl 75%, iq2_xs 22%, iq3_s 2%
+#   IQ2_M   4.03  iq4_nl 75%, iq2_s 22%, iq3_s 2%
+#   Q2_K_S  4.08  q4_0 75%, q2_k 22%, q4_k 2%  (kept: lowest all-K mix; needs an imatrix)
+#   IQ3_XXS 4.14  iq4_nl 75%, iq3_xxs 25%  (kept)
+#   IQ3_XS / IQ3_S 4.22  iq4_nl 75%, iq3_s 25%     Q3_K_S 4.22  q4_0 75%, q3_k 25%
+#   IQ3_M   4.36  iq4_nl 62%, iq3_s 22%, q5_0 12%, q4_k 2%
+#   Q2_K    4.23  q4_0 75%, q3_k 25%  (kept, as the plain row's imatrix twin)
+# Left out: Q1_0 (group 128) is refused: "no tensor type fallback is defined
+# for type q1_0" (576 is not a multiple of 128). Q2_0 (group 64, 576 = 9 x 64)
+# is the one preset under 3.5 bpw here (q2_0 on every matrix, 2.28 bpw), but
+# it blows up: its quantizer takes the block's absmax as the scale and rounds
+# to {-1, 0, 1} x scale, ignoring the imatrix, and llama-perplexity
+# --kl-divergence against the F32 model measured KLD 11.4, PPL 2.4e6 (F32:
+# 27.1) on 4 chunks of data/eval/default.txt; neither gguf-py 0.19 nor llmc
+# reads its type (42) either. TQ1_0 / TQ2_0 are ternary types for
+# ternary-trained models, IQ1_M / IQ2_S / IQ2_M / IQ3_S sit between kept rows.
+IMATRIX_PRESETS = ("IQ4_NL", "Q4_K_M", "Q3_K_M", "Q2_K", "Q2_K_S", "IQ3_XXS", "IQ2_XXS",
+                   "IQ1_S")
 # Kept out of "bpw (quantized)", as bench/quantization.py keeps it out of
 # llmc's rows (skip=token_embd.weight): the tied embedding / LM head.
 EMBEDDING = "token_embd.weight"
