@@ -44,6 +44,15 @@ std::optional<DType> dtypeFromGgmlType(uint32_t id) {
   return std::nullopt;
 }
 
+/// The ggml types llmc reads, from kGgmlTypes ("f32, f16, ..."), for errors.
+static std::string supportedGgmlTypeNames() {
+  std::string out;
+  for (const auto &e : kGgmlTypes)
+    if (e.dtype)
+      out += (out.empty() ? "" : ", ") + std::string(e.name);
+  return out;
+}
+
 std::string ggmlTypeName(uint32_t id) {
   for (const auto &e : kGgmlTypes)
     if (e.id == id)
@@ -253,7 +262,7 @@ private:
     auto dt = dtypeFromGgmlType(t.ggml_type);
     if (!dt)
       fail("tensor " + t.name + " has unsupported type " + ggmlTypeName(t.ggml_type) +
-           " (supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)");
+           " (supported: " + supportedGgmlTypeNames() + ")");
     t.dtype = *dt;
     std::vector<int64_t> shape(t.ne.rbegin(), t.ne.rend());
     t.nbytes = tensorBytes(f_.path_, t.name, t.dtype, shape);
