@@ -100,6 +100,16 @@ QuantizedMatrix gptqQuantize(const float *w, int64_t rows, int64_t cols, const E
   out.codes.assign(size_t(m * n), 0);
   out.grids.assign(size_t(m * ng), Grid{});
   std::vector<char> groupReady(size_t(ng), 0);
+  if (opts.staticGroups) {
+    for (int64_t g = 0; g < ng; ++g)
+      for (int64_t r = 0; r < m; ++r) {
+        GroupRange range;
+        for (int64_t c = g * G; c < (g + 1) * G; ++c)
+          range.add(W(r, c));
+        out.grids[size_t(r * ng + g)] = makeGrid(range, s);
+      }
+    std::fill(groupReady.begin(), groupReady.end(), 1);
+  }
 
   const int64_t B = std::max<int64_t>(1, opts.blockSize);
   Eigen::VectorXf q(m), err(m);

@@ -5,7 +5,8 @@
 // not-yet-rounded columns through the upper Cholesky factor of H^-1 (blocks
 // of 128 columns, later columns updated lazily once per block). Group grids
 // are computed from the current, error-updated weights when a group's first
-// column comes up. Output: codes + fp16 grids in the gq storage format.
+// column comes up, or (staticGroups) from the original weights before any
+// rounding. Output: codes + fp16 grids in the gq storage format.
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "compiler/quant/GroupGrid.h"
@@ -33,6 +34,10 @@ private:
 struct GptqOptions {
   GridSpec grid;
   bool actOrder = false;   // process columns by decreasing H_ii
+  /// Group grids from the original weights, all before the first column is
+  /// rounded (llm-compressor's actorder=static); otherwise each group's grid
+  /// comes from its error-updated weights when its first column comes up.
+  bool staticGroups = false;
   int64_t blockSize = 128; // columns per lazy-update block
   double damp = 0.01;      // H += damp * mean(diag H) * I
 };

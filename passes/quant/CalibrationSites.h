@@ -98,9 +98,10 @@ WeightHessians hessiansByWeight(const std::vector<std::unique_ptr<CalibrationSit
 }
 
 class QuantizeContext;
-/// Quantize every pending weight the sites of one block read, with GPTQ.
+/// Quantize every pending weight the sites of one block read, with GPTQ
+/// (`gptq`'s options; its grid is the context's spec).
 void gptqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite>> &sites,
-               bool actOrder, double damp);
+               const GptqOptions &gptq);
 /// AWQ for one block: scale search + folding, clip search, RTN.
 void awqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite>> &sites,
               int64_t block);

@@ -100,6 +100,7 @@ def QuantizePass : Pass<"llm-quantize", "mlir::ModuleOp"> {
     Option<"calibTokens", "calib-tokens", "int64_t", "8192", "calibration tokens (8192: where GPTQ saturates on SmolLM2, docs/results/calibration.md)">,
     Option<"calibSeq", "calib-seq", "int64_t", "512", "tokens per calibration sequence">,
     Option<"actOrder", "act-order", "bool", "false", "GPTQ: quantize columns by decreasing Hessian diagonal">,
+    Option<"staticGroups", "static-groups", "bool", "false", "GPTQ/OSAQ: group grids from the original weights, fixed before any column is rounded">,
     Option<"damp", "damp", "double", "0.01", "GPTQ: dampening, as a fraction of mean(diag H)">,
     Option<"awqSamples", "awq-samples", "int64_t", "512", "AWQ: calibration tokens kept per input for the searches">,
     Option<"osaqEps", "osaq-eps", "double", "1e-4", "OSAQ: null-space threshold, fraction of mean(diag H)">,

@@ -115,6 +115,7 @@ struct QuantSettings {
   QteaPassOptions qtea;
   HbqPassOptions hbq;
   OsaqOptions osaq;
+  GptqOptions gptq; // act-order, static-groups, damp (the grid comes per context)
   SmallVector<llvm::GlobPattern> skipPatterns;
   std::vector<Override> overrides;
 };
@@ -220,6 +221,9 @@ private:
     if (!(osaqEps > 0) || !(osaqTemp > 0) || osaqMaxRank < 0 || !(osaqMinTokens >= 0))
       return fail("osaq-eps and osaq-temp must be positive, osaq-max-rank and osaq-min-tokens "
                   "non-negative");
+    settings.gptq.actOrder = actOrder;
+    settings.gptq.staticGroups = staticGroups;
+    settings.gptq.damp = damp;
     settings.osaq.eps = osaqEps;
     settings.osaq.temp = osaqTemp;
     settings.osaq.maxRank = osaqMaxRank;
@@ -386,9 +390,9 @@ private:
         else
           qteaBlock(*ctx, sites.sites(), settings.qtea, l);
       } else if (qm == QM::GPTQ)
-        gptqBlock(*ctx, sites.sites(), actOrder, damp);
+        gptqBlock(*ctx, sites.sites(), settings.gptq);
       else if (qm == QM::OSAQ)
-        osaqBlock(*ctx, sites.sites(), splits, settings.osaq, actOrder, damp, l);
+        osaqBlock(*ctx, sites.sites(), splits, settings.osaq, settings.gptq, l);
       else
         awqBlock(*ctx, sites.sites(), l);
     }

@@ -11,14 +11,12 @@
 namespace llmc::quant {
 
 void gptqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite>> &sites,
-               bool actOrder, double damp) {
+               const GptqOptions &gptq) {
   WeightHessians hw = hessiansByWeight(sites, [&](const std::string &w) { return ctx.pending(w); });
   auto &hs = hw.byWeight;
   const std::vector<std::string> &order = hw.order;
-  GptqOptions o;
+  GptqOptions o = gptq;
   o.grid = ctx.spec();
-  o.actOrder = actOrder;
-  o.damp = damp;
   for (const std::string &name : order) {
     const auto &byExpert = hs[name];
     ctx.quantizeSlabs(
@@ -30,7 +28,7 @@ void gptqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite
             return std::nullopt;
           return std::make_pair(gptqQuantize(w, rows, cols, it->second, o), &it->second);
         },
-        {{"act_order", actOrder}, {"damp", damp}});
+        {{"act_order", o.actOrder}, {"static_groups", o.staticGroups}, {"damp", o.damp}});
   }
 }
 

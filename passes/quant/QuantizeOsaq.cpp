@@ -56,8 +56,8 @@ std::string joined(const std::vector<std::string> &v) {
 } // namespace
 
 void osaqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite>> &sites,
-               const OsaqSplitCollector &splits, const OsaqOptions &opts, bool actOrder,
-               double damp, int64_t block) {
+               const OsaqSplitCollector &splits, const OsaqOptions &opts,
+               const GptqOptions &gptq, int64_t block) {
   // weight name -> expert (-1 for 2-D) -> its site's state
   std::vector<std::unique_ptr<SiteState>> states;
   std::map<std::string, std::map<int64_t, const SiteState *>> byWeight;
@@ -111,10 +111,8 @@ void osaqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite
     states.push_back(std::move(st));
   }
 
-  GptqOptions g;
+  GptqOptions g = gptq;
   g.grid = ctx.spec();
-  g.actOrder = actOrder;
-  g.damp = damp;
   for (const std::string &name : order) {
     const auto &byExpert = byWeight[name];
     double changeB = 0, rangeBefore = 0, rangeAfter = 0, minStep = 1;
@@ -136,8 +134,9 @@ void osaqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite
       return std::make_pair(std::move(res.quantized), &st.h);
     };
     ctx.quantizeSlabs(name, "osaq", slab,
-                      {{"act_order", actOrder},
-                       {"damp", damp},
+                      {{"act_order", g.actOrder},
+                       {"static_groups", g.staticGroups},
+                       {"damp", g.damp},
                        {"osaq_eps", opts.eps},
                        {"osaq_temp", opts.temp}},
                       [&](nlohmann::json &extra) {

@@ -37,7 +37,7 @@ class QuantizeContext;
 /// OSAQ (null-space absorption, then GPTQ against the full Hessian) for every
 /// pending weight the block's sites read.
 void osaqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite>> &sites,
-               const OsaqSplitCollector &splits, const OsaqOptions &opts, bool actOrder,
-               double damp, int64_t block);
+               const OsaqSplitCollector &splits, const OsaqOptions &opts,
+               const GptqOptions &gptq, int64_t block);
 
 } // namespace llmc::quant

@@ -5,6 +5,9 @@
 //    (with and without act-order);
 //  - on correlated inputs GPTQ's output error trace(D H D^T) is below RTN's
 //    (4-bit and 3-bit, asymmetric and symmetric, with act-order);
+//  - static groups: every grid is RTN's grid of the original weights (the
+//    default, dynamic grids come from error-updated weights and differ),
+//    and the output error still beats RTN's;
 //  - dead inputs (a zero column of X) are handled: the result is finite;
 //  - packed gq rows dequantize (runtime) to exactly dequantized().
 //===----------------------------------------------------------------------===//
@@ -107,6 +110,38 @@ TEST(Gptq, BeatsRtnOnCorrelatedInputs) {
         EXPECT_LT(eg, 0.9 * er) << "bits " << bits << " sym " << sym << " actOrder " << actOrder
                                 << ": gptq " << eg << " rtn " << er;
       }
+}
+
+TEST(Gptq, StaticGroupsKeepTheOriginalWeightsGrids) {
+  const int64_t rows = 32, cols = 256, n = 1024;
+  auto w = randomMatrix(rows, cols, 7);
+  auto x = correlatedInputs(n, cols, 8);
+  HessianAccumulator acc(cols);
+  acc.add(x.data(), n);
+  const Eigen::MatrixXd h = acc.hessian();
+  for (bool actOrder : {false, true}) {
+    GptqOptions o;
+    o.grid = {3, false, 64};
+    o.actOrder = actOrder;
+    const QuantizedMatrix rtn = rtnQuantize(w.data(), rows, cols, o.grid);
+    const QuantizedMatrix dyn = gptqQuantize(w.data(), rows, cols, h, o);
+    o.staticGroups = true;
+    const QuantizedMatrix fixed = gptqQuantize(w.data(), rows, cols, h, o);
+    ASSERT_EQ(fixed.grids.size(), rtn.grids.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < rtn.grids.size(); ++i) {
+      EXPECT_EQ(fixed.grids[i].scale, rtn.grids[i].scale) << "grid " << i;
+      EXPECT_EQ(fixed.grids[i].min, rtn.grids[i].min) << "grid " << i;
+      differ += dyn.grids[i].scale != rtn.grids[i].scale;
+    }
+    // Groups that come up late see updated weights: many dynamic grids move.
+    EXPECT_GT(differ, rtn.grids.size() / 4) << "actOrder " << actOrder;
+    auto fq = fixed.dequantized();
+    auto rq = rtn.dequantized();
+    EXPECT_LT(outputError(w.data(), fq.data(), rows, cols, h),
+              0.9 * outputError(w.data(), rq.data(), rows, cols, h))
+        << "actOrder " << actOrder;
+  }
 }
 
 TEST(Gptq, DeadInputsAndSmallBlocks) {
