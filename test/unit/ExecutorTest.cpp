@@ -534,3 +534,103 @@ TEST(Executor, RejectsShapeMismatch) {
   man["program"]["nodes"][2]["attrs"]["rope_style"] = "diagonal";
   expectBuildError(m, man, {"rope_style", "diagonal"});
 }
+
+namespace {
+/// A streaming policy for every layer of TinyModel: 2 sinks + the most
+/// recent entries, `budget` per (layer, KV head).
+std::map<int64_t, json> streamingEveryLayer(int64_t budget, double ratio = 0.0) {
+  json p = {{"method", "streaming"}, {"budget", ratio}, {"budget_tokens", budget},
+            {"window", 2},           {"sink", 2},     {"refresh", 4},
+            {"pool", 1},             {"layer_scale", 1.0}, {"seed", 0},
+            {"mode", "prefill"},     {"kv_quant", "none"}};
+  std::map<int64_t, json> by;
+  for (int64_t l = 0; l < kLayers; ++l)
+    by[l] = p;
+  return by;
+}
+} // namespace
+
+// A prompt fed in chunks: with the full cache it computes what one step
+// does (every row of logits); under a prefill policy the cache is
+// compressed after each chunk, so its peak stays near the budget while the
+// kept entries are those of one step (streaming keeps the same positions
+// either way); a one-token remainder joins the chunk before it, so a prompt
+// never ends in a step taken for decoding.
+TEST(Executor, ChunkedPrefill) {
+  TinyModel m({});
+  std::unique_ptr<Artifact> art = m.artifact();
+  const int64_t n = int64_t(kPrompt.size()); // 11
+  ExecutorOptions one{2, 0};
+  Executor whole(*art, one);
+  std::vector<float> ref = whole.forward(kPrompt, true);
+  const int64_t fullPeak = whole.kvCachePeakBytes();
+  EXPECT_EQ(fullPeak, whole.kvCacheBytes());
+  EXPECT_GT(fullPeak, 0);
+
+  ExecutorOptions chunked = one;
+  chunked.prefill_chunk = 3;
+  Executor parts(*art, chunked);
+  EXPECT_EQ(parts.prefillChunkFor(n), 3);
+  EXPECT_EQ(parts.prefillChunkFor(3), 3);
+  std::vector<float> got = parts.forward(kPrompt, true);
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i)
+    ASSERT_NEAR(got[i], ref[i], 1e-4) << i;
+  EXPECT_EQ(parts.pos(), n);
+  EXPECT_EQ(parts.kvCacheEntries(), whole.kvCacheEntries());
+  std::vector<float> last = parts.forward({7});
+  std::vector<float> lastRef = whole.forward({7});
+  for (size_t i = 0; i < last.size(); ++i)
+    ASSERT_NEAR(last[i], lastRef[i], 1e-4);
+
+  // Streaming, 5 entries per head: one step holds all 11 at its peak.
+  const int64_t budget = 5;
+  whole.reset();
+  whole.setKvPolicies(streamingEveryLayer(budget), false);
+  whole.resetKvPeak();
+  whole.forward(kPrompt);
+  EXPECT_EQ(whole.kvCacheEntries(), kLayers * kKV * budget);
+  const int64_t onePeak = whole.kvCachePeakBytes();
+  EXPECT_GT(onePeak, whole.kvCacheBytes());
+
+  parts.reset();
+  parts.setKvPolicies(streamingEveryLayer(budget), false);
+  parts.resetKvPeak();
+  parts.forward(kPrompt);
+  EXPECT_EQ(parts.kvCacheEntries(), kLayers * kKV * budget);
+  EXPECT_LT(parts.kvCachePeakBytes(), onePeak);
+  EXPECT_GE(parts.kvCachePeakBytes(), parts.kvCacheBytes());
+
+  // A budget that is a share of the prompt: chunk by chunk it is a share of
+  // the positions so far, so the prompt ends with one step's entries.
+  whole.reset();
+  whole.setKvPolicies(streamingEveryLayer(0, 0.5), false);
+  whole.forward(kPrompt);
+  parts.reset();
+  parts.setKvPolicies(streamingEveryLayer(0, 0.5), false);
+  parts.forward(kPrompt);
+  EXPECT_LT(whole.kvCacheEntries(), kLayers * kKV * n);
+  EXPECT_EQ(parts.kvCacheEntries(), whole.kvCacheEntries());
+
+  // 11 tokens in chunks of 10: one step of 11 (not 10 + a decode step of
+  // 1, after which a prefill policy would not compress).
+  ExecutorOptions ten = one;
+  ten.prefill_chunk = 10;
+  Executor almost(*art, ten);
+  EXPECT_EQ(almost.prefillChunkFor(n), 10);
+  almost.setKvPolicies(streamingEveryLayer(budget), false);
+  almost.forward(kPrompt);
+  EXPECT_EQ(almost.kvCacheEntries(), kLayers * kKV * budget);
+  EXPECT_EQ(almost.pos(), n);
+
+  // A bad token anywhere fails before any chunk runs.
+  parts.reset();
+  std::vector<int32_t> bad = kPrompt;
+  bad.back() = int32_t(kV);
+  EXPECT_THROW(parts.forward(bad), std::runtime_error);
+  EXPECT_EQ(parts.pos(), 0);
+  EXPECT_EQ(parts.kvCacheEntries(), 0);
+  ExecutorOptions negative = one;
+  negative.prefill_chunk = -1;
+  EXPECT_THROW(Executor(*art, negative), std::runtime_error);
+}

@@ -348,8 +348,11 @@ TEST(Rdkv, BytesShrinkWithTheBudgetAndFollowIt) {
     const int64_t bytes = c.bytes();
     EXPECT_LT(bytes, prev) << b;
     // Codes + row headers within the budget; positions and widths (5 bytes
-    // an entry) and one entry of headroom per head on top.
-    EXPECT_LE(bytes, int64_t(b * double(fp16Bytes)) + 5 * c.entries() + f.KV * (4 * f.hd + 5))
+    // an entry), one entry of headroom per head and the window's queries
+    // (f32 rows of every query head, and their positions) on top.
+    const int64_t windowBytes = c.policy().window * (f.H * f.hd * 4 + 4);
+    EXPECT_LE(bytes, int64_t(b * double(fp16Bytes)) + 5 * c.entries() + f.KV * (4 * f.hd + 5) +
+                         windowBytes)
         << b;
     EXPECT_LT(bytes, full.bytes());
     prev = bytes;

@@ -28,7 +28,7 @@ using namespace longctx;
 struct EvalLongArgs {
   EngineChoice engine;
   std::string input, task, text, pipeline, tokenizer, policies;
-  int64_t context = 0, scoreTokens = 256;
+  int64_t context = 0, scoreTokens = 256, prefillChunk = 0;
   int trials = 5, threads = 0;
   uint64_t seed = 0;
   bool json = false, quiet = false, chat = false;
@@ -76,6 +76,8 @@ std::string fmt(const char *f, double v) {
 struct Report {
   Task task = Task::Passkey;
   int64_t context = 0, tokens = 0, kvBytes = 0;
+  int64_t kvPeakBytes = 0;  // the most the KV caches held, prefill included
+  int64_t prefillChunk = 0; // the chunk the prompt was fed in (its length: one step)
   double prefillS = 0, decodeTokS = NAN, seconds = 0;
   // Retrieval tasks: prompts, questions asked (multi-needle asks four per
   // prompt) and questions answered correctly.
@@ -103,6 +105,7 @@ Report runRetrieval(const EvalLongArgs &a, Task task, const Artifact &art, int64
   a.engine.apply(eo);
   eo.threads = a.threads;
   eo.max_context = context + retrievalTail(task);
+  eo.prefill_chunk = a.prefillChunk;
   Executor exec(art, eo);
   warnUntrustedCode(exec);
 
@@ -121,6 +124,8 @@ Report runRetrieval(const EvalLongArgs &a, Task task, const Artifact &art, int64
                                  std::to_string(id) + ", outside the model's vocabulary of " +
                                  std::to_string(exec.vocabSize()));
     exec.reset();
+    exec.resetKvPeak();
+    r.prefillChunk = exec.prefillChunkFor(int64_t(p.ids.size()));
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<float> logits = exec.forward(p.ids);
     const double prefill =
@@ -142,6 +147,7 @@ Report runRetrieval(const EvalLongArgs &a, Task task, const Artifact &art, int64
                              {"ok", okj}});
     }
     r.tokens = std::max<int64_t>(r.tokens, (int64_t)p.ids.size());
+    r.kvPeakBytes = std::max(r.kvPeakBytes, exec.kvCachePeakBytes());
     prefillTotal += prefill;
     r.results.push_back({{"depth", t.depth},
                          {"answer", t.answer},
@@ -173,6 +179,7 @@ Report runPpl(const EvalLongArgs &a, const Artifact &art, int64_t context, int64
   a.engine.apply(eo);
   eo.threads = a.threads;
   eo.max_context = context;
+  eo.prefill_chunk = a.prefillChunk;
   Executor exec(art, eo);
   warnUntrustedCode(exec);
   std::vector<int32_t> ids = tokenizeEvalText(art, a.input, text, exec.vocabSize(), textPath);
@@ -196,6 +203,8 @@ Report runPpl(const EvalLongArgs &a, const Artifact &art, int64_t context, int64
   r.prefillS = s.prefillSeconds;
   r.decodeTokS = rate(s.decodeForwards, s.decodeSeconds);
   r.kvBytes = exec.kvCacheBytes();
+  r.kvPeakBytes = exec.kvCachePeakBytes();
+  r.prefillChunk = exec.prefillChunkFor(context - scoreTokens);
   return r;
 }
 /// One row of a policy sweep.
@@ -437,6 +446,11 @@ CLI::Option *declareEvalLongOptions(CLI::App &app, EvalLongArgs &a) {
                   "(e.g. 'method=snapkv budget=0.1'); each prompt is prefilled once and every "
                   "policy decodes from a copy of that cache; one JSON object per policy "
                   "with --json");
+  cmd->add_option("--prefill-chunk", a.prefillChunk,
+                  "feed each prompt in steps of N tokens: prefill KV policies compress after "
+                  "every step, so the cache's peak stays near the budget (not with "
+                  "--policies; RDKV prefills in one step); 0: one step (default)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", a.json, "print one JSON object on stdout");
   cmd->add_flag("-q,--quiet", a.quiet, "no progress on stderr");
   addEngineOptions(cmd, a.engine);
@@ -490,6 +504,8 @@ void printReportJson(const EvalLongArgs &a, const Report &r) {
   }
   j["tokens"] = r.tokens;
   j["kv_bytes"] = r.kvBytes;
+  j["kv_peak_bytes"] = r.kvPeakBytes;
+  j["prefill_chunk"] = r.prefillChunk;
   j["prefill_s"] = r.prefillS;
   j["decode_tok_s"] = num(r.decodeTokS);
   j["seconds"] = r.seconds;
@@ -521,8 +537,11 @@ void printReportText(const EvalLongArgs &a, const Report &r) {
            (long long)r.context);
     printf("ppl         %.4f\n", r.ppl);
   }
-  printf("kv_bytes    %lld (%.1f MiB)\n", (long long)r.kvBytes,
-         double(r.kvBytes) / (1024.0 * 1024.0));
+  printf("kv_bytes    %lld (%.1f MiB; peak %.1f MiB)\n", (long long)r.kvBytes,
+         double(r.kvBytes) / (1024.0 * 1024.0), double(r.kvPeakBytes) / (1024.0 * 1024.0));
+  printf("prefill in  %s\n", r.prefillChunk > 0 && r.prefillChunk < r.tokens
+                                  ? ("chunks of " + std::to_string(r.prefillChunk) + " tokens").c_str()
+                                  : "one step");
   printf("prefill     %.2f s%s\n", r.prefillS, retrieval ? " per trial" : "");
   if (std::isfinite(r.decodeTokS))
     printf("decode      %.1f tok/s\n", r.decodeTokS);
@@ -538,6 +557,9 @@ int runEvalLong(const EvalLongArgs &a, bool explicitScore) {
   const bool retrieval = task != Task::Ppl;
   const int64_t scoreTokens = checkTaskFlags(a, task, explicitScore);
 
+  if (!a.policies.empty() && a.prefillChunk > 0)
+    throw std::runtime_error("--prefill-chunk does not combine with --policies: the sweep "
+                             "prefills with the full cache and compresses copies of it");
   if (!a.policies.empty() && !a.pipeline.empty())
     throw std::runtime_error("--policies and --pipeline do not combine: the sweep sets the "
                              "KV policies itself");

@@ -17,7 +17,7 @@ struct RunArgs {
   float temperature = 0.0f, topP = 1.0f;
   uint64_t seed = 0;
   bool chat = false, quiet = false, noBos = false, ignoreEos = false, printIds = false;
-  int64_t ctx = 0;
+  int64_t ctx = 0, prefillChunk = 0;
   EngineChoice engine;
 };
 
@@ -89,6 +89,11 @@ void declareRunOptions(CLI::App &app, RunArgs &a) {
   cmd->add_option("-t,--threads", a.threads, "worker threads (0: all cores)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-c,--ctx", a.ctx, "maximum context (0: model's, capped at 4096)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prefill-chunk", a.prefillChunk,
+                  "feed the prompt in steps of N tokens: the artifact's prefill KV policy "
+                  "compresses after every step, so the cache's peak stays near its budget "
+                  "(RDKV prefills in one step); 0: one step (default)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--dump-logits", a.dumpLogits,
                   "write the logits of every prompt position to FILE.npy "
@@ -191,6 +196,11 @@ void printRunStats(const RunArgs &a, const Executor &exec, double loadS, size_t 
   fprintf(stderr, "[llmc] engine %s | generated kernels: %s | activations: %s\n",
           exec.engineName(), exec.generatedKernelsInfo().c_str(),
           exec.activationsInfo().c_str());
+  const int64_t chunk = exec.prefillChunkFor(int64_t(promptTokens));
+  fprintf(stderr, "[llmc] kv cache %.1f MiB, peak %.1f MiB | prefill in %s\n",
+          double(exec.kvCacheBytes()) / (1 << 20), double(exec.kvCachePeakBytes()) / (1 << 20),
+          chunk < int64_t(promptTokens) ? ("chunks of " + std::to_string(chunk)).c_str()
+                                        : "one step");
 }
 
 int runGeneration(const RunArgs &a) {
@@ -204,6 +214,7 @@ int runGeneration(const RunArgs &a) {
   ExecutorOptions eo;
   eo.threads = a.threads;
   eo.max_context = a.ctx;
+  eo.prefill_chunk = a.prefillChunk;
   a.engine.apply(eo);
   Executor exec(*art, eo);
   warnUntrustedCode(exec);

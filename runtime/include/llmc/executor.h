@@ -59,6 +59,13 @@ struct ExecutorOptions {
   /// from a prompt (window queries, cumulative attention) even under the
   /// full cache, so that setKvPolicies can compress a saved prefill later.
   bool kv_record = false;
+  /// > 0: forward() feeds a longer prompt in steps of this many tokens, and
+  /// prefill KV policies compress after each (their budget a share of the
+  /// positions so far), so the cache's peak stays near its budget and the
+  /// activations near one chunk's. Not for RDKV (one pass over the whole
+  /// prompt), a linear-input hook or stop_after_block: those run the
+  /// prompt in one step. 0: one step.
+  int64_t prefill_chunk = 0;
   Engine engine = Engine::Auto;
   /// The kernel engine runs the artifact's generated kernels (every product
   /// and op the artifact has a kernel for; the runtime's library kernels for
@@ -115,8 +122,17 @@ public:
   void reset(); // clear the KV cache
   int64_t vocabSize() const;
   int64_t maxContext() const;
-  /// Bytes the KV caches hold (allocated storage of every head's entries).
+  /// Bytes the KV caches hold: allocated storage of every head's entries
+  /// and of the policies' state (window queries, Gram matrices).
   int64_t kvCacheBytes() const;
+  /// The most kvCacheBytes() has been since the executor was built or
+  /// resetKvPeak() was called, at every append and compression (within a
+  /// step too: a prompt's layers fill one by one, each compressed right
+  /// after its attention).
+  int64_t kvCachePeakBytes() const;
+  void resetKvPeak();
+  /// The chunk forward() feeds a prompt of n tokens in (n: one step).
+  int64_t prefillChunkFor(int64_t n) const;
   /// Entries (tokens x KV heads) the KV caches hold, over all layers.
   int64_t kvCacheEntries() const;
 

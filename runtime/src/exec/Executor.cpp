@@ -67,6 +67,8 @@ struct KvSnapshot {
 std::shared_ptr<const KvSnapshot> Executor::saveKv() const {
   auto s = std::make_shared<KvSnapshot>();
   s->caches = impl->caches;
+  for (kv::LayerCache &c : s->caches)
+    c.attachMeter(nullptr); // a snapshot's bytes are not the executor's
   s->pos = impl->pos;
   return s;
 }
@@ -77,6 +79,9 @@ void Executor::restoreKv(const KvSnapshot &snapshot) {
   std::vector<kv::LayerCache> copy(snapshot.caches); // storage sized to the entries
   impl->caches.swap(copy);
   impl->pos = snapshot.pos;
+  const int64_t peak = impl->kvMeter.peak;
+  impl->attachKvMeter();
+  impl->kvMeter.peak = std::max(peak, impl->kvMeter.current);
 }
 
 void Executor::setKvPolicies(const std::map<int64_t, nlohmann::json> &by_layer, bool compress_now) {
@@ -94,6 +99,10 @@ void Executor::setKvPolicies(const std::map<int64_t, nlohmann::json> &by_layer, 
   for (size_t i = 0; i < m.caches.size(); ++i)
     m.caches[i].setPolicy(policies[i], compress_now);
 }
+
+int64_t Executor::kvCachePeakBytes() const { return impl->kvMeter.peak; }
+void Executor::resetKvPeak() { impl->kvMeter.resetPeak(); }
+int64_t Executor::prefillChunkFor(int64_t n) const { return impl->chunkFor(n); }
 
 int64_t Executor::kvCacheBytes() const {
   int64_t bytes = 0;

@@ -71,6 +71,8 @@ struct Executor::Impl {
   std::vector<std::vector<float>> vals;
   std::vector<int64_t> valRows;
   std::vector<kv::LayerCache> caches;
+  kv::KvMeter kvMeter; // every cache's bytes, current and peak
+  int64_t prefillChunk = 0;
   std::vector<int64_t> cacheLayers;   // the `layer` of each cache's node
   std::vector<std::string> cacheDesc; // its node, for errors
   bool kvRecord = false;
@@ -88,9 +90,39 @@ struct Executor::Impl {
         stopAfterBlock(o.stop_after_block), kvRecord(o.kv_record) {
     int64_t ctx = a.config().context_length;
     maxCtx = o.max_context > 0 ? o.max_context : (ctx > 0 ? std::min<int64_t>(ctx, 4096) : 4096);
+    if (o.prefill_chunk < 0)
+      throw std::runtime_error("ExecutorOptions::prefill_chunk must be >= 0, not " +
+                               std::to_string(o.prefill_chunk));
+    prefillChunk = o.prefill_chunk;
     build();
     buildPlan(o);
+    attachKvMeter();
   }
+
+  /// (Re)starts the meter from the caches as they are now.
+  void attachKvMeter() {
+    kvMeter = kv::KvMeter();
+    for (kv::LayerCache &c : caches)
+      c.attachMeter(&kvMeter);
+    kvMeter.resetPeak();
+  }
+
+  /// The chunk a prompt of n tokens is fed in: prefillChunk when it is
+  /// shorter than the prompt, every cache's policy can be applied chunk by
+  /// chunk and no calibration hook or block limit is set; else n.
+  int64_t chunkFor(int64_t n) const {
+    if (prefillChunk <= 0 || n <= prefillChunk || hook || stopAfterBlock >= 0)
+      return n;
+    for (const kv::LayerCache &c : caches)
+      if (!c.chunkablePrefill())
+        return n;
+    return prefillChunk;
+  }
+  /// Throws for an empty step, positions past maxCtx or a token id out of
+  /// the embedding's range.
+  void checkTokens(const std::vector<int32_t> &tokens) const;
+  /// One forward step of checked tokens at pos.
+  std::vector<float> step(const std::vector<int32_t> &tokens, bool allLogits);
 
   void buildPlan(const ExecutorOptions &o);
 

@@ -192,6 +192,29 @@ void Executor::Impl::run(const Node &n, const std::vector<int32_t> &tokens, bool
 
 std::vector<float> Executor::forward(const std::vector<int32_t> &tokens, bool all_logits) {
   Impl &m = *impl;
+  m.checkTokens(tokens); // all of them, before any chunk runs
+  const int64_t n = int64_t(tokens.size());
+  const int64_t chunk = m.chunkFor(n);
+  if (chunk >= n)
+    return m.step(tokens, all_logits);
+  std::vector<float> out;
+  for (int64_t c0 = 0; c0 < n;) {
+    // A one-token step would be taken for a decode step: a remainder of
+    // one joins the chunk before it.
+    const int64_t len = n - c0 == chunk + 1 ? chunk + 1 : std::min(chunk, n - c0);
+    const std::vector<int32_t> part(tokens.begin() + c0, tokens.begin() + c0 + len);
+    std::vector<float> logits = m.step(part, all_logits);
+    c0 += len;
+    if (all_logits)
+      out.insert(out.end(), logits.begin(), logits.end());
+    else if (c0 >= n)
+      out = std::move(logits);
+  }
+  return out;
+}
+
+void Executor::Impl::checkTokens(const std::vector<int32_t> &tokens) const {
+  const Impl &m = *this;
   const int64_t n = int64_t(tokens.size());
   if (n == 0)
     throw std::runtime_error("Executor::forward: no tokens given");
@@ -205,6 +228,11 @@ std::vector<float> Executor::forward(const std::vector<int32_t> &tokens, bool al
         if (id < 0 || id >= node.a.rows)
           throw std::runtime_error("Executor::forward: token id " + std::to_string(id) +
                                    " is out of range [0, " + std::to_string(node.a.rows) + ")");
+}
+
+std::vector<float> Executor::Impl::step(const std::vector<int32_t> &tokens, bool all_logits) {
+  Impl &m = *this;
+  const int64_t n = int64_t(tokens.size());
   if (m.plan) {
     m.plan->run(m.pool, m.caches, tokens, m.pos, all_logits, m.planLogits);
     m.pos += n;

@@ -66,6 +66,10 @@ void LayerCache::setPolicy(const Policy &policy, bool compress_now) {
     throw std::runtime_error("kv cache: cannot switch a quantized cache back to f32");
   }
   buildGram();
+  if (!record_ && !policy_.usesWindowQueries()) {
+    std::vector<float>().swap(winQ_);
+    std::vector<int32_t>().swap(winPos_);
+  }
   for (HeadCache &c : heads_) {
     if (!accumulating())
       std::vector<float>().swap(c.acc);
@@ -78,21 +82,41 @@ void LayerCache::setPolicy(const Policy &policy, bool compress_now) {
   }
   if (compress_now && policy_.prefill())
     compress(false);
+  updateMeter();
 }
 
 void LayerCache::reset() {
   for (HeadCache &c : heads_)
     c = HeadCache();
-  winQ_.clear();
-  winPos_.clear();
+  std::vector<float>().swap(winQ_);
+  std::vector<int32_t>().swap(winPos_);
   promptLen_ = steps_ = 0;
   rdStored_ = false; // an empty cache starts in f32 again
+  updateMeter();
+}
+
+void LayerCache::attachMeter(KvMeter *meter) {
+  meter_ = meter;
+  metered_ = 0;
+  updateMeter();
+}
+
+void LayerCache::updateMeter() {
+  if (!meter_)
+    return;
+  const int64_t b = bytes();
+  meter_->current += b - metered_;
+  metered_ = b;
+  meter_->peak = std::max(meter_->peak, meter_->current);
 }
 
 namespace {
 /// Grow a vector's capacity by 1/16 of its size (at least `minChunk`
 /// elements) rather than by doubling, so that a cache holds about what it
 /// uses (kv_bytes is its capacity) while appends stay amortized O(1).
+/// Decode steps (one entry) grow by at least kGrowEntries entries; a
+/// prompt or prompt chunk reserves what it appends (no floor), so a chunked
+/// prefill's cache stays at its budget plus one chunk.
 template <typename V> void growFor(V &vec, size_t more, size_t minChunk) {
   if (vec.size() + more > vec.capacity())
     vec.reserve(vec.size() + std::max({more, minChunk, vec.size() / 16}));
@@ -101,24 +125,25 @@ constexpr size_t kGrowEntries = 16;
 } // namespace
 
 void LayerCache::append(const float *k, const float *v, int64_t T, int64_t stride, int64_t p0) {
+  const size_t grow = T == 1 ? kGrowEntries : 1; // minimum growth, in entries
   for (int64_t g = 0; g < KV_; ++g) {
     HeadCache &c = heads_[size_t(g)];
     const size_t t = size_t(T);
     const uint8_t fp16 = rdkv::packWidths(16, 16); // RDKV: new tokens stay at 16 bits
     if (rdStored_) {
       const size_t eb = size_t(rdkv::entryBytes(fp16, hd_));
-      growFor(c.rd, t * eb, kGrowEntries * eb);
-      growFor(c.widths, t, kGrowEntries);
+      growFor(c.rd, t * eb, grow * eb);
+      growFor(c.widths, t, grow);
     } else if (quantized()) {
-      growFor(c.kq, t * size_t(poly_.keyBytes()), kGrowEntries * size_t(poly_.keyBytes()));
-      growFor(c.vq, t * size_t(poly_.valueBytes()), kGrowEntries * size_t(poly_.valueBytes()));
+      growFor(c.kq, t * size_t(poly_.keyBytes()), grow * size_t(poly_.keyBytes()));
+      growFor(c.vq, t * size_t(poly_.valueBytes()), grow * size_t(poly_.valueBytes()));
     } else {
-      growFor(c.k, t * size_t(hd_), kGrowEntries * size_t(hd_));
-      growFor(c.v, t * size_t(hd_), kGrowEntries * size_t(hd_));
+      growFor(c.k, t * size_t(hd_), grow * size_t(hd_));
+      growFor(c.v, t * size_t(hd_), grow * size_t(hd_));
     }
-    growFor(c.pos, t, kGrowEntries);
+    growFor(c.pos, t, grow);
     if (accumulating())
-      growFor(c.acc, t, kGrowEntries);
+      growFor(c.acc, t, grow);
     for (int64_t t = 0; t < T; ++t) {
       const float *kr = k + t * stride + g * hd_, *vr = v + t * stride + g * hd_;
       if (rdStored_) {
@@ -140,6 +165,7 @@ void LayerCache::append(const float *k, const float *v, int64_t T, int64_t strid
       ++c.n;
     }
   }
+  updateMeter();
 }
 
 void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
@@ -258,27 +284,38 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
 void LayerCache::recordWindow(const float *q, int64_t T, int64_t p0) {
   const int64_t qd = H_ * hd_, W = policy_.window;
   const int64_t from = std::max<int64_t>(0, T - W);
-  winQ_.insert(winQ_.end(), q + from * qd, q + T * qd);
-  for (int64_t t = from; t < T; ++t)
-    winPos_.push_back(int32_t(p0 + t));
-  const int64_t extra = int64_t(winPos_.size()) - W;
+  // Drop the oldest rows first, so the buffers never hold more than W rows
+  // (their capacity, counted in bytes(), stays at the window's).
+  const int64_t extra = int64_t(winPos_.size()) + (T - from) - W;
   if (extra > 0) {
     winQ_.erase(winQ_.begin(), winQ_.begin() + extra * qd);
     winPos_.erase(winPos_.begin(), winPos_.begin() + extra);
   }
+  winQ_.reserve(size_t(W * qd));
+  winPos_.reserve(size_t(W));
+  winQ_.insert(winQ_.end(), q + from * qd, q + T * qd);
+  for (int64_t t = from; t < T; ++t)
+    winPos_.push_back(int32_t(p0 + t));
 }
 
 void LayerCache::afterStep(const float *q, int64_t T, int64_t p0) {
   if (policy_.full() && !record_)
     return;
-  recordWindow(q, T, p0);
+  if (record_ || policy_.usesWindowQueries())
+    recordWindow(q, T, p0);
   if (T > 1) {
-    promptLen_ = heads_[0].n;
+    // The budget is a share of every position so far: of the prompt when
+    // it came in one step, of the prompt's chunks so far when it comes in
+    // chunks (ending at the same budget), of the whole conversation for a
+    // later multi-token turn (whose kept entries are not compressed twice).
+    promptLen_ = p0 + T;
     if (policy_.prefill())
       compress(false);
+    updateMeter();
     return;
   }
   ++steps_;
+  updateMeter(); // the window queries
   if (!policy_.decode())
     return;
   if (promptLen_ == 0)
@@ -287,6 +324,7 @@ void LayerCache::afterStep(const float *q, int64_t T, int64_t p0) {
     const HeadCache &c = heads_[size_t(g)];
     if (c.n >= headBudget(policy_, promptLen_, INT64_MAX, g) + policy_.refresh) {
       compress(true);
+      updateMeter();
       return;
     }
   }
@@ -510,6 +548,8 @@ int64_t LayerCache::bytes() const {
     b += int64_t(c.k.capacity() + c.v.capacity() + c.acc.capacity()) * 4 +
          int64_t(c.kq.capacity() + c.vq.capacity() + c.rd.capacity() + c.widths.capacity()) +
          int64_t(c.pos.capacity()) * 4;
+  // The policy's own state: W_O Gram matrices, the window's queries.
+  b += int64_t(gram_.capacity() + winQ_.capacity()) * 4 + int64_t(winPos_.capacity()) * 4;
   return b;
 }
 

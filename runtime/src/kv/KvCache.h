@@ -8,9 +8,17 @@
 // entries in their stored form. Keys are stored after RoPE, so a kept entry
 // keeps its original position without re-rotation.
 //
-// Hooks: after a step of several tokens (a prompt), prefill policies keep
-// their budget; while decoding, decode policies evict back to the budget
+// Hooks: after a step of several tokens (a prompt, or one chunk of it),
+// prefill policies keep their budget of every position so far (so a prompt
+// fed in chunks is compressed chunk by chunk, its cache never much above the
+// budget); while decoding, decode policies evict back to the budget
 // whenever a head has grown `refresh` entries past it.
+//
+// Memory: bytes() is the allocated storage of the entries and of the
+// policy's state (window queries, W_O Gram matrices, attention
+// statistics). A KvMeter shared by an executor's layers follows the sum of
+// their bytes() after every change and keeps its high-water mark (the
+// peak during prefill, which compress scratch buffers do not count in).
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "KvPolicy.h"
@@ -37,6 +45,12 @@ struct HeadCache {
   std::vector<float> acc;      // running attention statistics (H2O, InertiaKV)
 };
 
+/// The current and peak bytes of a set of layer caches (one executor's).
+struct KvMeter {
+  int64_t current = 0, peak = 0;
+  void resetPeak() { peak = current; }
+};
+
 class LayerCache {
 public:
   using RowLoader = std::function<void(int64_t row, float *dst)>;
@@ -58,6 +72,12 @@ public:
   void afterStep(const float *q, int64_t T, int64_t p0);
 
   void reset();
+  /// Report every change of bytes() to `meter` (nullptr: stop), starting
+  /// by adding the current bytes to it.
+  void attachMeter(KvMeter *meter);
+  /// Whether a prompt may be fed in chunks under this policy (RDKV's
+  /// compression is one pass over the whole prompt).
+  bool chunkablePrefill() const { return policy_.method != Method::RdKV; }
   /// Record window queries and cumulative attention whatever the policy
   /// (sweeps: a later setPolicy can then compress this cache).
   void setRecording(bool on) { record_ = on; }
@@ -83,6 +103,7 @@ private:
   void valueRows(int64_t g, std::vector<float> &dst) const;
 
   void buildGram();
+  void updateMeter();
   bool accumulating() const { return policy_.accumulates() || record_; }
 
   Policy policy_;
@@ -97,6 +118,8 @@ private:
   std::vector<float> winQ_;     // last W query rows [<=W, H*hd], oldest first
   std::vector<int32_t> winPos_; // their positions
   int64_t promptLen_ = 0, steps_ = 0;
+  KvMeter *meter_ = nullptr;
+  int64_t metered_ = 0; // bytes() last reported to meter_
 };
 
 } // namespace llmc::kv

@@ -51,6 +51,12 @@ struct Policy {
   /// Methods that keep running attention statistics of every query (H2O's
   /// column sums, InertiaKV's EMA).
   bool accumulates() const { return method == Method::H2O || method == Method::InertiaKV; }
+  /// Methods that score entries with the last `window` queries (SnapKV's
+  /// family, ReST-KV, LaProx, CapKV, RDKV): only they keep those queries.
+  bool usesWindowQueries() const {
+    return method != Method::Full && method != Method::Streaming && method != Method::H2O &&
+           method != Method::InertiaKV && method != Method::Random;
+  }
 };
 
 /// Parse and check a node's kv_policy object; `ctx` names the node in
