@@ -34,6 +34,16 @@ def git_commit(repo):
         return "unknown"
 
 
+def wilson95(k, n, z=1.959963984540054):
+    """95% Wilson score interval of k successes in n (as eval-long reports it)."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def weight_tensors(manifest):
     """The manifest's tensors, with every weight the compiler stored in its
     kernels' layout (manifest "packed_weights": "<name>.rows8", u8) listed as

@@ -180,14 +180,7 @@ def key_cells(key):
     return [method, budget, "polykv" if key.endswith("+polykv") else "none"]
 
 
-def wilson95(k, n, z=1.959963984540054):
-    """95% Wilson score interval of k successes in n (as eval-long reports it)."""
-    if n <= 0:
-        return 0.0, 1.0
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
-    return max(0.0, centre - half), min(1.0, centre + half)
+wilson95 = bench_common.wilson95
 
 
 def accuracy_cell(res, key):
