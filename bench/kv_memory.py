@@ -225,7 +225,8 @@ def main():
             if "error" in r:
                 w(f"| {name} | {'chunks' if chunk else 'one step'} | — | — | — | — | — | — |")
                 continue
-            how = (f"chunks of {r['prefill_chunk']}" if r["prefill_chunk"] < r["tokens"]
+            prompt = args.context - args.score  # ppl: what is prefilled
+            how = (f"chunks of {r['prefill_chunk']}" if r["prefill_chunk"] < prompt
                    else "one step")
             share = f"{100 * r['kv_peak_bytes'] / full_peak:.1f}%" if full_peak else "—"
             w(f"| {name} | {how} | {mib(r['kv_bytes'])} | {mib(r['kv_peak_bytes'])} | {share} | "
@@ -286,6 +287,9 @@ def main():
          f"{mib(floor['artifact'])} MiB for `llmc-rt eval-long` on the compiled artifact "
          "(what a deployment needs), so differences above the floor are the runtime's."
          if "error" not in floor else f"not measured ({floor['error']})."))
+    w(f"- In the perplexity table the {args.score} teacher-forced tokens after the prompt "
+      "grow every head past the prefill's peak, so there the peak is the cache at the end; "
+      "the passkey table (at most 8 tokens decoded) shows the prefill's own peak.")
     w("- Chunked prefill compresses after each chunk to the budget's share of the positions so "
       "far; scores of the window-query family (SnapKV, PyramidKV, ReST-KV, LaProx, CapKV) then "
       "come from each chunk's last queries, so the kept set differs from one step's. "
