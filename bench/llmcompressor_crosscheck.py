@@ -50,7 +50,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
-from bench_common import cpu_model  # noqa: E402
+from bench_common import cpu_model, git_commit, source_digest  # noqa: E402
 
 GGUF = os.path.join(REPO, ".cache", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 WORK = os.path.join(REPO, ".cache", "peer", "llmcompressor")
@@ -445,6 +445,7 @@ def build_report(args, conv, tokcheck, rows, versions, commands, started):
          f"- Machine: {cpu_model()}, {os.cpu_count()} CPU cores, {platform.machine()}, "
          f"Linux {platform.release()}; shared with other jobs, so times are indicative",
          f"- Date: {started:%Y-%m-%d %H:%M} UTC",
+         f"- Git commit: {git_commit(REPO)}",
          "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
          f"- Model and reference: `{rel(GGUF)}` (Q4_1 matrices, Q8_0 tied embedding), "
          "dequantized",
@@ -487,10 +488,12 @@ def build_report(args, conv, tokcheck, rows, versions, commands, started):
     L += ["", "- **Quantize s**: llmc: the pass pipeline inside `llmc compile` (calibration "
           "included); llm-compressor: its `oneshot` call (calibration included, model load "
           f"and save excluded), torch on {args.threads} threads.",
-          "- Rows marked `act-order=true` / `actorder=None` swap the GPTQ act-order default "
-          "(llmc: off; llm-compressor: actorder=static), all else equal; `act-order=true "
-          "static-groups=true` is llmc doing what llm-compressor's actorder=static does (columns "
-          "by decreasing diag H, every group's grid fixed from the original weights first).",
+          "- llmc's defaults (act-order=true static-groups=true) do what llm-compressor's "
+          "actorder=static does: columns by decreasing diag H, every group's grid fixed from the "
+          "original weights first. `static-groups=false` computes each grid from the "
+          "error-updated weights when its group's first column comes up; `act-order=false "
+          "static-groups=false` is GPTQ in natural column order (llmc's default before this "
+          "comparison); `actorder=None` is llm-compressor without act-order.",
           "- llm-compressor 0.14's AWQModifier pins its cached activations in memory "
           "unconditionally, which fails on a machine without an NVIDIA driver (PyPI's torch is "
           "a CUDA build): the script makes that pinning a no-op on CPU (it only speeds up "
@@ -520,11 +523,11 @@ METHOD_NOTES = [
     ("GPTQ Hessian / damping", "H = 2/N sum x x^T, damp 0.01 x mean(diag H) (x10 retries if "
      "not PD), blocks of 128 columns", "H = 2/n sum x x^T, dampening_frac 0.01 x mean(diag H) "
      "(RTN fallback if not PD), block_size 128"),
-    ("GPTQ act-order", "off (act-order=false default)", "actorder=static (default): columns "
+    ("GPTQ act-order", "on (act-order=true default)", "actorder=static (default): columns "
      "processed by decreasing diag H, groups stay 64 consecutive columns"),
-    ("GPTQ group grids", "computed when the group's first column comes up, from the "
-     "error-updated weights (as in the GPTQ paper's code); static-groups=true: from the "
-     "original weights, all before the first column", "computed once before GPTQ from the "
+    ("GPTQ group grids", "static-groups=true (default): from the original weights, all "
+     "before the first column; false: when the group's first column comes up, from the "
+     "error-updated weights (as in the GPTQ paper's code)", "computed once before GPTQ from the "
      "original weights (memoryless_minmax observer) and kept fixed"),
     ("AWQ scales", "s = mean(abs x)^a, a on a grid of 20, loss = output MSE of the group's "
      "linears on awq-samples=512 calibration tokens", "duo_scaling (default): s = "
@@ -549,8 +552,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="torch threads for llm-compressor")
     ap.add_argument("--actorder-swap", nargs="*", default=None, choices=["llmc", "llm-compressor"],
                     metavar="IMPL",
-                    help="also run GPTQ with these implementations' act-order setting swapped "
-                         "(llmc act-order=true, with and without static-groups=true; "
+                    help="also run GPTQ without these implementations' defaults (llmc "
+                         "static-groups=false, and act-order=false static-groups=false; "
                          "llm-compressor actorder=None); no IMPL: both")
     ap.add_argument("--force", action="store_true", help="recompute cached results")
     ap.add_argument("--markdown", action="store_true",
@@ -622,8 +625,8 @@ def main():
             if method == "gptq" and args.actorder_swap is not None:
                 swap = args.actorder_swap or ["llmc", "llm-compressor"]
                 plan += [(method, bits, impl, v) for impl, v in
-                         (("llmc", "act-order=true static-groups=true"),
-                          ("llmc", "act-order=true"),
+                         (("llmc", "static-groups=false"),
+                          ("llmc", "act-order=false static-groups=false"),
                           ("llm-compressor", "actorder=None"))
                          if impl in args.impls and impl in swap]
     rows, versions = [], {}
@@ -631,6 +634,9 @@ def main():
         vtag = "" if not variant else "-" + variant.replace("=", "_").replace(" ", "-").lower()
         key = f"{impl}-{method}-w{bits}-g{GROUP}-{tag}-m{args.max_tokens}{vtag}"
         if impl == "llmc":
+            # llmc's rows are reused only while the sources they depend on are unchanged.
+            key += "-" + source_digest(REPO, ("compiler", "passes", "dialects", "runtime",
+                                              "codegen", "tools", "data/calib"))
             art = os.path.join(WORK, f"llmc-{method}-w{bits}-{tag}{vtag}.llmc")
             pipe = llmc_pipeline(method, bits, args.calib_tokens, args.calib_seq,
                                  extra=variant)
