@@ -75,68 +75,79 @@ def log(msg):
     print(f"[kv-memory {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def run_eval_long(llmc, digest, args):
-    """One eval-long --json run (cached): its JSON object, or {"error": ...}."""
-    key = json.dumps([digest, args])
+def cached(key, make):
+    """make()'s JSON object, kept in CACHE_DIR under `key`; an {"error": ...}
+    result is returned but not kept, so a rerun tries again."""
     path = os.path.join(CACHE_DIR, hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
     if os.path.isfile(path):
         with open(path) as f:
             return json.load(f)
-    cmd = [llmc, "eval-long", MODEL, "--json", "-q", *args]
-    log(" ".join(cmd))
-    t0 = time.time()
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
-        _, status, usage = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
-    if p.returncode != 0:
-        msg = (stderr.strip().splitlines() or ["?"])[-1]
-        log(f"FAILED: {msg}")
-        return {"error": msg}
-    r = json.loads(stdout.strip().splitlines()[-1])
-    r["wall_s"] = round(time.time() - t0, 1)
-    r["max_rss_bytes"] = usage.ru_maxrss * 1024  # Linux: KiB
-    os.makedirs(CACHE_DIR, exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        json.dump(r, f)
-    os.replace(path + ".tmp", path)
-    log(f"done in {r['wall_s']} s")
+    r = make()
+    if "error" not in r:
+        os.makedirs(CACHE_DIR, exist_ok=True)
+        with open(path + ".tmp", "w") as f:
+            json.dump(r, f)
+        os.replace(path + ".tmp", path)
     return r
 
 
-def rss_floor(llmc, digest, work):
+def run_measured(cmd):
+    """Runs cmd; (exit code, stdout, stderr, peak RSS in bytes from wait4)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(p.pid, 0)
+        out.seek(0)
+        err.seek(0)
+        return (os.waitstatus_to_exitcode(status), out.read(), err.read(),
+                usage.ru_maxrss * 1024)  # Linux: KiB
+
+
+def last_line(text):
+    return (text.strip().splitlines() or ["?"])[-1]
+
+
+def run_eval_long(llmc, digest, args):
+    """One eval-long --json run (cached): its JSON object, or {"error": ...}."""
+    def make():
+        cmd = [llmc, "eval-long", MODEL, "--json", "-q", *args]
+        log(" ".join(cmd))
+        t0 = time.time()
+        code, stdout, stderr, rss = run_measured(cmd)
+        if code != 0:
+            log(f"FAILED: {last_line(stderr)}")
+            return {"error": last_line(stderr)}
+        r = json.loads(stdout.strip().splitlines()[-1])
+        r["wall_s"] = round(time.time() - t0, 1)
+        r["max_rss_bytes"] = rss
+        log(f"done in {r['wall_s']} s")
+        return r
+    return cached(json.dumps([digest, args]), make)
+
+
+def rss_floor(llmc, digest):
     """Peak RSS of a short run (256 tokens, full cache) of the GGUF compiled in
     memory, as every row here runs, and of llmc-rt on the compiled artifact:
     the first is the floor of the table's RSS column (the in-memory compile's
     high-water mark), the second what a deployed artifact needs."""
-    art = os.path.join(work, "smollm2.llmc")
-    key = json.dumps([digest, "rss-floor"])
-    path = os.path.join(CACHE_DIR, hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
-    if os.path.isfile(path):
-        with open(path) as f:
-            return json.load(f)
-    p = subprocess.run([llmc, "compile", MODEL, "-o", art, "--no-sign", "-q"],
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        return {"error": (p.stderr.strip().splitlines() or ["?"])[-1]}
-    short = ["eval-long", "--task", "ppl", "--context", "256", "--score-tokens", "16", "--json",
-             "-q", "-t", "1"]
-    out = {}
-    for label, cmd in (("gguf", [llmc, short[0], MODEL, *short[1:]]),
-                       ("artifact", [os.path.join(os.path.dirname(llmc), "llmc-rt"), short[0],
-                                     art, *short[1:]])):
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            return {"error": f"{' '.join(cmd)} failed"}
-        out[label] = usage.ru_maxrss * 1024
-    os.makedirs(CACHE_DIR, exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(out, f)
-    return out
+    def make():
+        with tempfile.TemporaryDirectory() as work:
+            art = os.path.join(work, "smollm2.llmc")
+            p = subprocess.run([llmc, "compile", MODEL, "-o", art, "--no-sign", "-q"],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                return {"error": last_line(p.stderr)}
+            short = ["--task", "ppl", "--context", "256", "--score-tokens", "16", "--json",
+                     "-q", "-t", "1"]
+            rt = os.path.join(os.path.dirname(llmc), "llmc-rt")
+            out = {}
+            for label, cmd in (("gguf", [llmc, "eval-long", MODEL, *short]),
+                               ("artifact", [rt, "eval-long", art, *short])):
+                code, _, _, rss = run_measured(cmd)
+                if code != 0:
+                    return {"error": f"{' '.join(cmd)} failed"}
+                out[label] = rss
+            return out
+    return cached(json.dumps([digest, "rss-floor"]), make)
 
 
 def mib(v):
@@ -194,8 +205,7 @@ def main():
                       "--trials", str(args.trials), "--prefill-chunk", str(chunk),
                       *pipeline(line), *common])
 
-    with tempfile.TemporaryDirectory() as work:
-        floor = rss_floor(args.llmc, digest, work)
+    floor = rss_floor(args.llmc, digest)
     full_peak = ppl[("full", 0)].get("kv_peak_bytes")
     out = []
     w = out.append
