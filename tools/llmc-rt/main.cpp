@@ -12,6 +12,8 @@ int main(int argc, char **argv) {
   std::vector<llmc::tool::Subcommand> cmds = {
       {"inspect", llmc::tool::addInspectCommand(app)},
       {"run", llmc::tool::addRunCommand(app)},
+      {"generate", llmc::tool::addGenerateCommand(app)},
+      {"serve", llmc::tool::addServeCommand(app)},
       {"eval", llmc::tool::addEvalCommand(app)},
       {"bench", llmc::tool::addBenchCommand(app)},
       {"eval-long", llmc::tool::addEvalLongCommand(app)},

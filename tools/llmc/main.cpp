@@ -10,6 +10,8 @@ int main(int argc, char **argv) {
       {"compile", llmc::tool::addCompileCommand(app)},
       {"inspect", llmc::tool::addInspectCommand(app)},
       {"run", llmc::tool::addRunCommand(app)},
+      {"generate", llmc::tool::addGenerateCommand(app)},
+      {"serve", llmc::tool::addServeCommand(app)},
       {"import", llmc::tool::addImportCommand(app)},
       {"eval", llmc::tool::addEvalCommand(app)},
       {"bench", llmc::tool::addBenchCommand(app)},

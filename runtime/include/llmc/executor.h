@@ -85,6 +85,36 @@ struct ExecutorOptions {
 };
 
 struct KvSnapshot;
+class Executor;
+
+/// The KV caches and position of one sequence of a batch: made by
+/// Executor::newSequence (empty caches under the executor's KV policies)
+/// and fed by Executor::forwardBatch, by the executor that made it only.
+class SequenceKv {
+public:
+  ~SequenceKv();
+  SequenceKv(const SequenceKv &) = delete;
+  SequenceKv &operator=(const SequenceKv &) = delete;
+  /// Tokens fed so far (the position of the next).
+  int64_t pos() const;
+  /// Bytes its caches hold now and at most since it was made (as
+  /// Executor::kvCacheBytes / kvCachePeakBytes).
+  int64_t kvBytes() const;
+  int64_t kvPeakBytes() const;
+  int64_t kvEntries() const;
+
+private:
+  friend class Executor;
+  struct State;
+  explicit SequenceKv(std::unique_ptr<State> s);
+  std::unique_ptr<State> state;
+};
+
+/// One sequence's tokens in a batched step.
+struct BatchEntry {
+  SequenceKv *sequence = nullptr;
+  std::vector<int32_t> tokens; // fed at sequence->pos()..
+};
 
 class Executor {
 public:
@@ -133,6 +163,13 @@ public:
   void resetKvPeak();
   /// The chunk forward() feeds a prompt of n tokens in (n: one step).
   int64_t prefillChunkFor(int64_t n) const;
+  /// Bytes a position takes in every layer's cache at full precision (f32
+  /// keys and values of every KV head): what a server reserves per
+  /// position of a sequence (KV policies and quantization use less).
+  int64_t kvBytesPerPosition() const;
+  /// Whether a prompt may be fed in several steps under every layer's KV
+  /// policy (RDKV compresses a prompt in one pass).
+  bool chunkablePrefill() const;
   /// Entries (tokens x KV heads) the KV caches hold, over all layers.
   int64_t kvCacheEntries() const;
 
@@ -145,6 +182,18 @@ public:
   /// cache) and, if compress_now, apply it to the cache as after a prompt.
   /// Throws std::runtime_error for an invalid policy or unknown layer.
   void setKvPolicies(const std::map<int64_t, nlohmann::json> &by_layer, bool compress_now);
+
+  /// Batches: a new sequence with empty caches under the current policies.
+  std::unique_ptr<SequenceKv> newSequence() const;
+  /// One forward step over several sequences (each at most once; tokens
+  /// checked as forward() checks them, all before any runs). The kernel
+  /// engine reads each weight once for all entries' rows; the reference
+  /// engine runs the entries one after another. Returns the logits of each
+  /// entry's last token, [entries, vocab]. Prompts are not chunked here
+  /// (prefill_chunk does not apply): the caller schedules chunks. Throws
+  /// std::runtime_error for a bad entry, or with a linear-input hook or
+  /// stop_after_block set.
+  std::vector<float> forwardBatch(const std::vector<BatchEntry> &entries);
 
 private:
   struct Impl;

@@ -96,12 +96,26 @@ void Executor::setKvPolicies(const std::map<int64_t, nlohmann::json> &by_layer, 
     if (!json.is_null())
       policies[i] = kv::parsePolicy(json, m.cacheDesc[i], m.caches[i].kvHeads());
   }
-  for (size_t i = 0; i < m.caches.size(); ++i)
+  for (size_t i = 0; i < m.caches.size(); ++i) {
     m.caches[i].setPolicy(policies[i], compress_now);
+    m.freshCaches[i].setPolicy(policies[i], false);
+  }
 }
 
 int64_t Executor::kvCachePeakBytes() const { return impl->kvMeter.peak; }
 void Executor::resetKvPeak() { impl->kvMeter.resetPeak(); }
+int64_t Executor::kvBytesPerPosition() const {
+  int64_t b = 0;
+  for (const kv::LayerCache &c : impl->freshCaches)
+    b += c.kvHeads() * c.headDim() * 2 * int64_t(sizeof(float));
+  return b;
+}
+bool Executor::chunkablePrefill() const {
+  for (const kv::LayerCache &c : impl->freshCaches)
+    if (!c.chunkablePrefill())
+      return false;
+  return true;
+}
 int64_t Executor::prefillChunkFor(int64_t n) const { return impl->chunkFor(n); }
 
 int64_t Executor::kvCacheBytes() const {

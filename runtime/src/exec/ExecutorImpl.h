@@ -71,6 +71,9 @@ struct Executor::Impl {
   std::vector<std::vector<float>> vals;
   std::vector<int64_t> valRows;
   std::vector<kv::LayerCache> caches;
+  /// Empty caches under the current policies: what a new sequence starts
+  /// from (Executor::newSequence).
+  std::vector<kv::LayerCache> freshCaches;
   kv::KvMeter kvMeter; // every cache's bytes, current and peak
   int64_t prefillChunk = 0;
   std::vector<int64_t> cacheLayers;   // the `layer` of each cache's node
@@ -96,6 +99,7 @@ struct Executor::Impl {
     prefillChunk = o.prefill_chunk;
     build();
     buildPlan(o);
+    freshCaches = caches;
     attachKvMeter();
   }
 
@@ -118,9 +122,9 @@ struct Executor::Impl {
         return n;
     return prefillChunk;
   }
-  /// Throws for an empty step, positions past maxCtx or a token id out of
-  /// the embedding's range.
-  void checkTokens(const std::vector<int32_t> &tokens) const;
+  /// Throws for an empty step, positions past maxCtx (from pos) or a token
+  /// id out of the embedding's range.
+  void checkTokens(const std::vector<int32_t> &tokens, int64_t pos) const;
   /// One forward step of checked tokens at pos.
   std::vector<float> step(const std::vector<int32_t> &tokens, bool allLogits);
 

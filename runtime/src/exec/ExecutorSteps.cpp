@@ -192,7 +192,7 @@ void Executor::Impl::run(const Node &n, const std::vector<int32_t> &tokens, bool
 
 std::vector<float> Executor::forward(const std::vector<int32_t> &tokens, bool all_logits) {
   Impl &m = *impl;
-  m.checkTokens(tokens); // all of them, before any chunk runs
+  m.checkTokens(tokens, m.pos); // all of them, before any chunk runs
   const int64_t n = int64_t(tokens.size());
   const int64_t chunk = m.chunkFor(n);
   if (chunk >= n)
@@ -213,14 +213,14 @@ std::vector<float> Executor::forward(const std::vector<int32_t> &tokens, bool al
   return out;
 }
 
-void Executor::Impl::checkTokens(const std::vector<int32_t> &tokens) const {
+void Executor::Impl::checkTokens(const std::vector<int32_t> &tokens, int64_t pos) const {
   const Impl &m = *this;
   const int64_t n = int64_t(tokens.size());
   if (n == 0)
     throw std::runtime_error("Executor::forward: no tokens given");
-  if (m.pos + n > m.maxCtx)
-    throw std::runtime_error("Executor::forward: positions " + std::to_string(m.pos) + ".." +
-                             std::to_string(m.pos + n - 1) + " exceed the maximum context of " +
+  if (pos + n > m.maxCtx)
+    throw std::runtime_error("Executor::forward: positions " + std::to_string(pos) + ".." +
+                             std::to_string(pos + n - 1) + " exceed the maximum context of " +
                              std::to_string(m.maxCtx) + " tokens");
   for (const Node &node : m.nodes)
     if (node.op == Op::Embed)

@@ -379,57 +379,103 @@ MatmulPaths PlanEngine::paths(const PlanStep &s) const {
   return p;
 }
 
-/// Where one step of T tokens reads and writes: the arena slots of its
-/// inputs and its output, from the first row it computes.
+/// Where one step reads and writes: the arena (its slots hold slotT rows
+/// each) and the rows [first, first + rows) the step computes.
 struct PlanEngine::StepIO {
-  int64_t T = 0;    // tokens of the step
-  int64_t rows = 0; // rows the step computes: the last `rows` of the T
-  int64_t skip = 0; // leading rows it does not compute (T - rows)
+  int64_t slotT = 0; // rows of every arena slot (the step's tokens)
+  int64_t first = 0; // first row the step computes
+  int64_t rows = 0;  // rows it computes
   float *arena = nullptr;
-  float *out = nullptr; // its output slot, or the logits
-  /// Input slot k of step `s`.
+  float *out = nullptr; // its output at row `first`, or the logits
+  /// Input slot k of step `s` at row `first`.
   float *in(const PlanStep &s, size_t k) const {
-    return arena + s.in[k].offset * T + skip * s.in[k].width;
+    return arena + s.in[k].offset * slotT + first * s.in[k].width;
   }
 };
 
 void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
                      const std::vector<int32_t> &tokens, int64_t pos, bool allLogits,
                      std::vector<float> &logits) {
-  const int64_t T = int64_t(tokens.size());
-  if (arena_.size() < size_t(arenaPerToken_ * T))
-    arena_.resize(size_t(arenaPerToken_ * T)); // grows to the largest step, once
-  for (size_t i = 0; i < steps_.size(); ++i) {
-    const PlanStep &s = steps_[i];
-    const bool toLogits = s.out.offset < 0;
-    StepIO io;
-    io.T = T;
-    // The logits of a step are its last row unless every row is wanted.
-    io.rows = toLogits && !allLogits ? 1 : T;
-    io.skip = T - io.rows;
-    io.arena = arena_.data();
-    if (toLogits) {
-      logits.resize(size_t(io.rows * s.out.width));
-      io.out = logits.data();
-    } else {
-      io.out = arena_.data() + s.out.offset * T;
+  const PlanSegment one{&caches, tokens.data(), int64_t(tokens.size()), pos};
+  runBatch(pool, {one}, allLogits, logits);
+}
+
+void PlanEngine::gatherLastRows(const PlanStep &s, const std::vector<PlanSegment> &segments,
+                                int64_t R) {
+  const int64_t S = int64_t(segments.size());
+  if (gather_.size() < size_t(arenaPerToken_ * S))
+    gather_.resize(size_t(arenaPerToken_ * S));
+  for (const PlanSlot &slot : s.in) {
+    int64_t last = -1;
+    for (int64_t i = 0; i < S; ++i) {
+      last += segments[size_t(i)].n;
+      const float *src = arena_.data() + slot.offset * R + last * slot.width;
+      std::copy(src, src + slot.width, gather_.data() + slot.offset * S + i * slot.width);
     }
-    runStep(pool, caches, s, tokens, pos, io);
   }
 }
 
-void PlanEngine::runStep(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
-                         const PlanStep &s, const std::vector<int32_t> &tokens, int64_t pos,
+void PlanEngine::runBatch(ThreadPool &pool, const std::vector<PlanSegment> &segments,
+                          bool allLogits, std::vector<float> &logits) {
+  int64_t R = 0;
+  for (const PlanSegment &g : segments)
+    R += g.n;
+  const int64_t S = int64_t(segments.size());
+  if (arena_.size() < size_t(arenaPerToken_ * R))
+    arena_.resize(size_t(arenaPerToken_ * R)); // grows to the largest step, once
+  const int32_t *tokens = segments[0].tokens;
+  if (S > 1) { // the embedding reads the tokens of every segment in a row
+    batchTokens_.clear();
+    for (const PlanSegment &g : segments)
+      batchTokens_.insert(batchTokens_.end(), g.tokens, g.tokens + g.n);
+    tokens = batchTokens_.data();
+  }
+  for (const PlanStep &s : steps_) {
+    StepIO io{R, 0, R, arena_.data(), nullptr};
+    if (s.out.offset < 0) {
+      // The logits: every row, the one segment's last, or each segment's
+      // last gathered into rows of their own.
+      if (!allLogits && S == 1) {
+        io.first = R - 1;
+        io.rows = 1;
+      } else if (!allLogits) {
+        gatherLastRows(s, segments, R);
+        io = StepIO{S, 0, S, gather_.data(), nullptr};
+      }
+      logits.resize(size_t(io.rows * s.out.width));
+      io.out = logits.data();
+      runStep(pool, segments[0].caches, s, tokens, segments[0].pos, io);
+      continue;
+    }
+    if (s.kernel != PlanKernel::RopeKvAppend && s.kernel != PlanKernel::Attend) {
+      io.out = arena_.data() + s.out.offset * R;
+      runStep(pool, segments[0].caches, s, tokens, segments[0].pos, io);
+      continue;
+    }
+    int64_t r0 = 0; // per sequence: its caches and positions
+    for (const PlanSegment &g : segments) {
+      io.first = r0;
+      io.rows = g.n;
+      io.out = arena_.data() + s.out.offset * R + r0 * s.out.width;
+      runStep(pool, g.caches, s, g.tokens, g.pos, io);
+      r0 += g.n;
+    }
+  }
+}
+
+void PlanEngine::runStep(ThreadPool &pool, std::vector<kv::LayerCache> *caches,
+                         const PlanStep &s, const int32_t *tokens, int64_t pos,
                          const StepIO &io) {
-  const int64_t T = io.T, rows = io.rows, W = s.out.width;
+  const int64_t rows = io.rows, W = s.out.width;
   float *out = io.out;
   switch (s.kernel) {
   case PlanKernel::Embed:
-    for (int64_t t = 0; t < T; ++t) {
+    for (int64_t t = io.first; t < io.first + rows; ++t) {
+      float *dst = out + (t - io.first) * W;
       if (s.genEmbed)
-        s.genEmbed(s.w[0].row(tokens[size_t(t)]), out + t * W);
+        s.genEmbed(s.w[0].row(tokens[t]), dst);
       else
-        loadRow(s.w[0], tokens[size_t(t)], out + t * W);
+        loadRow(s.w[0], tokens[t], dst);
     }
     break;
   case PlanKernel::NormMatmul:
@@ -446,12 +492,12 @@ void PlanEngine::runStep(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
     break;
   }
   case PlanKernel::RopeKvAppend:
-    runRopeKvAppend(pool, caches[size_t(s.cache)], s, pos, io);
+    runRopeKvAppend(pool, (*caches)[size_t(s.cache)], s, pos, io);
     break;
   case PlanKernel::Attend: {
-    kv::LayerCache &c = caches[size_t(s.cache)];
-    c.attend(pool, io.in(s, 0), T, out, s.genAttend);
-    c.afterStep(io.in(s, 0), T, pos);
+    kv::LayerCache &c = (*caches)[size_t(s.cache)];
+    c.attend(pool, io.in(s, 0), rows, out, s.genAttend);
+    c.afterStep(io.in(s, 0), rows, pos);
     break;
   }
   case PlanKernel::RmsNorm:
@@ -507,7 +553,7 @@ void PlanEngine::runNormMatmul(ThreadPool &pool, const PlanStep &s, const StepIO
 
 void PlanEngine::runRopeKvAppend(ThreadPool &pool, kv::LayerCache &cache, const PlanStep &s,
                                  int64_t pos, const StepIO &io) {
-  const int64_t T = io.T;
+  const int64_t T = io.rows;
   const int64_t hd = s.headDim, qd = s.heads * hd, kvd = s.kvHeads * hd;
   const int64_t Win = s.in[0].width;
   const float *qkv = io.in(s, 0);

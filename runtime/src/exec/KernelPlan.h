@@ -83,6 +83,15 @@ struct PlanBindings {
   ThreadPool *pool = nullptr;
 };
 
+/// One sequence's part of a batched step (PlanEngine::runBatch): its
+/// layer caches, the tokens it feeds and the position of the first.
+struct PlanSegment {
+  std::vector<kv::LayerCache> *caches = nullptr;
+  const int32_t *tokens = nullptr;
+  int64_t n = 0;
+  int64_t pos = 0;
+};
+
 class PlanEngine {
 public:
   /// Parse and check the plan (slots inside the arena, widths matching the
@@ -94,6 +103,13 @@ public:
   void run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
            const std::vector<int32_t> &tokens, int64_t pos, bool allLogits,
            std::vector<float> &logits);
+  /// One step over several sequences: their rows go through every product
+  /// together (each weight is read once for all of them), RoPE, the KV
+  /// append and attention run per sequence on its own caches and
+  /// positions. Logits: every row of every segment when allLogits, else
+  /// the last row of each [segments, vocab], in segment order.
+  void runBatch(ThreadPool &pool, const std::vector<PlanSegment> &segments, bool allLogits,
+                std::vector<float> &logits);
 
   int64_t vocab() const { return steps_.back().out.width; }
   int64_t arenaFloatsPerToken() const { return arenaPerToken_; }
@@ -133,15 +149,19 @@ private:
   static void rmsNorm(const PlanStep &s, const float *x, float *y, int64_t rows);
   /// One step of run(): its rows and arena slots (KernelPlan.cpp).
   struct StepIO;
-  void runStep(ThreadPool &pool, std::vector<kv::LayerCache> &caches, const PlanStep &s,
-               const std::vector<int32_t> &tokens, int64_t pos, const StepIO &io);
+  void runStep(ThreadPool &pool, std::vector<kv::LayerCache> *caches, const PlanStep &s,
+               const int32_t *tokens, int64_t pos, const StepIO &io);
+  /// The logits step's inputs at the last row of each segment, gathered
+  /// into gather_ (laid out as an arena of one row per segment).
+  void gatherLastRows(const PlanStep &s, const std::vector<PlanSegment> &segments, int64_t R);
   /// norm_matmul and norm_gated_matmul: the optional fused RMSNorm, then
   /// the products (with the gated activation as their epilogue).
   void runNormMatmul(ThreadPool &pool, const PlanStep &s, const StepIO &io);
   /// rope_kv_append: RoPE on Q and K, then K and V into the layer's cache.
   void runRopeKvAppend(ThreadPool &pool, kv::LayerCache &cache, const PlanStep &s, int64_t pos,
                        const StepIO &io);
-  std::vector<float> arena_, xn_, kv_;
+  std::vector<float> arena_, xn_, kv_, gather_;
+  std::vector<int32_t> batchTokens_;
 };
 
 /// Whether the artifact's manifest carries a kernel plan.

@@ -90,6 +90,7 @@ public:
   const HeadCache &head(int64_t kv_head) const { return heads_[size_t(kv_head)]; }
   const Policy &policy() const { return policy_; }
   int64_t kvHeads() const { return KV_; }
+  int64_t headDim() const { return hd_; }
 
 private:
   bool quantized() const { return policy_.quant == KvQuant::PolyKV; }

@@ -1,0 +1,188 @@
+//===- BatcherTest.cpp - forwardBatch and the continuous batcher ---------===//
+// On the tiny random decoder (TinyModel.h, reference engine): a batched
+// step of several sequences gives each the logits it gets alone; the
+// batcher's greedy tokens equal a plain decode loop for every request
+// whatever the batch size and step budget; requests wait when the batch is
+// full, a full queue refuses, cancel ends a request, stop tokens and the
+// context end one, and bad requests are refused before they run.
+// (The kernel engine's batched plan is tested end to end on real models:
+// test/e2e/test_batch_generate.py.)
+//===----------------------------------------------------------------------===//
+#include "llmc/batcher.h"
+#include "llmc/executor.h"
+#include "TinyModel.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+namespace {
+
+std::vector<int32_t> promptOf(int64_t n, uint32_t seed) {
+  std::vector<int32_t> p;
+  for (int64_t i = 0; i < n; ++i) {
+    seed = seed * 1103515245u + 12345u;
+    p.push_back(int32_t((seed >> 16) % kV));
+  }
+  return p;
+}
+
+int32_t argmax(const float *l) { return int32_t(std::max_element(l, l + kV) - l); }
+
+/// Greedy tokens of one request, decoded alone.
+std::vector<int32_t> greedyAlone(const Artifact &art, const std::vector<int32_t> &prompt,
+                                 int64_t n, const std::vector<int32_t> &stops = {}) {
+  Executor e(art, ExecutorOptions{1, 0});
+  std::vector<float> l = e.forward(prompt);
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    int32_t t = argmax(l.data());
+    if (std::find(stops.begin(), stops.end(), t) != stops.end())
+      break;
+    out.push_back(t);
+    if (i + 1 < n)
+      l = e.forward({t});
+  }
+  return out;
+}
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  FinishReason why = FinishReason::Error;
+  int finishes = 0;
+};
+
+GenerationEvents recordInto(Outcome &o) {
+  GenerationEvents ev;
+  ev.on_token = [&o](int32_t t) { o.tokens.push_back(t); };
+  ev.on_finish = [&o](FinishReason r, const std::string &) {
+    o.why = r;
+    ++o.finishes;
+  };
+  return ev;
+}
+
+} // namespace
+
+// Three sequences at different positions in one step (a prompt chunk, a
+// decode token, a first prompt) get the logits they get one at a time.
+TEST(Batch, ForwardBatchMatchesSequencesAlone) {
+  TinyModel m({});
+  auto art = m.artifact();
+  Executor batched(*art, ExecutorOptions{2, 0});
+  auto a = batched.newSequence(), b = batched.newSequence(), c = batched.newSequence();
+  Executor ea(*art, ExecutorOptions{1, 0}), eb(*art, ExecutorOptions{1, 0}),
+      ec(*art, ExecutorOptions{1, 0});
+  const std::vector<int32_t> pa = promptOf(7, 1), pb = promptOf(3, 2), pc = promptOf(5, 3);
+  std::vector<float> got = batched.forwardBatch({{a.get(), pa}, {b.get(), pb}});
+  ea.forward(pa);
+  eb.forward(pb);
+  got = batched.forwardBatch({{b.get(), {4}}, {c.get(), pc}, {a.get(), {9, 1}}});
+  ASSERT_EQ(got.size(), size_t(3 * kV));
+  const std::vector<float> wantB = eb.forward({4}), wantC = ec.forward(pc),
+                           wantA = ea.forward({9, 1});
+  for (int64_t k = 0; k < kV; ++k) {
+    EXPECT_NEAR(got[size_t(k)], wantB[size_t(k)], 1e-5) << k;
+    EXPECT_NEAR(got[size_t(kV + k)], wantC[size_t(k)], 1e-5) << k;
+    EXPECT_NEAR(got[size_t(2 * kV + k)], wantA[size_t(k)], 1e-5) << k;
+  }
+  EXPECT_EQ(a->pos(), 9);
+  EXPECT_EQ(b->pos(), 4);
+  EXPECT_EQ(c->pos(), 5);
+  EXPECT_EQ(a->kvEntries(), ea.kvCacheEntries());
+  EXPECT_GT(a->kvBytes(), 0);
+  EXPECT_EQ(batched.kvCacheEntries(), 0); // the executor's own caches are untouched
+
+  // Refused before anything runs: a sequence twice, another executor's, too long.
+  EXPECT_THROW(batched.forwardBatch({{a.get(), {1}}, {a.get(), {2}}}), std::runtime_error);
+  auto foreign = ea.newSequence();
+  EXPECT_THROW(batched.forwardBatch({{foreign.get(), {1}}}), std::runtime_error);
+  EXPECT_THROW(batched.forwardBatch({{b.get(), {1}}, {c.get(), {kV}}}), std::runtime_error);
+  EXPECT_EQ(b->pos(), 4);
+}
+
+// Ten requests through batches of 1, 3 and 10 with tight and loose step
+// budgets: every request's tokens are those of a plain decode loop.
+TEST(Batch, BatcherGreedyEqualsAlone) {
+  TinyModel m({});
+  auto art = m.artifact();
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 10; ++i)
+    prompts.push_back(promptOf(1 + (i * 7) % 19, uint32_t(100 + i)));
+  std::vector<std::vector<int32_t>> want;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    want.push_back(greedyAlone(*art, prompts[i], 5 + int64_t(i)));
+  for (auto [maxBatch, stepTokens] : {std::pair{1, 2}, {3, 6}, {10, 11}, {10, 64}}) {
+    Executor exec(*art, ExecutorOptions{2, 0});
+    Batcher batcher(exec, {maxBatch, stepTokens, 64});
+    std::vector<Outcome> got(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      GenerationRequest r{prompts[i], 5 + int64_t(i), {}, {}};
+      EXPECT_GT(batcher.submit(r, recordInto(got[i])), 0);
+    }
+    int steps = 0, widest = 0;
+    while (batcher.step()) {
+      ++steps;
+      widest = std::max(widest, batcher.stats().last_batch);
+      ASSERT_LT(steps, 1000);
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, want[i]) << "request " << i << ", max_batch " << maxBatch
+                                        << ", step_tokens " << stepTokens;
+      EXPECT_EQ(got[i].why, FinishReason::Length);
+      EXPECT_EQ(got[i].finishes, 1);
+    }
+    const BatcherStats st = batcher.stats();
+    EXPECT_EQ(st.finished, 10);
+    EXPECT_EQ(st.running, 0);
+    EXPECT_EQ(st.waiting, 0);
+    EXPECT_LE(widest, maxBatch);
+    EXPECT_EQ(st.generated_tokens, 5 * 10 + 45);
+  }
+}
+
+TEST(Batch, BatcherQueueCancelStopAndContext) {
+  TinyModel m({});
+  auto art = m.artifact();
+  Executor exec(*art, ExecutorOptions{1, 16}); // a context of 16 tokens
+  Batcher batcher(exec, {2, 8, 2});
+  const std::vector<int32_t> p = promptOf(4, 9);
+  Outcome o1, o2, o3, o4, o5;
+  const int64_t id1 = batcher.submit({p, 100, {}, {}}, recordInto(o1)); // runs to the context
+  const int64_t id2 = batcher.submit({p, 8, {}, {}}, recordInto(o2));   // cancelled while running
+  EXPECT_EQ(batcher.submit({p, 8, {}, {}}, recordInto(o3)), 0);       // queue of 2 is full
+  EXPECT_GT(id1, 0);
+  EXPECT_GT(id2, 0);
+  batcher.step(); // both admitted: the queue has room again
+  const int64_t id4 = batcher.submit({p, 8, {}, {}}, recordInto(o4)); // waits: batch of 2 full
+  EXPECT_GT(id4, 0);
+  batcher.step();
+  EXPECT_EQ(o2.tokens.size(), 2u); // one from its prompt, one decoded
+  batcher.cancel(id2);
+  batcher.cancel(id4); // cancelled while waiting
+  const std::vector<int32_t> alone = greedyAlone(*art, p, 8);
+  ASSERT_FALSE(alone.empty());
+  const int64_t id5 = batcher.submit({p, 8, {}, {alone[2]}}, recordInto(o5)); // stops at its 3rd
+  EXPECT_GT(id5, 0);
+  while (batcher.step()) {
+  }
+  EXPECT_EQ(o1.why, FinishReason::Context);
+  EXPECT_EQ(int64_t(p.size() + o1.tokens.size()), 16 + 1); // the last token is not fed
+  EXPECT_EQ(o2.why, FinishReason::Cancelled);
+  EXPECT_EQ(o2.tokens.size(), 2u); // one from its prompt, one decoded
+  EXPECT_EQ(o4.why, FinishReason::Cancelled);
+  EXPECT_TRUE(o4.tokens.empty());
+  EXPECT_EQ(o5.why, FinishReason::Stop);
+  EXPECT_EQ(o5.tokens, greedyAlone(*art, p, 8, {alone[2]}));
+  EXPECT_LE(o5.tokens.size(), 2u);
+  for (const Outcome *o : {&o1, &o2, &o4, &o5})
+    EXPECT_EQ(o->finishes, 1);
+  EXPECT_EQ(o3.finishes, 0);
+
+  EXPECT_THROW(batcher.submit({{}, 4, {}, {}}, {}), std::invalid_argument);
+  EXPECT_THROW(batcher.submit({p, 0, {}, {}}, {}), std::invalid_argument);
+  EXPECT_THROW(batcher.submit({{1, int32_t(kV)}, 4, {}, {}}, {}), std::invalid_argument);
+  EXPECT_THROW(batcher.submit({promptOf(16, 1), 4, {}, {}}, {}), std::invalid_argument);
+  EXPECT_THROW(Batcher(exec, {4, 4, 8}), std::invalid_argument);
+}
