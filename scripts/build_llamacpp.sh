@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-quantize, llama-bench, llama-perplexity and
+# Builds llama.cpp's llama-quantize, llama-bench, llama-perplexity, llama-batched-bench and
 # llama-imatrix (CPU only) so bench/llamacpp_quants.py can compare llama.cpp's
 # own quantization presets (plain and with an importance matrix) with ours on
 # the same model, text and KLD code.
@@ -31,7 +31,7 @@ BUILD="$WORK/build"
 BIN="$BUILD/bin"
 PIP="$ROOT/.venv/bin/pip"
 JOBS="${LLAMACPP_JOBS:-1}"
-TARGETS=(llama-quantize llama-bench llama-perplexity llama-imatrix)
+TARGETS=(llama-quantize llama-bench llama-perplexity llama-imatrix llama-batched-bench)
 say() { echo "[build_llamacpp] $*" >&2; }
 
 have_all() {

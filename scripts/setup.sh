@@ -7,7 +7,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 say() { echo "[setup] $*" >&2; }
 
-APT_PKGS=(libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools lld-22 clang-22 libclang-22-dev liblld-22-dev
+APT_PKGS=(libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools lld-22 clang-22 libclang-22-dev liblld-22-dev libclang-rt-22-dev
   ccache ninja-build cmake libeigen3-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libonnx-dev libprotobuf-dev protobuf-compiler
   zlib1g-dev libzstd-dev libssl-dev unzip libcpp-httplib-dev

@@ -205,7 +205,7 @@ std::optional<RequestError> parseRequest(Endpoint endpoint, const std::string &b
   const char *key = j.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   if (auto e2 = intField(j, key, 1, INT64_MAX, maxTokens, given))
     return e2;
-  if (n + maxTokens > lim.context)
+  if (maxTokens > lim.context - n) // not n + maxTokens: that may overflow
     return bad(key, "prompt (" + std::to_string(n) + " tokens) + " + key + " (" +
                         std::to_string(maxTokens) + ") exceed the context of " +
                         std::to_string(lim.context) + " tokens",

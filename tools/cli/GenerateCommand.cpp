@@ -22,7 +22,7 @@ struct GenerateArgs {
   int64_t stepTokens = 256, ctx = 0;
   float temperature = 0.0f, topP = 1.0f;
   uint64_t seed = 0;
-  bool ids = false, chat = false, quiet = false, noBos = false, ignoreEos = false;
+  bool ids = false, chat = false, quiet = false, noBos = false, ignoreEos = false, statsJson = false;
   EngineChoice engine;
 };
 
@@ -60,6 +60,9 @@ void declareGenerateOptions(CLI::App &app, GenerateArgs &a) {
   cmd->add_flag("--no-bos", a.noBos, "do not prepend BOS");
   cmd->add_flag("--ignore-eos", a.ignoreEos, "keep generating past end-of-sequence");
   cmd->add_flag("-q,--quiet", a.quiet, "no progress or statistics on stderr");
+  cmd->add_flag("--stats-json", a.statsJson,
+                "print the statistics as one JSON object on stderr (prefill and decode "
+                "phases timed apart: prefill ends at the step that completes the last prompt)");
   addEngineOptions(cmd, a.engine);
 }
 
@@ -172,11 +175,24 @@ int runGenerate(const GenerateArgs &a) {
     }
   }
   const double loadS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int64_t promptTotal = 0;
+  for (const auto &p : prompts)
+    promptTotal += int64_t(p.size());
   auto tg = std::chrono::steady_clock::now();
-  int64_t batchSum = 0;
-  while (batcher.step())
-    batchSum += batcher.stats().last_batch;
-  const double genS = std::chrono::duration<double>(std::chrono::steady_clock::now() - tg).count();
+  auto secondsFrom = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  int64_t batchSum = 0, generatedAtPrefill = -1;
+  double prefillS = 0;
+  while (batcher.step()) {
+    const BatcherStats st = batcher.stats();
+    batchSum += st.last_batch;
+    if (generatedAtPrefill < 0 && st.prompt_tokens >= promptTotal) {
+      prefillS = secondsFrom(tg); // every prompt is in: decode only from here
+      generatedAtPrefill = st.generated_tokens;
+    }
+  }
+  const double genS = secondsFrom(tg);
 
   int failed = 0;
   for (size_t i = 0; i < results.size(); ++i) {
@@ -192,7 +208,21 @@ int runGenerate(const GenerateArgs &a) {
   }
   fflush(stdout);
   const BatcherStats st = batcher.stats();
-  if (!a.quiet)
+  if (a.statsJson) {
+    const int64_t decoded = st.generated_tokens - std::max<int64_t>(generatedAtPrefill, 0);
+    const double decodeS = genS - prefillS;
+    nlohmann::json j = {{"requests", prompts.size()}, {"steps", st.steps},
+                        {"mean_batch", st.steps ? double(batchSum) / double(st.steps) : 0.0},
+                        {"peak_batch", st.peak_batch}, {"prompt_tokens", st.prompt_tokens},
+                        {"generated_tokens", st.generated_tokens}, {"load_s", loadS},
+                        {"prefill_s", prefillS}, {"decode_s", decodeS},
+                        {"prefill_tok_s", prefillS > 0 ? double(st.prompt_tokens) / prefillS : 0.0},
+                        {"decode_tokens", decoded},
+                        {"decode_tok_s", decodeS > 0 ? double(decoded) / decodeS : 0.0},
+                        {"engine", exec.engineName()},
+                        {"generated_kernels", exec.generatedKernelsInfo()}};
+    fprintf(stderr, "%s\n", j.dump().c_str());
+  } else if (!a.quiet)
     fprintf(stderr,
             "[llmc] load %.2f s | %zu requests, %lld steps, mean batch %.1f | prompt %lld "
             "tokens, generated %lld tokens in %.2f s: %.1f tok/s | engine %s\n",
