@@ -76,7 +76,7 @@ def llmc_run(llmc, art, work, batch, p, n, threads):
 def llama_run(bin_dir, batch, p, n, threads):
     exe = os.path.join(bin_dir, "llama-batched-bench")
     cmd = [exe, "-m", MODEL, "-c", str(batch * (p + n) + 16), "-b", "2048", "-ub", "512",
-           "-npp", str(p), "-ntg", str(n), "-npl", str(batch), "-t", str(threads), "-fa", "off"]
+           "-npp", str(p), "-ntg", str(n), "-npl", str(batch), "-t", str(threads)]  # flash attention: its default (auto)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     if r.returncode != 0:
         raise RuntimeError(f"llama-batched-bench B={batch}: {(r.stderr or r.stdout).strip()[-300:]}")

@@ -13,6 +13,6 @@ cd "$ROOT"
 RUNS="${LLMC_FUZZ_RUNS:-20000}"
 CC=clang-22 CXX=clang++-22 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DLLMC_BUILD_COMPILER=OFF -DLLMC_BUILD_FUZZERS=ON -DLLMC_FUZZ_RUNS="$RUNS" >/dev/null
-targets=(fuzz_gguf fuzz_llama2c fuzz_hf fuzz_artifact fuzz_request)
+targets=(fuzz_gguf fuzz_llama2c fuzz_hf fuzz_artifact fuzz_request fuzz_tokenizer)
 cmake --build build-fuzz --target "${targets[@]}"
 ctest --test-dir build-fuzz --output-on-failure -j2 --timeout 900
