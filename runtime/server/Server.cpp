@@ -143,20 +143,27 @@ struct Server::Impl {
       onFinish(weak, why, err);
     };
     int64_t id = 0;
+    // Held across submit: the engine thread's callbacks (which lock it)
+    // then always see the id.
+    std::unique_lock<std::mutex> idLock(lv->mu);
     try {
       id = batcher.submit(std::move(r), std::move(ev));
+      lv->id = id;
     } catch (const std::invalid_argument &e) {
+      idLock.unlock();
       replyError(res, path, 400, e.what(), "invalid_request_error", "", "kv_pool_exceeded");
       return nullptr;
     }
+    if (id != 0) { // before any callback can erase it
+      std::lock_guard<std::mutex> lock(liveMu);
+      live[id] = lv;
+    }
+    idLock.unlock();
     if (id == 0) {
       replyError(res, path, 429, "the server's queue is full; retry later",
                  "rate_limit_error");
       return nullptr;
     }
-    lv->id = id;
-    std::lock_guard<std::mutex> lock(liveMu);
-    live[id] = lv;
     return lv;
   }
 
@@ -165,8 +172,10 @@ struct Server::Impl {
     if (!lv)
       return;
     bool stopped = false;
+    int64_t id = 0;
     {
       std::lock_guard<std::mutex> lock(lv->mu);
+      id = lv->id;
       if (lv->finished)
         return;
       if (lv->tokens.empty())
@@ -180,15 +189,17 @@ struct Server::Impl {
     }
     lv->cv.notify_all();
     if (stopped)
-      batcher.cancel(lv->id); // frees the sequence at the next step
+      batcher.cancel(id); // frees the sequence at the next step
   }
 
   void onFinish(const std::weak_ptr<Live> &weak, FinishReason why, const std::string &err) {
     auto lv = weak.lock();
     if (!lv)
       return;
+    int64_t id = 0;
     {
       std::lock_guard<std::mutex> lock(lv->mu);
+      id = lv->id;
       if (!lv->finished) {
         lv->text.update(decode(lv->tokens));
         lv->finished = true;
@@ -208,7 +219,7 @@ struct Server::Impl {
       ++latencyCount;
     }
     std::lock_guard<std::mutex> lock(liveMu);
-    live.erase(lv->id);
+    live.erase(id);
   }
 
   json usage(const Live &lv) const {
