@@ -186,3 +186,31 @@ TEST(Batch, BatcherQueueCancelStopAndContext) {
   EXPECT_THROW(batcher.submit({promptOf(16, 1), 4, {}, {}}, {}), std::invalid_argument);
   EXPECT_THROW(Batcher(exec, {4, 4, 8}), std::invalid_argument);
 }
+
+// A new sequence starts under the executor's current KV policies, also
+// after they are switched (PolyKV back to f32 needs head_dim 32k: that
+// switch is tested end to end in test_kv_policies.py's sweeps on SmolLM2).
+TEST(Batch, NewSequencesTakeTheCurrentPolicies) {
+  TinyModel m({});
+  auto art = m.artifact();
+  Executor exec(*art, ExecutorOptions{1, 0});
+  auto policy = [](const char *quant) {
+    json p = {{"method", "streaming"}, {"budget", 0.0}, {"budget_tokens", 5},
+              {"window", 2},           {"sink", 2},    {"refresh", 4},
+              {"pool", 1},             {"layer_scale", 1.0}, {"seed", 0},
+              {"mode", "prefill"},     {"kv_quant", quant}};
+    std::map<int64_t, json> by;
+    for (int64_t l = 0; l < kLayers; ++l)
+      by[l] = p;
+    return by;
+  };
+  const std::vector<int32_t> prompt = promptOf(11, 5);
+  exec.setKvPolicies(policy("none"), false);
+  auto s1 = exec.newSequence();
+  exec.forwardBatch({{s1.get(), prompt}});
+  EXPECT_EQ(s1->kvEntries(), kLayers * kKV * 5);
+  exec.setKvPolicies({}, false); // the full cache again
+  auto s3 = exec.newSequence();
+  exec.forwardBatch({{s3.get(), prompt}});
+  EXPECT_EQ(s3->kvEntries(), kLayers * kKV * 11);
+}

@@ -3,6 +3,7 @@
 #include "CLI/CLI.hpp"
 #include "llmc/artifact.h"
 #include "llmc/executor.h"
+#include "llmc/tokenizer.h"
 #include <functional>
 #include <memory>
 #include <string>
@@ -86,5 +87,20 @@ void addEngineOptions(CLI::App *cmd, EngineChoice &choice);
 /// trusted signature.
 void warnUntrustedCode(const Executor &exec);
 void progress(const std::string &msg); // "[llmc] msg" on stderr
+
+/// How run and generate make a prompt of text and sample from it: --chat,
+/// --system, --temp, --top-k, --top-p, --seed.
+struct PromptChoice {
+  bool chat = false;
+  std::string system;
+  SamplerOptions sampling; // temperature 0: greedy
+};
+/// `what`: "the prompt" or "each prompt"; seedHelp: what --seed does.
+void addPromptOptions(CLI::App *cmd, PromptChoice &p, const std::string &what,
+                      const std::string &seedHelp);
+/// The text as token ids, wrapped in the model's chat template with --chat
+/// (whose special tokens are then parsed); BOS as the tokenizer asks when bos.
+std::vector<int32_t> encodePrompt(const Tokenizer &tok, const std::string &text,
+                                  const PromptChoice &p, bool bos);
 
 } // namespace llmc::tool

@@ -17,12 +17,11 @@
 namespace llmc::tool {
 namespace {
 struct GenerateArgs {
-  std::string input, prompts, pipeline, tokenizer, system;
-  int n = 64, threads = 0, topK = 0, maxBatch = 16;
+  std::string input, prompts, pipeline, tokenizer;
+  int n = 64, threads = 0, maxBatch = 16;
   int64_t stepTokens = 256, ctx = 0;
-  float temperature = 0.0f, topP = 1.0f;
-  uint64_t seed = 0;
-  bool ids = false, chat = false, quiet = false, noBos = false, ignoreEos = false, statsJson = false;
+  PromptChoice p;
+  bool ids = false, quiet = false, noBos = false, ignoreEos = false, statsJson = false;
   EngineChoice engine;
 };
 
@@ -42,15 +41,7 @@ void declareGenerateOptions(CLI::App &app, GenerateArgs &a) {
                   "tokens per step: one per decoding sequence, the rest prompt chunks "
                   "(default 256; must exceed --max-batch)")
       ->check(CLI::PositiveNumber);
-  cmd->add_flag("--chat", a.chat, "wrap each prompt in the model's chat template");
-  cmd->add_option("--system", a.system, "system message for --chat");
-  cmd->add_option("--temp", a.temperature, "sampling temperature (0: greedy)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", a.topK, "keep the k most likely tokens (0: off)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", a.topP, "nucleus sampling mass (1: off)")
-      ->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("--seed", a.seed, "random seed; request i samples with seed + i");
+  addPromptOptions(cmd, a.p, "each prompt", "random seed; request i samples with seed + i");
   cmd->add_option("-t,--threads", a.threads, "worker threads (0: all cores)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-c,--ctx", a.ctx, "maximum context (0: model's, capped at 4096)")
@@ -111,15 +102,7 @@ std::vector<std::vector<int32_t>> readPrompts(const GenerateArgs &a, const Token
       out.push_back(parseIds(line, lineNo));
       continue;
     }
-    std::string text = line;
-    if (a.chat) {
-      std::vector<ChatMessage> msgs;
-      if (!a.system.empty())
-        msgs.push_back({"system", a.system});
-      msgs.push_back({"user", line});
-      text = tok->applyChatTemplate(msgs, true);
-    }
-    out.push_back(tok->encode(text, !a.noBos, /*parse_special=*/a.chat));
+    out.push_back(encodePrompt(*tok, line, a.p, !a.noBos));
   }
   if (out.empty())
     throw std::runtime_error(a.prompts + ": no prompts (every line is empty)");
@@ -159,7 +142,8 @@ int runGenerate(const GenerateArgs &a) {
     GenerationRequest r;
     r.prompt = prompts[i];
     r.max_tokens = a.n;
-    r.sampling = {a.temperature, a.topK, a.topP, a.seed + i};
+    r.sampling = a.p.sampling;
+    r.sampling.seed = a.p.sampling.seed + i;
     r.stop_tokens = stops;
     Result &res = results[i];
     GenerationEvents ev;

@@ -12,11 +12,10 @@
 namespace llmc::tool {
 namespace {
 struct RunArgs {
-  std::string input, prompt, promptTokens, dumpLogits, pipeline, tokenizer, system;
-  int n = 64, threads = 0, topK = 0;
-  float temperature = 0.0f, topP = 1.0f;
-  uint64_t seed = 0;
-  bool chat = false, quiet = false, noBos = false, ignoreEos = false, printIds = false;
+  std::string input, prompt, promptTokens, dumpLogits, pipeline, tokenizer;
+  int n = 64, threads = 0;
+  PromptChoice p;
+  bool quiet = false, noBos = false, ignoreEos = false, printIds = false;
   int64_t ctx = 0, prefillChunk = 0;
   EngineChoice engine;
 };
@@ -77,15 +76,7 @@ void declareRunOptions(CLI::App &app, RunArgs &a) {
   cmd->add_option("--prompt-tokens", a.promptTokens,
                   "comma-separated token ids, bypassing the tokenizer");
   cmd->add_option("-n,--tokens", a.n, "tokens to generate")->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--chat", a.chat, "wrap the prompt in the model's chat template");
-  cmd->add_option("--system", a.system, "system message for --chat");
-  cmd->add_option("--temp", a.temperature, "sampling temperature (0: greedy)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", a.topK, "keep the k most likely tokens (0: off)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", a.topP, "nucleus sampling mass (1: off)")
-      ->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("--seed", a.seed, "random seed for sampling");
+  addPromptOptions(cmd, a.p, "the prompt", "random seed for sampling");
   cmd->add_option("-t,--threads", a.threads, "worker threads (0: all cores)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-c,--ctx", a.ctx, "maximum context (0: model's, capped at 4096)")
@@ -124,15 +115,7 @@ std::vector<int32_t> promptIds(const RunArgs &a, const Tokenizer *tok, const Exe
     if (!tok)
       throw std::runtime_error(a.input + ": the model has no tokenizer; use "
                                          "--prompt-tokens (or --tokenizer for llama2.c)");
-    std::string text = a.prompt;
-    if (a.chat) {
-      std::vector<ChatMessage> msgs;
-      if (!a.system.empty())
-        msgs.push_back({"system", a.system});
-      msgs.push_back({"user", a.prompt});
-      text = tok->applyChatTemplate(msgs, true);
-    }
-    ids = tok->encode(text, !a.noBos, /*parse_special=*/a.chat);
+    ids = encodePrompt(*tok, a.prompt, a.p, !a.noBos);
   }
   for (int32_t id : ids)
     if (id < 0 || id >= exec.vocabSize())
@@ -204,9 +187,9 @@ void printRunStats(const RunArgs &a, const Executor &exec, double loadS, size_t 
 }
 
 int runGeneration(const RunArgs &a) {
-  if (a.prompt.empty() && a.promptTokens.empty() && !a.chat)
+  if (a.prompt.empty() && a.promptTokens.empty() && !a.p.chat)
     throw std::runtime_error("give a prompt with -p TEXT or --prompt-tokens IDS");
-  if (!a.promptTokens.empty() && (!a.prompt.empty() || a.chat))
+  if (!a.promptTokens.empty() && (!a.prompt.empty() || a.p.chat))
     throw std::runtime_error("--prompt-tokens cannot be combined with -p or --chat");
   auto t0 = std::chrono::steady_clock::now();
   auto art = loadModelOrArtifact(a.input, a.pipeline, a.tokenizer, a.quiet,
@@ -228,7 +211,7 @@ int runGeneration(const RunArgs &a) {
   std::vector<int32_t> stops;
   if (tok && !a.ignoreEos)
     stops = tok->stopTokens();
-  Sampler sampler({a.temperature, a.topK, a.topP, a.seed});
+  Sampler sampler(a.p.sampling);
   int64_t vocab = exec.vocabSize();
 
   auto tp = std::chrono::steady_clock::now();

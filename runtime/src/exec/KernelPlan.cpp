@@ -452,6 +452,21 @@ void PlanEngine::runBatch(ThreadPool &pool, const std::vector<PlanSegment> &segm
       runStep(pool, segments[0].caches, s, tokens, segments[0].pos, io);
       continue;
     }
+    if (s.kernel == PlanKernel::RopeKvAppend &&
+        kv_.size() < size_t(R * 2 * s.kvHeads * s.headDim))
+      kv_.resize(size_t(R * 2 * s.kvHeads * s.headDim)); // each sequence's rows its own
+    if (S > 1 && R == S) {
+      // Decode only: the sequences in parallel, one thread each (the loops
+      // inside run inline), rather than each sequence's few heads in turn.
+      pool.parallelFor(0, S, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) {
+          const PlanSegment &g = segments[size_t(i)];
+          StepIO one{R, i, 1, arena_.data(), arena_.data() + s.out.offset * R + i * s.out.width};
+          runStep(pool, g.caches, s, g.tokens, g.pos, one);
+        }
+      });
+      continue;
+    }
     int64_t r0 = 0; // per sequence: its caches and positions
     for (const PlanSegment &g : segments) {
       io.first = r0;
@@ -558,9 +573,9 @@ void PlanEngine::runRopeKvAppend(ThreadPool &pool, kv::LayerCache &cache, const 
   const int64_t Win = s.in[0].width;
   const float *qkv = io.in(s, 0);
   float *out = io.out;
-  if (kv_.size() < size_t(T * 2 * kvd))
-    kv_.resize(size_t(T * 2 * kvd));
-  float *kv = kv_.data();
+  if (kv_.size() < size_t((io.first + T) * 2 * kvd))
+    kv_.resize(size_t((io.first + T) * 2 * kvd));
+  float *kv = kv_.data() + io.first * 2 * kvd; // rows of its own: batches run sequences at once
   pool.parallelFor(0, T, 0, [&](int64_t lo, int64_t hi) {
     if (s.genRope) {
       s.genRope(qkv + lo * Win, Win, out + lo * qd, kv + lo * 2 * kvd, hi - lo, pos + lo);

@@ -63,7 +63,12 @@ void LayerCache::setPolicy(const Policy &policy, bool compress_now) {
       std::vector<float>().swap(c.v);
     }
   } else if (!quantized() && wasQuantized) {
-    throw std::runtime_error("kv cache: cannot switch a quantized cache back to f32");
+    if (entries() > 0)
+      throw std::runtime_error("kv cache: cannot switch a quantized cache back to f32");
+    for (HeadCache &c : heads_) { // nothing stored yet: just the other form
+      std::vector<uint8_t>().swap(c.kq);
+      std::vector<uint8_t>().swap(c.vq);
+    }
   }
   buildGram();
   if (!record_ && !policy_.usesWindowQueries()) {
