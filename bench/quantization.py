@@ -296,8 +296,12 @@ def table(rows, ref_ppl, llama=None, llama_why=None):
          "| PPL | KLD mean | KLD p99 | Top-1 % |",
          "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
          f"| reference | source weights | — | — | — | — | — | {fmt(ref_ppl, '.3f')} | 0 | 0 | 100 |"]
+    gptq = {r["label"]: r for r in rows if r["method"] == "gptq" and "error" not in r}
     for r in rows:
         m = r["method"].upper()
+        same = gptq.get(r["label"]) if r["method"] == "osaq" and "error" not in r else None
+        if same and all(same[k] == r[k] for k in ("kld_mean", "kld_p99", "ppl", "top1")):
+            m = "OSAQ (= GPTQ: identical results)"
         if "error" in r:
             L.append(f"| {m} | {r['label']} | — | — | — | — | — | failed: {r['error']} | | | |")
             continue
@@ -367,6 +371,9 @@ def render(sections, args, argv, started, elapsed):
           "- **bpw (quantized)**: bytes of the rewritten matrices, side data included, × 8 / their "
           "weights. **bpw (all)**: every tensor of the artifact. **Artifact MiB**: file size.",
           "- **Quantize s**: the pass pipeline inside `llmc compile` (calibration included).",
+          "- **OSAQ (= GPTQ: identical results)**: OSAQ's row equals GPTQ's at the same setting "
+          "in every measure (its null-space correction changed nothing at this calibration "
+          "size); the row says so itself.",
           "- **KLD**: per position KL(reference ‖ quantized) of the next-token distributions; "
           "**Top-1**: % of positions where both models' most likely next token agree; **PPL** on "
           "the evaluation text (noisier).",
