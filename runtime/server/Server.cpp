@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <sys/socket.h>
 
 namespace llmc::serve {
 namespace {
@@ -65,6 +66,7 @@ struct Server::Impl {
   Batcher batcher;
   httplib::Server http;
   int boundPort = -1;
+  int listenFd = -1; // the listening socket (its backlog is raised after bind)
   std::atomic<bool> draining{false}, stopEngine{false};
   std::mutex runMu;
   std::condition_variable runCv;
@@ -420,6 +422,14 @@ std::string Server::Impl::metrics() const {
 }
 
 void Server::Impl::routes() {
+  // cpp-httplib 0.11 listens with a backlog of 5 (compiled into Debian's
+  // library): a burst of connections overflows it and clients see resets.
+  // Its socket-options hook shows us the socket; bind() then listens again
+  // with a real backlog.
+  http.set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listenFd = int(sock);
+  });
   http.set_payload_max_length(opts.max_body_bytes);
   http.set_keep_alive_timeout(opts.idle_timeout_s);
   http.set_read_timeout(opts.idle_timeout_s, 0);
@@ -495,6 +505,8 @@ void Server::bind() {
   if (m.boundPort <= 0)
     throw std::runtime_error("cannot listen on " + m.opts.host + ":" +
                              std::to_string(m.opts.port));
+  if (m.listenFd >= 0)
+    ::listen(m.listenFd, 1024); // Linux: a second listen() sets the backlog
 }
 
 int Server::port() const { return impl->boundPort; }
