@@ -38,12 +38,11 @@ std::optional<RequestError> intField(const json &j, const char *key, int64_t lo,
     return std::nullopt;
   if (!it->is_number_integer())
     return bad(key, std::string("'") + key + "' must be an integer");
-  const bool neg = it->is_number_unsigned() ? false : it->get<int64_t>() < 0;
-  const int64_t v = it->is_number_unsigned() ? (it->get<uint64_t>() > uint64_t(INT64_MAX)
-                                                    ? INT64_MAX
-                                                    : int64_t(it->get<uint64_t>()))
-                                             : it->get<int64_t>();
-  if ((neg && lo >= 0) || v < lo || v > hi)
+  // Unsigned values past INT64_MAX saturate (and are then out of range).
+  const int64_t v = !it->is_number_unsigned() ? it->get<int64_t>()
+                    : it->get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX
+                                                                : int64_t(it->get<uint64_t>());
+  if (v < lo || v > hi)
     return bad(key, std::string("'") + key + "' must be an integer in [" + std::to_string(lo) +
                         ", " + std::to_string(hi) + "]");
   out = v;

@@ -34,12 +34,14 @@ struct Live {
   std::vector<int32_t> tokens;
   StopText text{{}};
   bool finished = false;
-  std::string finish, error;
+  FinishReason reason = FinishReason::Error; // once finished
+  std::string error;
   int64_t promptTokens = 0;
   Clock::time_point start = Clock::now(), firstToken;
 };
 
-std::string finishName(FinishReason r) {
+/// OpenAI's finish_reason of a generation that ended for `r`.
+const char *finishName(FinishReason r) {
   return r == FinishReason::Stop ? "stop"
          : r == FinishReason::Length || r == FinishReason::Context ? "length"
          : r == FinishReason::Cancelled ? "cancelled"
@@ -76,7 +78,7 @@ struct Server::Impl {
   std::map<int64_t, std::weak_ptr<Live>> live;
   uint64_t nextSeed = 0x9e3779b97f4a7c15ull;
   // Metrics.
-  std::mutex metricsMu;
+  mutable std::mutex metricsMu;
   std::map<std::pair<std::string, int>, int64_t> responses; // (path, status)
   double ttftSum = 0, latencySum = 0;
   int64_t ttftCount = 0, latencyCount = 0;
@@ -186,7 +188,7 @@ struct Server::Impl {
       stopped = lv->text.update(decode(lv->tokens));
       if (stopped) {
         lv->finished = true;
-        lv->finish = "stop";
+        lv->reason = FinishReason::Stop; // a stop string
       }
     }
     lv->cv.notify_all();
@@ -205,7 +207,7 @@ struct Server::Impl {
       if (!lv->finished) {
         lv->text.update(decode(lv->tokens));
         lv->finished = true;
-        lv->finish = finishName(why);
+        lv->reason = why;
         lv->error = err;
       }
     }
@@ -235,38 +237,40 @@ struct Server::Impl {
            std::to_string(lv.id);
   }
 
+  /// A response body (or stream chunk) around one choice.
+  json body(const Live &lv, const char *object, json choice) const {
+    return {{"id", idOf(lv)},
+            {"object", object},
+            {"created", int64_t(std::time(nullptr))},
+            {"model", opts.model_name},
+            {"choices", json::array({std::move(choice)})}};
+  }
+
   json finalBody(const Live &lv) const {
-    json choice = {{"index", 0}, {"finish_reason", lv.finish}};
-    if (lv.endpoint == Endpoint::Completions) {
+    const bool completion = lv.endpoint == Endpoint::Completions;
+    json choice = {{"index", 0}, {"finish_reason", finishName(lv.reason)}};
+    if (completion) {
       choice["text"] = lv.text.text();
       choice["logprobs"] = nullptr;
     } else {
       choice["message"] = {{"role", "assistant"}, {"content", lv.text.text()}};
     }
-    return {{"id", idOf(lv)},
-            {"object", lv.endpoint == Endpoint::Completions ? "text_completion"
-                                                            : "chat.completion"},
-            {"created", int64_t(std::time(nullptr))},
-            {"model", opts.model_name},
-            {"choices", json::array({choice})},
-            {"usage", usage(lv)}};
+    json b = body(lv, completion ? "text_completion" : "chat.completion", std::move(choice));
+    b["usage"] = usage(lv);
+    return b;
   }
 
   json chunk(const Live &lv, const std::string &delta, const json &finish, bool first) const {
+    const bool completion = lv.endpoint == Endpoint::Completions;
     json choice = {{"index", 0}, {"finish_reason", finish}};
-    if (lv.endpoint == Endpoint::Completions) {
+    if (completion) {
       choice["text"] = delta;
       choice["logprobs"] = nullptr;
     } else {
       choice["delta"] = first ? json{{"role", "assistant"}, {"content", delta}}
                               : (finish.is_null() ? json{{"content", delta}} : json::object());
     }
-    return {{"id", idOf(lv)},
-            {"object", lv.endpoint == Endpoint::Completions ? "text_completion"
-                                                            : "chat.completion.chunk"},
-            {"created", int64_t(std::time(nullptr))},
-            {"model", opts.model_name},
-            {"choices", json::array({choice})}};
+    return body(lv, completion ? "text_completion" : "chat.completion.chunk", std::move(choice));
   }
 
   void logDone(const std::string &path, int status, const Live &lv) {
@@ -276,7 +280,7 @@ struct Server::Impl {
     const Clock::time_point now = Clock::now();
     fprintf(stderr, "[llmc] %s %d | prompt %lld tokens, generated %zu (%s), ttft %.3f s, %.2f s\n",
             path.c_str(), status, (long long)lv.promptTokens, lv.tokens.size(),
-            lv.finish.c_str(),
+            finishName(lv.reason),
             lv.tokens.empty() ? 0.0 : secondsBetween(lv.start, lv.firstToken),
             secondsBetween(lv.start, now));
   }
@@ -307,8 +311,8 @@ struct Server::Impl {
                    "timeout");
         return;
       }
-      if (lv->finish == "error" || lv->finish == "cancelled") {
-        const bool cancelled = lv->finish == "cancelled";
+      if (lv->reason == FinishReason::Error || lv->reason == FinishReason::Cancelled) {
+        const bool cancelled = lv->reason == FinishReason::Cancelled;
         const std::string why = lv->error;
         lock.unlock();
         if (cancelled)
@@ -347,7 +351,7 @@ struct Server::Impl {
             *first = false;
           }
           if (done) {
-            out += sse(chunk(*lv, "", lv->finish, false));
+            out += sse(chunk(*lv, "", finishName(lv->reason), false));
             if (usageChunk) {
               json u = chunk(*lv, "", nullptr, false);
               u["choices"] = json::array();
@@ -404,7 +408,7 @@ std::string Server::Impl::metrics() const {
   gauge("llmc_kv_reserved_bytes", "KV bytes reserved by running sequences (with a pool).",
         double(st.kv_reserved));
   gauge("llmc_kv_pool_bytes", "KV pool size (0: unlimited).", double(opts.batch.kv_pool_bytes));
-  std::lock_guard<std::mutex> lock(const_cast<std::mutex &>(metricsMu));
+  std::lock_guard<std::mutex> lock(metricsMu);
   m += "# HELP llmc_time_to_first_token_seconds Time from arrival to the first token.\n"
        "# TYPE llmc_time_to_first_token_seconds summary\n"
        "llmc_time_to_first_token_seconds_sum " + std::to_string(ttftSum) + "\n"

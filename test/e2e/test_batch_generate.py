@@ -103,24 +103,20 @@ def model_checks(checks, title, model, vocab, work, source=None, policy_pipeline
 
 
 def error_checks(checks, model, work):
-    bad = os.path.join(work, "bad.ids")
-    with open(bad, "w") as f:
-        f.write("1,2,3\n4,x,5\n")
-    p, rows = generate(model, bad, ["-n", "4"])
-    checks.check(p.returncode == 1 and "line 2" in p.stderr and not rows,
-                 "a line that is not token ids: exit 1 naming the line", p.stderr.strip()[-200:])
-    good = os.path.join(work, "good.ids")
-    with open(good, "w") as f:
-        f.write("1,2,3\n")
-    p, rows = generate(model, good, ["-n", "4", "--max-batch", "8", "--step-tokens", "8"])
-    checks.check(p.returncode == 1 and "step_tokens" in p.stderr and not rows,
-                 "--step-tokens not above --max-batch: exit 1", p.stderr.strip()[-200:])
-    oov = os.path.join(work, "oov.ids")
-    with open(oov, "w") as f:
-        f.write("1,2,99999999\n")
-    p, rows = generate(model, oov, ["-n", "4"])
-    checks.check(p.returncode == 1 and "vocabulary" in p.stderr and not rows,
-                 "a token outside the vocabulary: exit 1", p.stderr.strip()[-200:])
+    """Each bad input: exit 1, the expected words in the message, no output lines."""
+    cases = (("bad.ids", "1,2,3\n4,x,5\n", ["-n", "4"], "line 2",
+              "a line that is not token ids: exit 1 naming the line"),
+             ("good.ids", "1,2,3\n", ["-n", "4", "--max-batch", "8", "--step-tokens", "8"],
+              "step_tokens", "--step-tokens not above --max-batch: exit 1"),
+             ("oov.ids", "1,2,99999999\n", ["-n", "4"], "vocabulary",
+              "a token outside the vocabulary: exit 1"))
+    for name, text, extra, words, what in cases:
+        path = os.path.join(work, name)
+        with open(path, "w") as f:
+            f.write(text)
+        p, rows = generate(model, path, extra)
+        checks.check(p.returncode == 1 and words in p.stderr and not rows, what,
+                     p.stderr.strip()[-200:])
 
 
 def main():

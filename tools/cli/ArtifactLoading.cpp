@@ -43,6 +43,19 @@ std::unique_ptr<Artifact> loadModelOrArtifact(const std::string &path,
   return sourceCompiler()(path, pipeline, tokenizer, quiet);
 }
 
+GenerationModel openForGeneration(const std::string &path, const std::string &pipeline,
+                                  const std::string &tokenizer, bool quiet,
+                                  const EngineChoice &engine, ExecutorOptions eo) {
+  GenerationModel m;
+  m.artifact = loadModelOrArtifact(path, pipeline, tokenizer, quiet, engine.verifyWeights);
+  engine.apply(eo);
+  m.exec = std::make_unique<Executor>(*m.artifact, eo);
+  warnUntrustedCode(*m.exec);
+  if (!m.artifact->tokenizer().empty())
+    m.tok = std::make_unique<Tokenizer>(m.artifact->tokenizer());
+  return m;
+}
+
 void EngineChoice::apply(ExecutorOptions &eo) const {
   eo.engine = engine;
   eo.generated_kernels = !library;

@@ -38,9 +38,6 @@ struct BenchArgs {
 };
 
 using Clock = std::chrono::steady_clock;
-double secondsSince(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 double median(std::vector<double> v) {
   if (v.empty())

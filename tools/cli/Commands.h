@@ -1,6 +1,7 @@
 //===- Commands.h - The llmc subcommands ------------------------*- C++ -*-===//
 #pragma once
 #include "CLI/CLI.hpp"
+#include <chrono>
 #include "llmc/artifact.h"
 #include "llmc/executor.h"
 #include "llmc/tokenizer.h"
@@ -87,6 +88,26 @@ void addEngineOptions(CLI::App *cmd, EngineChoice &choice);
 /// trusted signature.
 void warnUntrustedCode(const Executor &exec);
 void progress(const std::string &msg); // "[llmc] msg" on stderr
+
+/// Seconds from t0 to now (steady clock).
+inline double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// A model ready to generate (run, generate, serve): the artifact (or the
+/// source model compiled in memory), its executor and its tokenizer (null
+/// when it has none). Members in this order: the executor refers to the
+/// artifact and goes first.
+struct GenerationModel {
+  std::unique_ptr<Artifact> artifact;
+  std::unique_ptr<Executor> exec;
+  std::unique_ptr<Tokenizer> tok;
+};
+/// loadModelOrArtifact, then an Executor with `eo` and the engine choice
+/// (warning about untrusted generated kernels), then the tokenizer.
+GenerationModel openForGeneration(const std::string &path, const std::string &pipeline,
+                                  const std::string &tokenizer, bool quiet,
+                                  const EngineChoice &engine, ExecutorOptions eo);
 
 /// How run and generate make a prompt of text and sample from it: --chat,
 /// --system, --temp, --top-k, --top-p, --seed.

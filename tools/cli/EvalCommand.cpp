@@ -183,8 +183,8 @@ int runEval(const EvalArgs &a, bool explicitCtx) {
     onWindow = printWindowProgress;
   auto tEval = std::chrono::steady_clock::now();
   r.summary = scoreWindows(exec, refExec.get(), ids, windows, onWindow, &r.forwarded);
-  r.evalS = std::chrono::duration<double>(std::chrono::steady_clock::now() - tEval).count();
-  r.totalS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.evalS = secondsSince(tEval);
+  r.totalS = secondsSince(t0);
   r.textTokens = ids.size();
   r.windows = windows.size();
   r.ctx = ctx;

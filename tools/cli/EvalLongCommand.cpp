@@ -128,8 +128,7 @@ Report runRetrieval(const EvalLongArgs &a, Task task, const Artifact &art, int64
     r.prefillChunk = exec.prefillChunkFor(int64_t(p.ids.size()));
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<float> logits = exec.forward(p.ids);
-    const double prefill =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double prefill = secondsSince(t0);
     std::vector<GenerationResult> answers = answerAll(exec, tok, std::move(logits), t, maxNew);
     const GenerationResult &g = answers.front();
     const bool ok = g.digits == t.answer;
@@ -278,8 +277,7 @@ struct PolicySweep {
       exec.restoreKv(*snapshot);
       auto t0 = std::chrono::steady_clock::now();
       exec.setKvPolicies(policies[k].byLayer, /*compress_now=*/true);
-      rows[k].compressS +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      rows[k].compressS += secondsSince(t0);
       decode(k);
       rows[k].kvBytes += exec.kvCacheBytes();
       rows[k].kvEntries += exec.kvCacheEntries();
@@ -293,7 +291,7 @@ struct PolicySweep {
     exec.reset();
     auto t0 = std::chrono::steady_clock::now();
     std::vector<float> logits = exec.forward(ids);
-    prefillTotal += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    prefillTotal += secondsSince(t0);
     ++prompts;
     return logits;
   }
@@ -575,7 +573,7 @@ int runEvalLong(const EvalLongArgs &a, bool explicitScore) {
     return runSweep(a, task, *art, a.context, scoreTokens);
   Report r = retrieval ? runRetrieval(a, task, *art, a.context)
                        : runPpl(a, *art, a.context, scoreTokens);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.seconds = secondsSince(t0);
   if (a.json)
     printReportJson(a, r);
   else

@@ -126,9 +126,7 @@ metrics::EvalSummary scoreWindows(Executor &model, Executor *ref, const std::vec
     acc.addRows(logits.data(), ref ? refLogits.data() : nullptr, win.data() + 1,
                 (int64_t)win.size() - 1);
     if (onWindow)
-      onWindow(w, windows.size(), win.size(),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - tw).count(),
-               acc.summary());
+      onWindow(w, windows.size(), win.size(), secondsSince(tw), acc.summary());
   }
   return acc.summary();
 }

@@ -116,17 +116,13 @@ struct Result {
 
 int runGenerate(const GenerateArgs &a) {
   auto t0 = std::chrono::steady_clock::now();
-  auto art = loadModelOrArtifact(a.input, a.pipeline, a.tokenizer, a.quiet,
-                                 a.engine.verifyWeights);
   ExecutorOptions eo;
   eo.threads = a.threads;
   eo.max_context = a.ctx;
-  a.engine.apply(eo);
-  Executor exec(*art, eo);
-  warnUntrustedCode(exec);
-  std::unique_ptr<Tokenizer> tok;
-  if (!art->tokenizer().empty())
-    tok = std::make_unique<Tokenizer>(art->tokenizer());
+  GenerationModel model =
+      openForGeneration(a.input, a.pipeline, a.tokenizer, a.quiet, a.engine, eo);
+  Executor &exec = *model.exec;
+  const std::unique_ptr<Tokenizer> &tok = model.tok;
   const std::vector<std::vector<int32_t>> prompts = readPrompts(a, tok.get());
 
   BatcherOptions bo;
@@ -158,25 +154,22 @@ int runGenerate(const GenerateArgs &a) {
       throw std::runtime_error("--prompts request " + std::to_string(i + 1) + ": " + e.what());
     }
   }
-  const double loadS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double loadS = secondsSince(t0);
   int64_t promptTotal = 0;
   for (const auto &p : prompts)
     promptTotal += int64_t(p.size());
   auto tg = std::chrono::steady_clock::now();
-  auto secondsFrom = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  };
   int64_t batchSum = 0, generatedAtPrefill = -1;
   double prefillS = 0;
   while (batcher.step()) {
     const BatcherStats st = batcher.stats();
     batchSum += st.last_batch;
     if (generatedAtPrefill < 0 && st.prompt_tokens >= promptTotal) {
-      prefillS = secondsFrom(tg); // every prompt is in: decode only from here
+      prefillS = secondsSince(tg); // every prompt is in: decode only from here
       generatedAtPrefill = st.generated_tokens;
     }
   }
-  const double genS = secondsFrom(tg);
+  const double genS = secondsSince(tg);
 
   int failed = 0;
   for (size_t i = 0; i < results.size(); ++i) {

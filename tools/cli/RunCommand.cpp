@@ -99,10 +99,6 @@ void declareRunOptions(CLI::App &app, RunArgs &a) {
   addEngineOptions(cmd, a.engine);
 }
 
-double secondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 /// The prompt as token ids: --prompt-tokens as given, or the prompt text
 /// (wrapped in the chat template with --chat) through the tokenizer;
 /// throws unless every id is in the vocabulary and the prompt plus -n new
@@ -192,20 +188,16 @@ int runGeneration(const RunArgs &a) {
   if (!a.promptTokens.empty() && (!a.prompt.empty() || a.p.chat))
     throw std::runtime_error("--prompt-tokens cannot be combined with -p or --chat");
   auto t0 = std::chrono::steady_clock::now();
-  auto art = loadModelOrArtifact(a.input, a.pipeline, a.tokenizer, a.quiet,
-                                 a.engine.verifyWeights);
   ExecutorOptions eo;
   eo.threads = a.threads;
   eo.max_context = a.ctx;
   eo.prefill_chunk = a.prefillChunk;
-  a.engine.apply(eo);
-  Executor exec(*art, eo);
-  warnUntrustedCode(exec);
+  GenerationModel model =
+      openForGeneration(a.input, a.pipeline, a.tokenizer, a.quiet, a.engine, eo);
+  Executor &exec = *model.exec;
+  const std::unique_ptr<Tokenizer> &tok = model.tok;
   double loadS = secondsSince(t0);
 
-  std::unique_ptr<Tokenizer> tok;
-  if (!art->tokenizer().empty())
-    tok = std::make_unique<Tokenizer>(art->tokenizer());
   std::vector<int32_t> ids = promptIds(a, tok.get(), exec);
 
   std::vector<int32_t> stops;

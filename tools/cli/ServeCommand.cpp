@@ -86,16 +86,12 @@ int runServe(const ServeArgs &a) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN); // a client that goes away is a failed write, not a death
 
-  auto art = loadModelOrArtifact(a.input, "", "", a.quiet, a.engine.verifyWeights);
   ExecutorOptions eo;
   eo.threads = a.threads;
   eo.max_context = a.ctx;
-  a.engine.apply(eo);
-  Executor exec(*art, eo);
-  warnUntrustedCode(exec);
-  std::unique_ptr<Tokenizer> tok;
-  if (!art->tokenizer().empty())
-    tok = std::make_unique<Tokenizer>(art->tokenizer());
+  GenerationModel model = openForGeneration(a.input, "", "", a.quiet, a.engine, eo);
+  Executor &exec = *model.exec;
+  const std::unique_ptr<Tokenizer> &tok = model.tok;
 
   serve::ServerOptions so;
   so.host = a.host;

@@ -93,14 +93,12 @@ public:
 private:
   struct Sequence;
   void admit();
-  /// The entries of the next step and, for each, whether its logits end a
-  /// prompt or a decode step (and so give a token).
-  void plan(std::vector<Sequence *> &order, std::vector<BatchEntry> &entries,
-            std::vector<bool> &sampleAfter);
-  /// Advances each entry's prompt, samples the next token of those that
-  /// give one, and finishes the sequences that end.
-  void afterStep(const std::vector<Sequence *> &order, const std::vector<bool> &sampleAfter,
-                 const std::vector<float> &logits);
+  /// The entries of the next step, and the sequence of each.
+  void plan(std::vector<Sequence *> &order, std::vector<BatchEntry> &entries);
+  /// Advances each entry's prompt, samples the next token of those whose
+  /// prompt is complete (a decode step, or a prompt's last chunk), and
+  /// finishes the sequences that end.
+  void afterStep(const std::vector<Sequence *> &order, const std::vector<float> &logits);
   void finish(Sequence &s, FinishReason r, const std::string &error = {});
 
   Executor &exec_;

@@ -32,6 +32,14 @@ int64_t SequenceKv::kvEntries() const {
   return e;
 }
 
+namespace {
+/// Calls f when the scope ends, however it ends.
+template <class F> struct AtScopeEnd {
+  F &f;
+  ~AtScopeEnd() { f(); }
+};
+} // namespace
+
 std::unique_ptr<SequenceKv> Executor::newSequence() const {
   auto s = std::make_unique<SequenceKv::State>();
   s->owner = impl.get();
@@ -73,18 +81,14 @@ std::vector<float> Executor::forwardBatch(const std::vector<BatchEntry> &entries
     logits.reserve(size_t(vocab) * entries.size());
     for (const BatchEntry &e : entries) {
       SequenceKv::State &s = *e.sequence->state;
-      std::swap(m.caches, s.caches);
-      std::swap(m.pos, s.pos);
-      try {
-        std::vector<float> l = m.step(e.tokens, false);
-        logits.insert(logits.end(), l.end() - vocab, l.end());
-      } catch (...) {
+      auto swap = [&] { // the sequence's caches and position in the executor's place
         std::swap(m.caches, s.caches);
         std::swap(m.pos, s.pos);
-        throw;
-      }
-      std::swap(m.caches, s.caches);
-      std::swap(m.pos, s.pos);
+      };
+      swap();
+      AtScopeEnd<decltype(swap)> putBack{swap};
+      std::vector<float> l = m.step(e.tokens, false);
+      logits.insert(logits.end(), l.end() - vocab, l.end());
     }
   }
   return logits;

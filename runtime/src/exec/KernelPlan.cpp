@@ -452,9 +452,11 @@ void PlanEngine::runBatch(ThreadPool &pool, const std::vector<PlanSegment> &segm
       runStep(pool, segments[0].caches, s, tokens, segments[0].pos, io);
       continue;
     }
+    // RoPE's K/V rows: one per row of the step, so sequences run at once
+    // write apart (sized here, never inside the parallel loop).
     if (s.kernel == PlanKernel::RopeKvAppend &&
         kv_.size() < size_t(R * 2 * s.kvHeads * s.headDim))
-      kv_.resize(size_t(R * 2 * s.kvHeads * s.headDim)); // each sequence's rows its own
+      kv_.resize(size_t(R * 2 * s.kvHeads * s.headDim));
     if (S > 1 && R == S) {
       // Decode only: the sequences in parallel, one thread each (the loops
       // inside run inline), rather than each sequence's few heads in turn.
@@ -462,7 +464,7 @@ void PlanEngine::runBatch(ThreadPool &pool, const std::vector<PlanSegment> &segm
         for (int64_t i = lo; i < hi; ++i) {
           const PlanSegment &g = segments[size_t(i)];
           StepIO one{R, i, 1, arena_.data(), arena_.data() + s.out.offset * R + i * s.out.width};
-          runStep(pool, g.caches, s, g.tokens, g.pos, one);
+          runStep(pool, g.caches, s, tokens, g.pos, one);
         }
       });
       continue;
@@ -472,7 +474,7 @@ void PlanEngine::runBatch(ThreadPool &pool, const std::vector<PlanSegment> &segm
       io.first = r0;
       io.rows = g.n;
       io.out = arena_.data() + s.out.offset * R + r0 * s.out.width;
-      runStep(pool, g.caches, s, g.tokens, g.pos, io);
+      runStep(pool, g.caches, s, tokens, g.pos, io);
       r0 += g.n;
     }
   }
@@ -573,9 +575,7 @@ void PlanEngine::runRopeKvAppend(ThreadPool &pool, kv::LayerCache &cache, const 
   const int64_t Win = s.in[0].width;
   const float *qkv = io.in(s, 0);
   float *out = io.out;
-  if (kv_.size() < size_t((io.first + T) * 2 * kvd))
-    kv_.resize(size_t((io.first + T) * 2 * kvd));
-  float *kv = kv_.data() + io.first * 2 * kvd; // rows of its own: batches run sequences at once
+  float *kv = kv_.data() + io.first * 2 * kvd; // sized by runBatch: a row per step row
   pool.parallelFor(0, T, 0, [&](int64_t lo, int64_t hi) {
     if (s.genRope) {
       s.genRope(qkv + lo * Win, Win, out + lo * qd, kv + lo * 2 * kvd, hi - lo, pos + lo);

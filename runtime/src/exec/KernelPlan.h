@@ -149,6 +149,9 @@ private:
   static void rmsNorm(const PlanStep &s, const float *x, float *y, int64_t rows);
   /// One step of run(): its rows and arena slots (KernelPlan.cpp).
   struct StepIO;
+  /// `tokens`: one per row of the whole step (the embedding reads rows
+  /// [io.first, io.first + io.rows)); `caches` and `pos`: the sequence of
+  /// those rows (RoPE, the KV append and attention).
   void runStep(ThreadPool &pool, std::vector<kv::LayerCache> *caches, const PlanStep &s,
                const int32_t *tokens, int64_t pos, const StepIO &io);
   /// The logits step's inputs at the last row of each segment, gathered

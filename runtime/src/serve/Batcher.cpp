@@ -32,6 +32,7 @@ struct Batcher::Sequence {
   int32_t pending = -1;  // the token the next decode step feeds
   int64_t generated = 0;
   int64_t chunk = 0;     // prompt tokens in the step being run
+  bool cancelRequested = false; // by cancel(): ends at the next admit
   int64_t reserve = 0;   // KV bytes reserved while it runs
   bool done = false;
   Sequence(int64_t i, GenerationRequest r, GenerationEvents e)
@@ -124,7 +125,7 @@ void Batcher::admit() {
     for (int64_t id : cancelled_) {
       for (auto &r : running_)
         if (r->id == id)
-          r->pending = -2; // marked: ends below, outside the lock
+          r->cancelRequested = true; // ends below, outside the lock
       auto it = std::find_if(waiting_.begin(), waiting_.end(),
                              [&](const std::unique_ptr<Sequence> &w) { return w->id == id; });
       if (it != waiting_.end()) {
@@ -145,21 +146,19 @@ void Batcher::admit() {
   for (auto &s : dropped)
     finish(*s, FinishReason::Cancelled);
   for (auto &s : running_) {
-    if (s->pending == -2)
+    if (s->cancelRequested)
       finish(*s, FinishReason::Cancelled);
     else if (!s->kv)
       s->kv = exec_.newSequence();
   }
 }
 
-void Batcher::plan(std::vector<Sequence *> &order, std::vector<BatchEntry> &entries,
-                   std::vector<bool> &sampleAfter) {
+void Batcher::plan(std::vector<Sequence *> &order, std::vector<BatchEntry> &entries) {
   int64_t budget = opts_.step_tokens;
   for (auto &s : running_) // decode steps first: one token each
     if (!s->done && s->decoding()) {
       order.push_back(s.get());
       entries.push_back({s->kv.get(), {s->pending}});
-      sampleAfter.push_back(true);
       --budget;
     }
   const bool chunkable = exec_.chunkablePrefill();
@@ -178,12 +177,10 @@ void Batcher::plan(std::vector<Sequence *> &order, std::vector<BatchEntry> &entr
     order.push_back(s.get());
     const auto first = s->request.prompt.begin() + s->fed;
     entries.push_back({s->kv.get(), std::vector<int32_t>(first, first + chunk)});
-    sampleAfter.push_back(s->fed + chunk == int64_t(s->request.prompt.size()));
   }
 }
 
-void Batcher::afterStep(const std::vector<Sequence *> &order,
-                        const std::vector<bool> &sampleAfter, const std::vector<float> &logits) {
+void Batcher::afterStep(const std::vector<Sequence *> &order, const std::vector<float> &logits) {
   const int64_t vocab = exec_.vocabSize();
   int64_t prompt = 0, generated = 0;
   for (size_t i = 0; i < order.size(); ++i) {
@@ -191,9 +188,9 @@ void Batcher::afterStep(const std::vector<Sequence *> &order,
     if (!s.decoding()) {
       s.fed += s.chunk;
       prompt += s.chunk;
+      if (!s.decoding())
+        continue; // more of its prompt to come: no token yet
     }
-    if (!sampleAfter[i])
-      continue;
     const int32_t next = s.sampler.sample(logits.data() + int64_t(i) * vocab, vocab);
     const std::vector<int32_t> &stops = s.request.stop_tokens;
     if (std::find(stops.begin(), stops.end(), next) != stops.end()) {
@@ -225,12 +222,11 @@ bool Batcher::step() {
   admit();
   std::vector<Sequence *> order;
   std::vector<BatchEntry> entries;
-  std::vector<bool> sampleAfter;
-  plan(order, entries, sampleAfter);
+  plan(order, entries);
   if (!entries.empty()) {
     try {
       const std::vector<float> logits = exec_.forwardBatch(entries);
-      afterStep(order, sampleAfter, logits);
+      afterStep(order, logits);
     } catch (const std::exception &e) {
       for (Sequence *s : order)
         finish(*s, FinishReason::Error, e.what());
