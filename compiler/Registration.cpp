@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "passes/kv/Passes.h"
 #include "passes/lowering/Passes.h"
+#include "passes/prune/Passes.h"
 #include "passes/quant/Passes.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -21,6 +22,7 @@ void registerLlmcPasses() {
   mlir::registerSymbolDCEPass();
   quant::registerQuantPasses();
   kv::registerKvPasses();
+  prune::registerPrunePasses();
   lowering::registerLoweringPasses();
   registerCompilePipelines();
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-quantize, llama-bench, llama-perplexity, llama-batched-bench and
-# llama-imatrix (CPU only) so bench/llamacpp_quants.py can compare llama.cpp's
-# own quantization presets (plain and with an importance matrix) with ours on
-# the same model, text and KLD code.
+# Builds llama.cpp's llama-quantize, llama-bench, llama-perplexity, llama-batched-bench,
+# llama-imatrix and llama-server (CPU only): the peers of bench/llamacpp_quants.py
+# (llama.cpp's own quantization presets, plain and with an importance matrix,
+# on the same model, text and KLD code), bench/cpu_performance.py,
+# bench/batching.py and bench/serving.py.
 #
 # Source: the llama.cpp that the llama-cpp-python sdist vendors (a pinned,
 # released snapshot reachable through the ordinary pip client). Everything
@@ -31,7 +32,7 @@ BUILD="$WORK/build"
 BIN="$BUILD/bin"
 PIP="$ROOT/.venv/bin/pip"
 JOBS="${LLAMACPP_JOBS:-1}"
-TARGETS=(llama-quantize llama-bench llama-perplexity llama-imatrix llama-batched-bench)
+TARGETS=(llama-quantize llama-bench llama-perplexity llama-imatrix llama-batched-bench llama-server)
 say() { echo "[build_llamacpp] $*" >&2; }
 
 have_all() {
@@ -71,9 +72,13 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
   cmake -S "$SRC" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
     -DLLAMA_BUILD_TOOLS=ON -DGGML_OPENMP=OFF ${LLAMACPP_CMAKE_ARGS:-} \
     -DCMAKE_RUNTIME_OUTPUT_DIRECTORY="$BIN" >/dev/null
+fi
+# A build configured before llama-server was a target gains it here.
+if grep -q '^LLAMA_BUILD_SERVER:BOOL=OFF' "$BUILD/CMakeCache.txt"; then
+  cmake -S "$SRC" -B "$BUILD" -DLLAMA_BUILD_SERVER=ON >/dev/null
 fi
 say "building ${TARGETS[*]} with -j$JOBS (slow on a shared machine)"
 nice -n 19 cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}"

@@ -181,6 +181,11 @@ std::optional<RequestError> parseRequest(Endpoint endpoint, const std::string &b
     }
     if (auto it = j.find("stream_options"); it != j.end() && it->is_object())
       out.include_usage = it->value("include_usage", false);
+    if (auto it = j.find("ignore_eos"); it != j.end() && !it->is_null()) {
+      if (!it->is_boolean())
+        return bad("ignore_eos", "'ignore_eos' must be a boolean");
+      out.ignore_eos = it->get<bool>();
+    }
     if (auto e = samplingFields(j, out))
       return e;
     if (auto e = stopField(j, out.stop))

@@ -36,6 +36,7 @@ struct ParsedRequest {
   std::vector<std::string> stop; // stop strings (at most 4, none empty)
   bool stream = false;
   bool include_usage = false; // stream_options.include_usage
+  bool ignore_eos = false;    // generate past the model's stop tokens (as llama-server and vLLM)
   std::string model;          // as given (may be empty)
 };
 

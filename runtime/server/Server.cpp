@@ -103,13 +103,16 @@ struct Server::Impl {
       fprintf(stderr, "[llmc] %s %d %s\n", path.c_str(), status, msg.c_str());
   }
 
-  std::string decode(const std::vector<int32_t> &ids) const {
-    if (tok)
-      return tok->decode(ids);
-    std::string s;
-    for (size_t i = 0; i < ids.size(); ++i)
-      s += (i ? " " : "") + std::to_string(ids[i]);
-    return s;
+  /// What token t adds to the decoded text after token `prev` (-1: none).
+  /// A token's text depends only on the one before it (a SentencePiece
+  /// space prefix is dropped after nothing or a special token), so the
+  /// pieces of a generation concatenate to the decoding of all of it.
+  std::string piece(int32_t prev, int32_t t) const {
+    if (!tok)
+      return (prev >= 0 ? " " : "") + std::to_string(t);
+    if (prev < 0)
+      return tok->decode({t});
+    return tok->decode({prev, t}).substr(tok->decode({prev}).size());
   }
 
   RequestLimits limits() const {
@@ -138,7 +141,7 @@ struct Server::Impl {
       nextSeed = nextSeed * 6364136223846793005ull + 1442695040888963407ull;
       r.sampling.seed = nextSeed;
     }
-    if (tok)
+    if (tok && !p.ignore_eos)
       r.stop_tokens = tok->stopTokens();
     GenerationEvents ev;
     std::weak_ptr<Live> weak = lv;
@@ -184,8 +187,8 @@ struct Server::Impl {
         return;
       if (lv->tokens.empty())
         lv->firstToken = Clock::now();
+      stopped = lv->text.append(piece(lv->tokens.empty() ? -1 : lv->tokens.back(), t));
       lv->tokens.push_back(t);
-      stopped = lv->text.update(decode(lv->tokens));
       if (stopped) {
         lv->finished = true;
         lv->reason = FinishReason::Stop; // a stop string
@@ -204,8 +207,7 @@ struct Server::Impl {
     {
       std::lock_guard<std::mutex> lock(lv->mu);
       id = lv->id;
-      if (!lv->finished) {
-        lv->text.update(decode(lv->tokens));
+      if (!lv->finished) { // every token's text is in lv->text already
         lv->finished = true;
         lv->reason = why;
         lv->error = err;

@@ -5,13 +5,21 @@
 
 namespace llmc::serve {
 
-bool StopText::update(const std::string &decoded) {
+StopText::StopText(std::vector<std::string> stops) : stops_(std::move(stops)) {
+  for (const std::string &s : stops_)
+    longest_ = std::max(longest_, s.size());
+}
+
+bool StopText::append(const std::string &piece) {
   if (stopped_)
     return true;
-  text_ = decoded;
+  // No stop string was in the text before this piece, so one now ends in
+  // the piece: it starts at most longest_ - 1 bytes before it.
+  const size_t from = longest_ > 0 && text_.size() >= longest_ - 1 ? text_.size() - (longest_ - 1) : 0;
+  text_ += piece;
   size_t cut = std::string::npos;
   for (const std::string &s : stops_)
-    cut = std::min(cut, text_.find(s));
+    cut = std::min(cut, text_.find(s, from));
   if (cut == std::string::npos)
     return false;
   text_.resize(cut);

@@ -1,6 +1,7 @@
 //===- StopText.h - Text of a generation, cut at stop strings -*- C++ -*-===//
-// The server decodes a request's tokens as they come. stop strings end the
-// text where the first of them begins; what may still be the start of a
+// The server appends each token's text as it comes (work per token is the
+// token's own length plus the longest stop string, not the text so far).
+// Stop strings end the text where the first of them begins; what may still be the start of a
 // stop string, or of a UTF-8 character split across tokens, is held back
 // from a stream until the next token decides it.
 //===----------------------------------------------------------------------===//
@@ -12,10 +13,11 @@ namespace llmc::serve {
 
 class StopText {
 public:
-  explicit StopText(std::vector<std::string> stops) : stops_(std::move(stops)) {}
-  /// The whole decoded text so far; returns true when it contains a stop
-  /// string (text() is then cut before it and final).
-  bool update(const std::string &decoded);
+  explicit StopText(std::vector<std::string> stops);
+  /// Appends the next piece of the decoded text; returns true when the text
+  /// contains a stop string (text() is then cut before the first and final;
+  /// later pieces are ignored).
+  bool append(const std::string &piece);
   /// The text, cut at a stop string once one was seen.
   const std::string &text() const { return text_; }
   bool stopped() const { return stopped_; }
@@ -26,6 +28,7 @@ public:
 
 private:
   std::vector<std::string> stops_;
+  size_t longest_ = 0; // the longest stop string's length
   std::string text_;
   bool stopped_ = false;
 };

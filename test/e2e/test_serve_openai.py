@@ -131,6 +131,20 @@ def api_checks(checks, srv, client, art, openai):
     checks.check("".join(parts) == ch.choices[0].message.content and len(parts) > 3 and finish,
                  "streamed chat deltas join to the same content",
                  f"{len(parts)} chunks, finish {finish}")
+    long_n = 96  # this chat answer ends with a stop token after ~9 tokens
+    one_word = [{"role": "user", "content": "Answer with one word: what color is the sky?"}]
+    short = client.chat.completions.create(model="smollm2", messages=one_word, max_tokens=long_n,
+                                           temperature=0)
+    past = client.chat.completions.create(model="smollm2", messages=one_word, max_tokens=long_n,
+                                          temperature=0, extra_body={"ignore_eos": True})
+    checks.check(short.choices[0].finish_reason == "stop" and
+                 short.usage.completion_tokens < long_n and
+                 past.choices[0].finish_reason == "length" and
+                 past.usage.completion_tokens == long_n and
+                 past.choices[0].message.content.startswith(short.choices[0].message.content),
+                 "ignore_eos generates past the stop token, to max_tokens",
+                 f"{short.usage.completion_tokens} tokens ({short.choices[0].finish_reason}) vs "
+                 f"{past.usage.completion_tokens} ({past.choices[0].finish_reason})")
     full = client.completions.create(model="smollm2", prompt=PROMPTS[2], max_tokens=40,
                                      temperature=0).choices[0].text
     cut = client.completions.create(model="smollm2", prompt=PROMPTS[2], max_tokens=40,

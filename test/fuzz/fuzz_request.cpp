@@ -5,6 +5,7 @@
 #include "OpenAiRequest.h"
 #include "StopText.h"
 
+#include <algorithm>
 #include <string>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -33,10 +34,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   llmc::serve::StopText text(stops);
   const std::string rest = body.substr(at);
+  size_t fed = 0;
   for (size_t n = 0; n <= rest.size(); n += 1 + n / 4) {
-    text.update(rest.substr(0, n));
+    text.append(rest.substr(fed, n - fed)); // pieces of growing length
+    fed = n;
     if (text.safeLength(false) > text.text().size())
       __builtin_trap();
   }
+  // The text is what was fed, cut before the first stop string anywhere in it.
+  size_t cut = std::string::npos;
+  for (const std::string &s : stops)
+    cut = std::min(cut, rest.substr(0, fed).find(s));
+  if (text.text() != rest.substr(0, std::min(cut, fed)) || text.stopped() != (cut != std::string::npos))
+    __builtin_trap();
   return 0;
 }

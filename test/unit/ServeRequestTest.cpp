@@ -57,7 +57,11 @@ TEST(ServeRequest, TokenPromptAndDefaults) {
   EXPECT_EQ(q.stop, (std::vector<std::string>{"a", "bc"}));
   EXPECT_TRUE(q.stream);
   EXPECT_TRUE(q.include_usage);
+  EXPECT_FALSE(q.ignore_eos);
   EXPECT_EQ(q.model, "m");
+  ParsedRequest e;
+  ASSERT_FALSE(parse(R"({"prompt": [5], "ignore_eos": true})", e));
+  EXPECT_TRUE(e.ignore_eos);
   // The default shrinks to what the context leaves.
   ParsedRequest r;
   std::string thirty = R"({"prompt": [1)";
@@ -90,6 +94,7 @@ TEST(ServeRequest, RefusesBadFields) {
   EXPECT_EQ(errorParam(R"({"prompt": [1], "stop": [""]})"), "stop");
   EXPECT_EQ(errorParam(R"({"prompt": [1], "stop": ["a","b","c","d","e"]})"), "stop");
   EXPECT_EQ(errorParam(R"({"prompt": [1], "stream": 1})"), "stream");
+  EXPECT_EQ(errorParam(R"({"prompt": [1], "ignore_eos": "yes"})"), "ignore_eos");
   EXPECT_EQ(errorParam(R"({"prompt": [1], "model": 7})"), "model");
   EXPECT_EQ(errorParam(R"({"prompt": [1], "n": 2})"), "n");
   EXPECT_EQ(errorParam(R"({"prompt": [1], "echo": true})"), "echo");
@@ -115,29 +120,37 @@ TEST(ServeRequest, RefusesBadFields) {
 
 TEST(ServeRequest, StopTextCutsAndHoldsBack) {
   StopText t({"\n\n", "END"});
-  EXPECT_FALSE(t.update("Hello"));
+  EXPECT_FALSE(t.append("Hello"));
   EXPECT_EQ(t.safeLength(false), 5u);
-  EXPECT_FALSE(t.update("Hello\n"));
+  EXPECT_FALSE(t.append("\n"));
   EXPECT_EQ(t.safeLength(false), 5u); // "\n" may begin "\n\n"
-  EXPECT_FALSE(t.update("Hello\nE"));
+  EXPECT_FALSE(t.append("E"));
   EXPECT_EQ(t.safeLength(false), 6u); // "E" may begin "END"
   EXPECT_EQ(t.safeLength(true), 7u);  // the end of the text: all of it
-  EXPECT_TRUE(t.update("Hello\nEND and more"));
+  EXPECT_TRUE(t.append("ND and more")); // the stop string spans two pieces
   EXPECT_EQ(t.text(), "Hello\n");
   EXPECT_TRUE(t.stopped());
   EXPECT_EQ(t.safeLength(false), 6u);
-  EXPECT_TRUE(t.update("anything else")); // final once stopped
+  EXPECT_TRUE(t.append("anything else")); // final once stopped
   EXPECT_EQ(t.text(), "Hello\n");
 
   StopText u({});
-  u.update("caf\xC3");                  // the first byte of a two-byte character
+  u.append("caf\xC3");                  // the first byte of a two-byte character
   EXPECT_EQ(u.safeLength(false), 3u);
-  u.update("caf\xC3\xA9");
+  u.append("\xA9");
   EXPECT_EQ(u.safeLength(false), 5u);
-  u.update("\xE2\x82");                 // two bytes of a three-byte character
-  EXPECT_EQ(u.safeLength(false), 0u);
+  u.append("\xE2\x82");                // two bytes of a three-byte character
+  EXPECT_EQ(u.safeLength(false), 5u);
   // The earliest stop string wins, wherever it is in the list.
   StopText v({"b", "a"});
-  EXPECT_TRUE(v.update("xxaxb"));
+  EXPECT_TRUE(v.append("xxaxb"));
   EXPECT_EQ(v.text(), "xx");
+  // One byte at a time: a long stop string found across many pieces.
+  StopText w({"<|end|>"});
+  const std::string s = "abc<|en<|end|>tail";
+  bool stopped = false;
+  for (char c : s)
+    stopped = w.append(std::string(1, c)) || stopped;
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(w.text(), "abc<|en");
 }

@@ -65,4 +65,16 @@ def Llm_KvQuantEnum : Llm_Enum<"KvQuant", "how the KV cache stores its entries",
   I32EnumAttrCase<"None", 0, "none">,
   I32EnumAttrCase<"PolyKV", 1, "polykv">]>;
 
+def Llm_DepthPruneMethodEnum : Llm_Enum<"DepthPruneMethod",
+    "how llm-prune-depth scores decoder blocks", [
+  I32EnumAttrCase<"WRP", 0, "wrp">,
+  I32EnumAttrCase<"Magnitude", 1, "magnitude">,
+  I32EnumAttrCase<"BlockInfluence", 2, "block-influence">,
+  I32EnumAttrCase<"Angular", 3, "angular">]>;
+
+def Llm_WrpSignatureEnum : Llm_Enum<"WrpSignature",
+    "what WRP compares of two blocks' residual-stream writers", [
+  I32EnumAttrCase<"Gram", 0, "gram">,
+  I32EnumAttrCase<"RowEnergy", 1, "row-energy">]>;
+
 #endif // LLM_ENUMS_TD

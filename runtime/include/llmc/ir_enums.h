@@ -42,6 +42,47 @@ constexpr std::string_view spellingsActivation() {
   return "silu or gelu";
 }
 
+/// how llm-prune-depth scores decoder blocks
+enum class DepthPruneMethod : uint32_t {
+  WRP = 0,
+  Magnitude = 1,
+  BlockInfluence = 2,
+  Angular = 3,
+};
+
+/// The spelling of `v` in IR attributes, pass options and manifests.
+constexpr std::string_view spelling(DepthPruneMethod v) {
+  switch (v) {
+  case DepthPruneMethod::WRP:
+    return "wrp";
+  case DepthPruneMethod::Magnitude:
+    return "magnitude";
+  case DepthPruneMethod::BlockInfluence:
+    return "block-influence";
+  case DepthPruneMethod::Angular:
+    return "angular";
+  }
+  return "";
+}
+
+/// The DepthPruneMethod spelled `s`, or nullopt.
+constexpr std::optional<DepthPruneMethod> parseDepthPruneMethod(std::string_view s) {
+  if (s == "wrp")
+    return DepthPruneMethod::WRP;
+  if (s == "magnitude")
+    return DepthPruneMethod::Magnitude;
+  if (s == "block-influence")
+    return DepthPruneMethod::BlockInfluence;
+  if (s == "angular")
+    return DepthPruneMethod::Angular;
+  return std::nullopt;
+}
+
+/// Every spelling, "a, b or c" (for messages).
+constexpr std::string_view spellingsDepthPruneMethod() {
+  return "wrp, magnitude, block-influence or angular";
+}
+
 /// a KV-cache policy
 enum class KvMethod : uint32_t {
   Full = 0,
@@ -306,6 +347,37 @@ constexpr std::optional<RopeStyle> parseRopeStyle(std::string_view s) {
 /// Every spelling, "a, b or c" (for messages).
 constexpr std::string_view spellingsRopeStyle() {
   return "interleaved or half";
+}
+
+/// what WRP compares of two blocks' residual-stream writers
+enum class WrpSignature : uint32_t {
+  Gram = 0,
+  RowEnergy = 1,
+};
+
+/// The spelling of `v` in IR attributes, pass options and manifests.
+constexpr std::string_view spelling(WrpSignature v) {
+  switch (v) {
+  case WrpSignature::Gram:
+    return "gram";
+  case WrpSignature::RowEnergy:
+    return "row-energy";
+  }
+  return "";
+}
+
+/// The WrpSignature spelled `s`, or nullopt.
+constexpr std::optional<WrpSignature> parseWrpSignature(std::string_view s) {
+  if (s == "gram")
+    return WrpSignature::Gram;
+  if (s == "row-energy")
+    return WrpSignature::RowEnergy;
+  return std::nullopt;
+}
+
+/// Every spelling, "a, b or c" (for messages).
+constexpr std::string_view spellingsWrpSignature() {
+  return "gram or row-energy";
 }
 
 } // namespace llmc
