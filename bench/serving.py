@@ -233,22 +233,21 @@ def load_level(server, clients, text):
 
 #===- faults -------------------------------------------------------------===#
 
-def raw_exchange(port, payload, read=True, timeout=30):
-    """Sends raw bytes; returns the response's status line (or what happened)."""
+def status_line(s, data=b""):
+    """Reads until the end of the response's first line; returns it."""
+    while b"\r\n" not in data:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    return data.split(b"\r\n", 1)[0].decode(errors="replace") or "connection closed, no response"
+
+
+def guarded(exchange):
+    """What happened, as text, when an exchange failed at the socket level."""
     try:
-        s = socket.create_connection((HOST, port), timeout=timeout)
-        s.sendall(payload)
-        if not read:
-            return s
-        data = b""
-        while b"\r\n" not in data:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
-        s.close()
-        line = data.split(b"\r\n", 1)[0].decode(errors="replace")
-        return line or "connection closed, no response"
+        return exchange()
     except ConnectionResetError:
         return "connection reset"
     except socket.timeout:
@@ -257,11 +256,22 @@ def raw_exchange(port, payload, read=True, timeout=30):
         return f"error: {e}"
 
 
+def raw_exchange(port, payload, read=True, timeout=30):
+    """Sends raw bytes; returns the response's status line (or what happened),
+    or with read=False the open socket."""
+    def exchange():
+        s = socket.create_connection((HOST, port), timeout=timeout)
+        s.sendall(payload)
+        return status_line(s) if read else s
+    return guarded(exchange)
+
+
 def post_status(port, body_bytes):
     """POSTs a body; a server may answer (e.g. 413) before it has all of it."""
     head = (f"POST /v1/completions HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body_bytes)}\r\nConnection: close\r\n\r\n").encode()
-    try:
+
+    def exchange():
         s = socket.create_connection((HOST, port), timeout=60)
         s.sendall(head)
         s.settimeout(0.5)
@@ -277,20 +287,8 @@ def post_status(port, body_bytes):
                     s.sendall(body_bytes[i:i + (1 << 20)])
             except OSError:
                 pass  # closed while we were sending: read what it said
-            while b"\r\n" not in data:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
-        s.close()
-        line = data.split(b"\r\n", 1)[0].decode(errors="replace")
-        return line or "connection closed, no response"
-    except ConnectionResetError:
-        return "connection reset"
-    except socket.timeout:
-        return "no response in time"
-    except OSError as e:
-        return f"error: {e}"
+        return status_line(s, data)
+    return guarded(exchange)
 
 
 def fault_malformed(server):
