@@ -125,6 +125,17 @@ BlockWriters writersOf(llm::LayerOp layer, const WeightStore &store) {
   return b;
 }
 
+/// The original-model index of every block that stays.
+std::vector<int64_t> keptOriginal(int64_t blocks, const std::vector<int64_t> &removed,
+                                  const std::vector<int64_t> &origin) {
+  const std::set<int64_t> gone(removed.begin(), removed.end());
+  std::vector<int64_t> kept;
+  for (int64_t l = 0; l < blocks; ++l)
+    if (!gone.count(l))
+      kept.push_back(origin[size_t(l)]);
+  return kept;
+}
+
 /// "blk.<from>.rest" -> "blk.<to>.rest"; other names unchanged.
 std::string renamed(llvm::StringRef name, int64_t from, int64_t to) {
   const std::string old = "blk." + std::to_string(from) + ".";
@@ -352,12 +363,7 @@ private:
                                                                : "block";
     j["scores"] = c.scores;
     j["removed"] = c.removed;
-    std::vector<int64_t> kept;
-    const std::set<int64_t> gone(c.removed.begin(), c.removed.end());
-    for (int64_t l = 0; l < s.blocks; ++l)
-      if (!gone.count(l))
-        kept.push_back(origin[size_t(l)]);
-    j["kept_original"] = kept;
+    j["kept_original"] = keptOriginal(s.blocks, c.removed, origin);
     j["search_seconds"] = c.seconds;
     j["dry_run"] = bool(dryRun);
     if (s.method == llm::DepthPruneMethod::WRP) {
@@ -388,7 +394,6 @@ private:
                     const std::vector<int64_t> &removed, const std::vector<int64_t> &origin) {
     Builder b(model.getContext());
     const std::set<int64_t> gone(removed.begin(), removed.end());
-    SmallVector<int64_t> kept;
     int64_t next = 0;
     for (size_t i = 0; i < blocks.size(); ++i) {
       llm::LayerOp layer = blocks[i];
@@ -404,12 +409,12 @@ private:
           w.setNameAttr(b.getStringAttr(renamed(w.getName(), int64_t(i), next)));
         });
       }
-      kept.push_back(origin[i]);
       ++next;
     }
     NamedAttrList config(model.getConfig());
     config.set("num_layers", b.getI64IntegerAttr(next));
-    config.set("kept_layers", b.getI64ArrayAttr(kept));
+    config.set("kept_layers",
+               b.getI64ArrayAttr(keptOriginal(int64_t(blocks.size()), removed, origin)));
     model.setConfigAttr(config.getDictionary(model.getContext()));
   }
 };
