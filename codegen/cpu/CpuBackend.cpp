@@ -89,6 +89,8 @@ public:
                 s.kind = OpKernelSpec::Kind::AttendF32;
                 s.headDim = a.getHeadDim();
                 addOp(s);
+                s.kind = OpKernelSpec::Kind::AttendF32Rows; // for paged caches
+                addOp(s);
                 return success();
               })
               .Case([&](llmk::AddOp) {

@@ -173,27 +173,41 @@ std::string ropeKernel(const OpKernelSpec &s) {
 
 /// Scores four keys per pass when head_dim is a multiple of 8 (one vector
 /// accumulator per key, one horizontal sum each), softmax with the vector
-/// exp, values summed into head_dim accumulators.
+/// exp, values summed into head_dim accumulators. The rows variant reads row
+/// j through krows[j] / vrows[j] and is otherwise the same text, so both
+/// compute the same values.
 std::string attendKernel(const OpKernelSpec &s) {
   if (s.headDim <= 0)
     throw std::invalid_argument("bad attention head_dim");
+  const bool rows = s.kind == OpKernelSpec::Kind::AttendF32Rows;
+  // Key row j (+ i rows) and value row r, in either layout.
+  auto key = [rows](const char *j, int i) {
+    const std::string idx = i ? std::string(j) + " + " + std::to_string(i) : std::string(j);
+    return rows ? "krows[" + idx + "]" : "(k + (" + idx + ") * HD)";
+  };
+  const std::string valueRow = rows ? "vrows[r]" : "v + r * HD";
   std::ostringstream o;
-  o << "\n// attention of one query head over n f32 KV rows of " << s.headDim << "\n"
+  o << "\n// attention of one query head over n f32 KV rows of " << s.headDim
+    << (rows ? ", rows by pointer" : "") << "\n"
     << "extern \"C\" void " << s.symbol()
-    << "(const float *q, const float *k, const float *v, int64_t n, float *w, float *out) {\n"
+    << (rows ? "(const float *q, const float *const *krows, const float *const *vrows, "
+               "int64_t n, float *w, float *out) {\n"
+             : "(const float *q, const float *k, const float *v, int64_t n, float *w, "
+               "float *out) {\n")
     << "  constexpr int HD = " << s.headDim << ";\n"
     << "  constexpr float SCALE = " << num(1.0 / std::sqrt(double(s.headDim))) << "f;\n"
     << "  int64_t j = 0;\n";
   if (s.headDim % 8 == 0)
     o << "  for (; j + 4 <= n; j += 4) {\n"
-      << "    const float *k0 = k + j * HD;\n"
+      << "    const float *k0 = " << key("j", 0) << ", *k1 = " << key("j", 1)
+      << ", *k2 = " << key("j", 2) << ", *k3 = " << key("j", 3) << ";\n"
       << "    v8f a0 = {}, a1 = {}, a2 = {}, a3 = {};\n"
       << "    for (int d = 0; d < HD; d += 8) {\n"
       << "      const v8f qv = load8(q + d);\n"
       << "      a0 += qv * load8(k0 + d);\n"
-      << "      a1 += qv * load8(k0 + HD + d);\n"
-      << "      a2 += qv * load8(k0 + 2 * HD + d);\n"
-      << "      a3 += qv * load8(k0 + 3 * HD + d);\n"
+      << "      a1 += qv * load8(k1 + d);\n"
+      << "      a2 += qv * load8(k2 + d);\n"
+      << "      a3 += qv * load8(k3 + d);\n"
       << "    }\n"
       << "    w[j] = hsum8(a0) * SCALE;\n"
       << "    w[j + 1] = hsum8(a1) * SCALE;\n"
@@ -201,7 +215,7 @@ std::string attendKernel(const OpKernelSpec &s) {
       << "    w[j + 3] = hsum8(a3) * SCALE;\n"
       << "  }\n";
   o << "  for (; j < n; ++j) {\n"
-    << "    const float *kj = k + j * HD;\n"
+    << "    const float *kj = " << key("j", 0) << ";\n"
     << "    float d0 = 0;\n"
     << "#pragma omp simd reduction(+ : d0)\n"
     << "    for (int d = 0; d < HD; ++d)\n"
@@ -231,7 +245,7 @@ std::string attendKernel(const OpKernelSpec &s) {
     << "  float o[HD] = {};\n"
     << "  for (int64_t r = 0; r < n; ++r) {\n"
     << "    const float p = w[r] *= inv;\n"
-    << "    const float *vr = v + r * HD;\n"
+    << "    const float *vr = " << valueRow << ";\n"
     << "#pragma omp simd\n"
     << "    for (int d = 0; d < HD; ++d)\n"
     << "      o[d] += p * vr[d];\n"
@@ -268,6 +282,8 @@ std::string OpKernelSpec::symbol() const {
            std::to_string(headDim) + (interleaved ? "_pairs_" : "_halves_") + symbolNumber(theta);
   case Kind::AttendF32:
     return "llmc_attend_f32_" + std::to_string(headDim);
+  case Kind::AttendF32Rows:
+    return "llmc_attend_f32_rows_" + std::to_string(headDim);
   case Kind::Embed:
     return "llmc_embed_" + std::string(dtypeName(dtype)) + "_" + std::to_string(cols);
   case Kind::Add:
@@ -296,7 +312,8 @@ nlohmann::json OpKernelSpec::manifestEntry() const {
     j["rope_style"] = interleaved ? "interleaved" : "half";
     break;
   case Kind::AttendF32:
-    j["kind"] = "attend_f32";
+  case Kind::AttendF32Rows:
+    j["kind"] = kind == Kind::AttendF32 ? "attend_f32" : "attend_f32_rows";
     j["head_dim"] = headDim;
     break;
   case Kind::Embed:
@@ -332,6 +349,7 @@ std::string opKernelSource(const std::vector<OpKernelSpec> &ops) {
       out += ropeKernel(s);
       break;
     case Kind::AttendF32:
+    case Kind::AttendF32Rows:
       out += attendKernel(s);
       break;
     case Kind::Embed:

@@ -20,12 +20,14 @@
 namespace llmc::codegen {
 
 struct OpKernelSpec {
-  enum class Kind { RmsNorm, Gate, Rope, AttendF32, Embed, Add };
+  /// AttendF32Rows: attention over rows given by pointers (paged caches),
+  /// the same arithmetic as AttendF32.
+  enum class Kind { RmsNorm, Gate, Rope, AttendF32, AttendF32Rows, Embed, Add };
   Kind kind = Kind::Add;
   int64_t cols = 0;            // rms_norm, embed: the row width
   DType dtype = DType::F32;    // embed: the table's format
   std::string activation;      // gate: "silu" or "gelu"
-  int64_t heads = 0, kvHeads = 0, headDim = 0; // rope (all), attend_f32 (headDim)
+  int64_t heads = 0, kvHeads = 0, headDim = 0; // rope (all), attend_f32(_rows) (headDim)
   double theta = 0;            // rope
   bool interleaved = false;    // rope: pairs (2i, 2i+1), else (i, i + head_dim/2)
 

@@ -410,6 +410,16 @@ std::string Server::Impl::metrics() const {
   gauge("llmc_kv_reserved_bytes", "KV bytes reserved by running sequences (with a pool).",
         double(st.kv_reserved));
   gauge("llmc_kv_pool_bytes", "KV pool size (0: unlimited).", double(opts.batch.kv_pool_bytes));
+  gauge("llmc_kv_pool_blocks", "Blocks of the paged KV pool (its capacity).",
+        double(st.pool.capacity_blocks));
+  gauge("llmc_kv_pool_blocks_used", "Pool blocks held by sequences.", double(st.pool.used_blocks));
+  gauge("llmc_kv_pool_blocks_cached",
+        "Pool blocks held only by the prefix cache (reclaimable).", double(st.pool.cached_blocks));
+  gauge("llmc_kv_block_bytes", "Bytes of one KV block.", double(st.pool.block_bytes));
+  gauge("llmc_prefix_cache_entries", "Prompt blocks published for sharing.",
+        double(st.pool.prefix_entries));
+  gauge("llmc_prefix_cache_hit_tokens_total", "Prompt tokens served from shared KV blocks.",
+        double(st.prefix_hit_tokens), "counter");
   std::lock_guard<std::mutex> lock(metricsMu);
   m += "# HELP llmc_time_to_first_token_seconds Time from arrival to the first token.\n"
        "# TYPE llmc_time_to_first_token_seconds summary\n"

@@ -14,6 +14,9 @@ Instruct, driven by the `openai` Python client from PyPI.
   OpenAI error body (openai.BadRequestError), a body that is not JSON is a
   400, an unknown path a 404; a full queue answers 429 (a second server
   with --max-batch 1 --max-queue 1);
+- chats sharing a long system prompt: the later ones take its KV blocks
+  from the prefix cache (the hit counter grows by whole blocks) and equal
+  `llmc run --chat --system` alone; finished sequences hold no block;
 - a streaming client that disconnects frees its sequence
   (llmc_running_sequences back to 0 long before its max_tokens);
 - SIGTERM while a request runs: that request still completes (200), then
@@ -98,8 +101,9 @@ class Served:
             return None
 
 
-def run_alone(artifact, prompt, n, chat=False):
+def run_alone(artifact, prompt, n, chat=False, system=None):
     args = ["run", artifact, "-p", prompt, "-n", str(n), "-q"] + (["--chat"] if chat else [])
+    args += ["--system", system] if system else []
     out = harness.run_llmc(args, timeout=300).stdout
     return out[:-1] if out.endswith("\n") else out
 
@@ -189,6 +193,40 @@ def concurrency_checks(checks, srv, client, art):
                  f"llmc_batch_size_max {peak}")
 
 
+SYSTEM = ("You are a careful assistant for a compiler team. Answer in one short sentence, "
+          "name the exact flag or file when there is one, never invent options, and say so "
+          "plainly when you do not know. The project builds with CMake and Ninja, keeps its "
+          "passes under passes/, its kernels under codegen/, and its runtime under runtime/.")
+
+
+def prefix_sharing_checks(checks, srv, client, art):
+    """Chat requests with one long system prompt, one after another: the
+    later ones take the first one's KV blocks for the shared prefix (the
+    prefix-cache counter grows by whole blocks) and still answer exactly as
+    `llmc run --chat --system` alone; afterwards no sequence holds a block."""
+    n = 16
+    before = srv.metric("llmc_prefix_cache_hit_tokens_total") or 0
+    same = 0
+    questions = ["Where do the passes live?", "Which build tool is used?", "What is Ninja?"]
+    for q in questions:
+        msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}]
+        got = client.chat.completions.create(model="smollm2", messages=msgs, max_tokens=n,
+                                             temperature=0).choices[0].message.content
+        same += got == run_alone(art, q, n, chat=True, system=SYSTEM)
+    hits = (srv.metric("llmc_prefix_cache_hit_tokens_total") or 0) - before
+    block = srv.metric("llmc_kv_block_bytes")
+    checks.check(same == len(questions), "chats sharing a system prompt equal `llmc run` alone",
+                 f"{same} of {len(questions)}")
+    checks.check(hits >= 2 * 64 and hits % 16 == 0,
+                 "later chats take the shared system prompt's KV blocks (prefix cache)",
+                 f"{hits:.0f} prompt tokens from shared blocks; block {block} bytes")
+    checks.check(srv.metric("llmc_kv_pool_blocks_used") == 0 and
+                 (srv.metric("llmc_kv_pool_blocks_cached") or 0) > 0,
+                 "finished sequences gave their blocks back (the prefix cache keeps its own)",
+                 f"used {srv.metric('llmc_kv_pool_blocks_used')}, "
+                 f"cached {srv.metric('llmc_kv_pool_blocks_cached')}")
+
+
 def disconnect_and_shutdown_checks(checks, srv, art, openai):
     import http.client
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
@@ -262,6 +300,7 @@ def main():
     try:
         api_checks(checks, srv, client, art, openai)
         concurrency_checks(checks, srv, client, art)
+        prefix_sharing_checks(checks, srv, client, art)
         disconnect_and_shutdown_checks(checks, srv, art, openai)
         queue_checks(checks, art, openai)
     finally:

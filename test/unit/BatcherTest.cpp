@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 
 namespace {
@@ -103,7 +104,8 @@ TEST(Batch, ForwardBatchMatchesSequencesAlone) {
 }
 
 // Ten requests through batches of 1, 3 and 10 with tight and loose step
-// budgets: every request's tokens are those of a plain decode loop.
+// budgets, paged (the default) and contiguous: every request's tokens are
+// those of a plain decode loop.
 TEST(Batch, BatcherGreedyEqualsAlone) {
   TinyModel m({});
   auto art = m.artifact();
@@ -113,9 +115,11 @@ TEST(Batch, BatcherGreedyEqualsAlone) {
   std::vector<std::vector<int32_t>> want;
   for (size_t i = 0; i < prompts.size(); ++i)
     want.push_back(greedyAlone(*art, prompts[i], 5 + int64_t(i)));
-  for (auto [maxBatch, stepTokens] : {std::pair{1, 2}, {3, 6}, {10, 11}, {10, 64}}) {
+  for (auto [maxBatch, stepTokens] : {std::pair{1, 2}, {3, 6}, {10, 11}, {10, 64}, {-10, 11}}) {
     Executor exec(*art, ExecutorOptions{2, 0});
-    Batcher batcher(exec, {maxBatch, stepTokens, 64});
+    BatcherOptions bo{std::abs(maxBatch), stepTokens, 64};
+    bo.paged_kv = maxBatch > 0; // -10: contiguous caches, not pool blocks
+    Batcher batcher(exec, bo);
     std::vector<Outcome> got(prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i) {
       GenerationRequest r{prompts[i], 5 + int64_t(i), {}, {}};
@@ -137,7 +141,8 @@ TEST(Batch, BatcherGreedyEqualsAlone) {
     EXPECT_EQ(st.finished, 10);
     EXPECT_EQ(st.running, 0);
     EXPECT_EQ(st.waiting, 0);
-    EXPECT_LE(widest, maxBatch);
+    EXPECT_LE(widest, std::abs(maxBatch));
+    EXPECT_EQ(st.pool.capacity_blocks > 0, maxBatch > 0);
     EXPECT_EQ(st.generated_tokens, 5 * 10 + 45);
   }
 }

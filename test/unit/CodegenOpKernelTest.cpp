@@ -84,8 +84,12 @@ std::vector<Spec> allSpecs() {
     ops.push_back(rope(3, 1, 8, 10000.0, inter));
     ops.push_back(rope(9, 3, 64, 100000.0, inter));
   }
-  for (int64_t hd : kHeadDims)
+  for (int64_t hd : kHeadDims) {
     ops.push_back(attend(hd));
+    Spec rows = attend(hd);
+    rows.kind = Spec::Kind::AttendF32Rows;
+    ops.push_back(rows);
+  }
   for (auto [t, c] : kEmbeds)
     ops.push_back(embed(t, c));
   Spec add;
@@ -190,6 +194,35 @@ TEST_F(OpKernels, RopeRotatesQAndKAndCopiesV) {
           ASSERT_EQ(kv[size_t(t * 2 * kvd + kvd + i)], qkv[size_t(t * ld + qd + kvd + i)])
               << s.symbol() << " v " << i;
         }
+      }
+    }
+}
+
+// The rows-by-pointer kernel (paged caches) on rows scattered in reverse
+// order gives bit for bit what the contiguous kernel gives.
+TEST_F(OpKernels, AttentionOverRowPointersEqualsContiguousBitForBit) {
+  for (const auto &obj : objects())
+    for (int64_t hd : kHeadDims) {
+      Spec rs = attend(hd);
+      rs.kind = Spec::Kind::AttendF32Rows;
+      auto flat = obj->fn<AttendFn>(attend(hd).symbol());
+      auto rows = obj->fn<AttendRowsFn>(rs.symbol());
+      ASSERT_NE(rows, nullptr) << rs.symbol();
+      for (int64_t n : {1, 4, 7, 33}) {
+        auto q = randoms(hd, 2.0f), k = randoms(n * hd), v = randoms(n * hd);
+        std::vector<float> ks(k.size()), vs(v.size()); // row j stored at n - 1 - j
+        std::vector<const float *> kp(static_cast<size_t>(n)), vp(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) {
+          std::copy_n(k.data() + j * hd, hd, ks.data() + (n - 1 - j) * hd);
+          std::copy_n(v.data() + j * hd, hd, vs.data() + (n - 1 - j) * hd);
+          kp[size_t(j)] = ks.data() + (n - 1 - j) * hd;
+          vp[size_t(j)] = vs.data() + (n - 1 - j) * hd;
+        }
+        std::vector<float> w1(static_cast<size_t>(n)), w2(w1), o1(static_cast<size_t>(hd)), o2(o1);
+        flat(q.data(), k.data(), v.data(), n, w1.data(), o1.data());
+        rows(q.data(), kp.data(), vp.data(), n, w2.data(), o2.data());
+        ASSERT_EQ(w1, w2) << rs.symbol() << " n " << n;
+        ASSERT_EQ(o1, o2) << rs.symbol() << " n " << n;
       }
     }
 }

@@ -3,6 +3,7 @@
 #include "CLI/CLI.hpp"
 #include <chrono>
 #include "llmc/artifact.h"
+#include "llmc/batcher.h"
 #include "llmc/executor.h"
 #include "llmc/tokenizer.h"
 #include <functional>
@@ -119,6 +120,15 @@ struct PromptChoice {
 /// `what`: "the prompt" or "each prompt"; seedHelp: what --seed does.
 void addPromptOptions(CLI::App *cmd, PromptChoice &p, const std::string &what,
                       const std::string &seedHelp);
+/// How generate and serve keep the KV caches of a batch: --kv-block,
+/// --contiguous-kv, --no-prefix-cache.
+struct KvPagingChoice {
+  int64_t block_tokens = 16;
+  bool contiguous = false, no_prefix_cache = false;
+};
+void addKvPagingOptions(CLI::App *cmd, KvPagingChoice &k);
+void applyKvPaging(const KvPagingChoice &k, BatcherOptions &bo);
+
 /// The text as token ids, wrapped in the model's chat template with --chat
 /// (whose special tokens are then parsed); BOS as the tokenizer asks when bos.
 std::vector<int32_t> encodePrompt(const Tokenizer &tok, const std::string &text,

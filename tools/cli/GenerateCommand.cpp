@@ -21,6 +21,7 @@ struct GenerateArgs {
   int n = 64, threads = 0, maxBatch = 16;
   int64_t stepTokens = 256, ctx = 0;
   PromptChoice p;
+  KvPagingChoice kv;
   bool ids = false, quiet = false, noBos = false, ignoreEos = false, statsJson = false;
   EngineChoice engine;
 };
@@ -42,6 +43,7 @@ void declareGenerateOptions(CLI::App &app, GenerateArgs &a) {
                   "(default 256; must exceed --max-batch)")
       ->check(CLI::PositiveNumber);
   addPromptOptions(cmd, a.p, "each prompt", "random seed; request i samples with seed + i");
+  addKvPagingOptions(cmd, a.kv);
   cmd->add_option("-t,--threads", a.threads, "worker threads (0: all cores)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-c,--ctx", a.ctx, "maximum context (0: model's, capped at 4096)")
@@ -129,6 +131,7 @@ int runGenerate(const GenerateArgs &a) {
   bo.max_batch = a.maxBatch;
   bo.step_tokens = a.stepTokens;
   bo.max_queue = int64_t(prompts.size());
+  applyKvPaging(a.kv, bo);
   Batcher batcher(exec, bo); // throws invalid_argument for step_tokens <= max_batch
   std::vector<Result> results(prompts.size());
   std::vector<int32_t> stops;
@@ -164,7 +167,7 @@ int runGenerate(const GenerateArgs &a) {
   while (batcher.step()) {
     const BatcherStats st = batcher.stats();
     batchSum += st.last_batch;
-    if (generatedAtPrefill < 0 && st.prompt_tokens >= promptTotal) {
+    if (generatedAtPrefill < 0 && st.prompt_tokens + st.prefix_hit_tokens >= promptTotal) {
       prefillS = secondsSince(tg); // every prompt is in: decode only from here
       generatedAtPrefill = st.generated_tokens;
     }

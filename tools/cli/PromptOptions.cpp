@@ -1,4 +1,4 @@
-//===- PromptOptions.cpp - The prompt and sampling options of run/generate -===//
+//===- PromptOptions.cpp - Prompt, sampling and KV-paging options --------===//
 #include "Commands.h"
 
 namespace llmc::tool {
@@ -14,6 +14,22 @@ void addPromptOptions(CLI::App *cmd, PromptChoice &p, const std::string &what,
   cmd->add_option("--top-p", p.sampling.top_p, "nucleus sampling mass (1: off)")
       ->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--seed", p.sampling.seed, seedHelp);
+}
+
+void addKvPagingOptions(CLI::App *cmd, KvPagingChoice &k) {
+  cmd->add_option("--kv-block", k.block_tokens,
+                  "entries per block of the paged KV cache (default 16)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_flag("--contiguous-kv", k.contiguous,
+                "keep each sequence's KV cache in its own arrays instead of pool blocks");
+  cmd->add_flag("--no-prefix-cache", k.no_prefix_cache,
+                "do not share the KV blocks of identical prompt prefixes");
+}
+
+void applyKvPaging(const KvPagingChoice &k, BatcherOptions &bo) {
+  bo.paged_kv = !k.contiguous;
+  bo.kv_block_tokens = k.block_tokens;
+  bo.prefix_sharing = !k.no_prefix_cache;
 }
 
 std::vector<int32_t> encodePrompt(const Tokenizer &tok, const std::string &text,

@@ -21,6 +21,7 @@ struct ServeArgs {
   int64_t stepTokens = 256, maxQueue = 64, kvPoolMiB = 0, ctx = 0, maxTokens = 256;
   bool quiet = false;
   EngineChoice engine;
+  KvPagingChoice kv;
 };
 
 void declareServeOptions(CLI::App &app, ServeArgs &a) {
@@ -43,8 +44,9 @@ void declareServeOptions(CLI::App &app, ServeArgs &a) {
                                              "(default 64)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-pool", a.kvPoolMiB,
-                  "MiB of KV cache for all sequences: each reserves (prompt + max_tokens) "
-                  "positions at f32 while it runs; larger requests get 400 (0: no limit)")
+                  "MiB of KV cache for all sequences (the block pool): each reserves "
+                  "(prompt + max_tokens) positions at f32, in whole blocks, while it runs; "
+                  "larger requests get 400 (0: room for --max-batch whole contexts)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--model-name", a.name, "the model id in /v1/models (default: the file name)");
   cmd->add_option("--max-tokens", a.maxTokens, "max_tokens when a request gives none "
@@ -63,6 +65,7 @@ void declareServeOptions(CLI::App &app, ServeArgs &a) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-c,--ctx", a.ctx, "maximum context per sequence (0: model's, capped at 4096)")
       ->check(CLI::NonNegativeNumber);
+  addKvPagingOptions(cmd, a.kv);
   cmd->add_flag("-q,--quiet", a.quiet, "no request log on stderr");
   addEngineOptions(cmd, a.engine);
 }
@@ -100,6 +103,7 @@ int runServe(const ServeArgs &a) {
   so.batch.step_tokens = a.stepTokens;
   so.batch.max_queue = a.maxQueue;
   so.batch.kv_pool_bytes = a.kvPoolMiB << 20;
+  applyKvPaging(a.kv, so.batch);
   so.model_name = a.name.empty() ? baseName(a.input) : a.name;
   so.default_max_tokens = a.maxTokens;
   so.request_timeout_s = a.requestTimeout;

@@ -55,6 +55,16 @@ struct BatcherOptions {
   /// Executor::kvBytesPerPosition(), fit; submit refuses a request that
   /// could never fit.
   int64_t kv_pool_bytes = 0;
+  /// Paged KV (Executor::usePagedKv): sequences draw f32 KV blocks of
+  /// kv_block_tokens entries from one pool of kv_pool_bytes (0: room for
+  /// max_batch sequences of the whole context, allocated as used), and a
+  /// request's reservation is its worst case in whole blocks. False keeps
+  /// each sequence's caches in its own vectors.
+  bool paged_kv = true;
+  int64_t kv_block_tokens = 16;
+  /// Under the full cache, prompts beginning with the same complete blocks
+  /// share them (copy-free) and skip their prefill.
+  bool prefix_sharing = true;
 };
 
 struct BatcherStats {
@@ -64,6 +74,8 @@ struct BatcherStats {
   int peak_batch = 0;        // most sequences in one step so far
   int64_t kv_bytes = 0;      // KV bytes the running sequences hold
   int64_t kv_reserved = 0;   // KV bytes reserved for them (with kv_pool_bytes)
+  KvPoolInfo pool;           // the paged pool (zero without one)
+  int64_t prefix_hit_tokens = 0; // prompt tokens taken from shared blocks, not prefilled
 };
 
 class Batcher {
@@ -89,6 +101,9 @@ public:
   void notify();
   BatcherStats stats() const;
   const BatcherOptions &options() const { return opts_; }
+  /// KV bytes a request of `positions` positions reserves (its worst case:
+  /// whole blocks when paged).
+  int64_t reserveBytes(int64_t positions) const;
 
 private:
   struct Sequence;
@@ -110,6 +125,7 @@ private:
   std::vector<int64_t> cancelled_;
   int64_t nextId_ = 1;
   int64_t reserved_ = 0; // KV bytes reserved by running sequences
+  int64_t blockBytes_ = 0; // a paged block's bytes
   BatcherStats stats_;
 };
 

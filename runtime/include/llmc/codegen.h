@@ -56,6 +56,11 @@ using RopeFn = void (*)(const float *qkv, int64_t ld, float *q, float *kv, int64
 /// each): w[j] = softmax_j(dot(q, k_j) / sqrt(head_dim)), out = sum_j w[j] v_j.
 using AttendFn = void (*)(const float *q, const float *k, const float *v, int64_t n, float *w,
                           float *out);
+/// The same over rows given by pointers (k_j = krows[j], v_j = vrows[j]: a
+/// paged cache's rows in their blocks), with the same arithmetic as AttendFn
+/// (equal results for equal rows).
+using AttendRowsFn = void (*)(const float *q, const float *const *krows,
+                              const float *const *vrows, int64_t n, float *w, float *out);
 /// One embedding row (the kernel's format and width) to floats.
 using EmbedFn = void (*)(const uint8_t *row, float *out);
 /// y[i] = a[i] + b[i] for i < n.

@@ -110,6 +110,23 @@ private:
   std::unique_ptr<State> state;
 };
 
+/// A paged KV cache for the sequences of a batch (Executor::usePagedKv).
+struct PagedKvOptions {
+  int64_t block_tokens = 16; // entries per block (of one layer's KV head)
+  int64_t pool_blocks = 0;   // the pool's capacity in blocks (>= 1)
+  /// Under the full cache, prompts that start with the same complete
+  /// blocks of tokens share those blocks (and skip their prefill).
+  bool prefix_sharing = true;
+};
+
+/// The pool's state (Executor::kvPoolInfo); all zero without a pool.
+struct KvPoolInfo {
+  int64_t capacity_blocks = 0, used_blocks = 0, cached_blocks = 0;
+  int64_t block_bytes = 0, block_tokens = 0;
+  int64_t prefix_entries = 0, prefix_hit_tokens = 0;
+  bool prefix_sharing = false; // enabled and possible under the current policies
+};
+
 /// One sequence's tokens in a batched step.
 struct BatchEntry {
   SequenceKv *sequence = nullptr;
@@ -194,6 +211,25 @@ public:
   /// std::runtime_error for a bad entry, or with a linear-input hook or
   /// stop_after_block set.
   std::vector<float> forwardBatch(const std::vector<BatchEntry> &entries);
+
+  /// Sequences made from now on keep their f32 KV entries in fixed-size
+  /// blocks of one pool (a paged cache; PolyKV and RDKV caches keep their
+  /// own storage). Throws std::runtime_error for bad options or layers of
+  /// different head sizes.
+  void usePagedKv(const PagedKvOptions &opts);
+  bool pagedKv() const;
+  KvPoolInfo kvPoolInfo() const;
+  /// Block tables per sequence (layer caches x KV heads): a sequence of n
+  /// positions needs at most tables x ceil(n / block_tokens) blocks.
+  int64_t kvTablesPerSequence() const;
+  /// A new sequence for `prompt`: with prefix sharing, its caches start with
+  /// the longest published run of complete blocks the prompt begins with
+  /// (pos() is where its prefill starts; at least the last prompt token is
+  /// left to feed), else as newSequence().
+  std::unique_ptr<SequenceKv> newSequence(const std::vector<int32_t> &prompt) const;
+  /// After `prompt` has been fed into `seq`: publishes its complete blocks
+  /// for later prompts (nothing without prefix sharing).
+  void publishPrompt(const SequenceKv &seq, const std::vector<int32_t> &prompt) const;
 
 private:
   struct Impl;

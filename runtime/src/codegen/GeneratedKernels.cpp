@@ -115,7 +115,7 @@ std::string opEntryKey(const nlohmann::json &k, const std::string &kind, const s
     return ropeKey(i64("num_heads"), i64("num_kv_heads"), i64("head_dim"),
                    k["rope_theta"].get<double>(), str("rope_style") == "interleaved");
   }
-  if (kind == "attend_f32")
+  if (kind == "attend_f32" || kind == "attend_f32_rows")
     return opKey(kind, {std::to_string(i64("head_dim"))});
   if (kind == "embed") {
     auto dtype = dtypeFromName(str("dtype"));
@@ -257,6 +257,11 @@ RopeFn GeneratedKernels::findRope(int64_t heads, int64_t kvHeads, int64_t headDi
 
 AttendFn GeneratedKernels::findAttendF32(int64_t headDim) const {
   return reinterpret_cast<AttendFn>(findOp(opKey("attend_f32", {std::to_string(headDim)})));
+}
+
+AttendRowsFn GeneratedKernels::findAttendF32Rows(int64_t headDim) const {
+  return reinterpret_cast<AttendRowsFn>(
+      findOp(opKey("attend_f32_rows", {std::to_string(headDim)})));
 }
 
 EmbedFn GeneratedKernels::findEmbed(DType dtype, int64_t cols) const {

@@ -47,6 +47,9 @@ public:
   RopeFn findRope(int64_t heads, int64_t kvHeads, int64_t headDim, double theta,
                   bool interleaved) const;
   AttendFn findAttendF32(int64_t headDim) const;
+  /// Attention over rows by pointer (paged caches); artifacts compiled
+  /// before it have none.
+  AttendRowsFn findAttendF32Rows(int64_t headDim) const;
   EmbedFn findEmbed(DType dtype, int64_t cols) const;
   AddFn findAdd() const;
   size_t size() const { return fns_.size() + rows8_.size() + ops_.size(); }

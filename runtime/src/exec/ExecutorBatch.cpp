@@ -4,7 +4,9 @@
 // forwardBatch runs one step of several sequences: on the kernel engine as
 // one pass of the plan (PlanEngine::runBatch: every product over all rows
 // at once), on the reference engine one entry after another with the
-// entry's caches swapped in.
+// entry's caches swapped in. With usePagedKv, new sequences keep their f32
+// entries in blocks of one pool and (under the full cache) share the
+// leading blocks of identical prompt prefixes.
 //===----------------------------------------------------------------------===//
 #include "ExecutorImpl.h"
 
@@ -44,8 +46,11 @@ std::unique_ptr<SequenceKv> Executor::newSequence() const {
   auto s = std::make_unique<SequenceKv::State>();
   s->owner = impl.get();
   s->caches = impl->freshCaches;
-  for (kv::LayerCache &c : s->caches)
+  for (kv::LayerCache &c : s->caches) {
+    if (impl->kvPool)
+      c.usePool(impl->kvPool);
     c.attachMeter(&s->meter);
+  }
   s->meter.resetPeak();
   return std::unique_ptr<SequenceKv>(new SequenceKv(std::move(s)));
 }
@@ -92,6 +97,104 @@ std::vector<float> Executor::forwardBatch(const std::vector<BatchEntry> &entries
     }
   }
   return logits;
+}
+
+void Executor::usePagedKv(const PagedKvOptions &opts) {
+  Impl &m = *impl;
+  if (opts.block_tokens < 1 || opts.block_tokens > 4096)
+    throw std::runtime_error("paged KV: block_tokens must be in [1, 4096], not " +
+                             std::to_string(opts.block_tokens));
+  if (opts.pool_blocks < 1)
+    throw std::runtime_error("paged KV: the pool needs at least one block");
+  int64_t hd = -1;
+  for (const kv::LayerCache &c : m.freshCaches) {
+    if (hd >= 0 && c.headDim() != hd)
+      throw std::runtime_error("paged KV: layers of different head sizes (" + std::to_string(hd) +
+                               ", " + std::to_string(c.headDim()) + ") cannot share a pool");
+    hd = c.headDim();
+  }
+  if (hd < 0)
+    throw std::runtime_error("paged KV: the program has no attention layer");
+  m.kvPool = std::make_shared<kv::KvBlockPool>(opts.block_tokens, hd, opts.pool_blocks);
+  m.prefixSharing = opts.prefix_sharing;
+}
+
+bool Executor::pagedKv() const { return impl->kvPool != nullptr; }
+
+int64_t Executor::kvTablesPerSequence() const {
+  int64_t n = 0;
+  for (const kv::LayerCache &c : impl->freshCaches)
+    n += c.kvHeads();
+  return n;
+}
+
+namespace {
+/// Whether every cache of a sequence can share prompt blocks.
+bool sharable(const std::vector<kv::LayerCache> &caches) {
+  for (const kv::LayerCache &c : caches)
+    if (!c.prefixSharable())
+      return false;
+  return !caches.empty();
+}
+} // namespace
+
+KvPoolInfo Executor::kvPoolInfo() const {
+  KvPoolInfo info;
+  if (!impl->kvPool)
+    return info;
+  const kv::KvPoolStats s = impl->kvPool->stats();
+  info.capacity_blocks = s.capacity_blocks;
+  info.used_blocks = s.used_blocks;
+  info.cached_blocks = s.cached_blocks;
+  info.block_bytes = s.block_bytes;
+  info.block_tokens = s.block_entries;
+  info.prefix_entries = s.prefix_entries;
+  info.prefix_hit_tokens = s.prefix_hit_tokens;
+  info.prefix_sharing = impl->prefixSharing && !impl->kvRecord;
+  for (const kv::LayerCache &c : impl->freshCaches)
+    info.prefix_sharing = info.prefix_sharing && c.policy().full() &&
+                          c.policy().quant == kv::KvQuant::None;
+  return info;
+}
+
+std::unique_ptr<SequenceKv> Executor::newSequence(const std::vector<int32_t> &prompt) const {
+  std::unique_ptr<SequenceKv> seq = newSequence();
+  SequenceKv::State &s = *seq->state;
+  if (!impl->kvPool || !impl->prefixSharing || prompt.size() < 2 || !sharable(s.caches))
+    return seq;
+  const int64_t B = impl->kvPool->blockEntries();
+  const int64_t width = kvTablesPerSequence();
+  std::vector<int32_t> blocks;
+  // At least the last prompt token is fed, for its logits.
+  const int64_t n = impl->kvPool->matchPrefix(prompt.data(), (int64_t(prompt.size()) - 1) / B,
+                                              width, blocks);
+  if (n == 0)
+    return seq;
+  int64_t first = 0;
+  for (kv::LayerCache &c : s.caches) {
+    c.adoptPrefix(blocks, n, width, first);
+    first += c.kvHeads();
+  }
+  s.pos = n * B;
+  return seq;
+}
+
+void Executor::publishPrompt(const SequenceKv &seq, const std::vector<int32_t> &prompt) const {
+  const SequenceKv::State &s = *seq.state;
+  if (!impl->kvPool || !impl->prefixSharing || s.owner != impl.get() || !sharable(s.caches) ||
+      s.pos < int64_t(prompt.size()))
+    return;
+  const int64_t B = impl->kvPool->blockEntries();
+  const int64_t n = int64_t(prompt.size()) / B, width = kvTablesPerSequence();
+  if (n == 0)
+    return;
+  std::vector<int32_t> blocks;
+  int64_t first = 0;
+  for (const kv::LayerCache &c : s.caches) {
+    c.prefixBlocks(n, width, first, blocks);
+    first += c.kvHeads();
+  }
+  impl->kvPool->publishPrefix(prompt.data(), n, width, blocks);
 }
 
 } // namespace llmc

@@ -75,6 +75,10 @@ struct Executor::Impl {
   /// from (Executor::newSequence).
   std::vector<kv::LayerCache> freshCaches;
   kv::KvMeter kvMeter; // every cache's bytes, current and peak
+  /// Paged KV for new sequences (usePagedKv), and whether prompts share
+  /// their leading blocks.
+  std::shared_ptr<kv::KvBlockPool> kvPool;
+  bool prefixSharing = false;
   int64_t prefillChunk = 0;
   std::vector<int64_t> cacheLayers;   // the `layer` of each cache's node
   std::vector<std::string> cacheDesc; // its node, for errors

@@ -279,6 +279,7 @@ void PlanEngine::bindGeneratedOps(PlanStep &s, const codegen::GeneratedKernels *
     break;
   case PlanKernel::Attend:
     count(s.genAttend, g ? g->findAttendF32(s.headDim) : nullptr);
+    s.genAttendRows = g ? g->findAttendF32Rows(s.headDim) : nullptr; // one op with genAttend
     break;
   case PlanKernel::Add:
     count(s.genAdd, g ? g->findAdd() : nullptr);
@@ -513,7 +514,7 @@ void PlanEngine::runStep(ThreadPool &pool, std::vector<kv::LayerCache> *caches,
     break;
   case PlanKernel::Attend: {
     kv::LayerCache &c = (*caches)[size_t(s.cache)];
-    c.attend(pool, io.in(s, 0), rows, out, s.genAttend);
+    c.attend(pool, io.in(s, 0), rows, out, s.genAttend, s.genAttendRows);
     c.afterStep(io.in(s, 0), rows, pos);
     break;
   }

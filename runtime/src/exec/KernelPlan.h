@@ -51,6 +51,7 @@ struct PlanStep {
   codegen::GateFn genGate = nullptr;
   codegen::RopeFn genRope = nullptr;
   codegen::AttendFn genAttend = nullptr;
+  codegen::AttendRowsFn genAttendRows = nullptr; // the same over a paged cache's rows
   codegen::AddFn genAdd = nullptr;
   std::vector<float> norm;     // RMSNorm weight when fused (empty: none)
   float eps = 1e-5f;

@@ -1,7 +1,5 @@
 //===- KvCache.cpp - One attention layer's KV cache under a policy --------===//
 #include "KvCache.h"
-#include "../kernels/attention_f32.h"
-
 #include "../exec/Matmul.h"
 #include "../exec/ThreadPool.h"
 #include "KvRdkv.h"
@@ -16,7 +14,6 @@
 namespace llmc::kv {
 
 namespace {
-constexpr double kInertiaBeta = 0.9;
 constexpr int64_t kLaproxFloor = 8; // entries a head keeps beyond its window under LaProx
 } // namespace
 
@@ -45,6 +42,13 @@ void LayerCache::buildGram() {
 void LayerCache::setPolicy(const Policy &policy, bool compress_now) {
   const bool wasQuantized = quantized();
   const Method before = policy_.method;
+  // f32 rows to re-store in the new policy's form (from blocks or vectors).
+  std::vector<std::vector<float>> keysBefore(KV_), valuesBefore(KV_);
+  if (policy.quant == KvQuant::PolyKV && !wasQuantized && !rdStored_)
+    for (int64_t g = 0; g < KV_; ++g) {
+      keyRows(g, keysBefore[size_t(g)]);
+      valueRows(g, valuesBefore[size_t(g)]);
+    }
   if (rdStored_ && policy.method != Method::RdKV)
     throw std::runtime_error("kv cache: cannot switch an rdkv cache (mixed bit widths) to policy " +
                              policy.name);
@@ -52,15 +56,18 @@ void LayerCache::setPolicy(const Policy &policy, bool compress_now) {
   if (quantized() && !wasQuantized) {
     // Store the f32 entries in the policy's form.
     poly_ = PolyKV(hd_, policy_.seed + uint64_t(layer_) * 7919u);
-    for (HeadCache &c : heads_) {
+    for (int64_t g = 0; g < KV_; ++g) {
+      HeadCache &c = heads_[size_t(g)];
+      const float *kf = keysBefore[size_t(g)].data(), *vf = valuesBefore[size_t(g)].data();
       c.kq.assign(size_t(c.n * poly_.keyBytes()), 0);
       c.vq.assign(size_t(c.n * poly_.valueBytes()), 0);
       for (int64_t j = 0; j < c.n; ++j) {
-        poly_.encodeKey(c.k.data() + j * hd_, c.kq.data() + j * poly_.keyBytes());
-        poly_.encodeValue(c.v.data() + j * hd_, c.vq.data() + j * poly_.valueBytes());
+        poly_.encodeKey(kf + j * hd_, c.kq.data() + j * poly_.keyBytes());
+        poly_.encodeValue(vf + j * hd_, c.vq.data() + j * poly_.valueBytes());
       }
       std::vector<float>().swap(c.k);
       std::vector<float>().swap(c.v);
+      c.paged.clear(); // its blocks go back to the pool
     }
   } else if (!quantized() && wasQuantized) {
     if (entries() > 0)
@@ -91,8 +98,11 @@ void LayerCache::setPolicy(const Policy &policy, bool compress_now) {
 }
 
 void LayerCache::reset() {
-  for (HeadCache &c : heads_)
+  for (HeadCache &c : heads_) {
     c = HeadCache();
+    if (pool_)
+      c.paged = BlockTable(pool_);
+  }
   std::vector<float>().swap(winQ_);
   std::vector<int32_t>().swap(winPos_);
   promptLen_ = steps_ = 0;
@@ -104,6 +114,52 @@ void LayerCache::attachMeter(KvMeter *meter) {
   meter_ = meter;
   metered_ = 0;
   updateMeter();
+}
+
+void LayerCache::usePool(std::shared_ptr<KvBlockPool> pool) {
+  if (entries() > 0)
+    throw std::runtime_error("kv cache: usePool on a cache that holds entries");
+  if (pool && pool->headDim() != hd_)
+    throw std::runtime_error("kv cache: pool rows of " + std::to_string(pool->headDim()) +
+                             " floats for a head_dim of " + std::to_string(hd_));
+  pool_ = std::move(pool);
+  blockEntries_ = pool_ ? pool_->blockEntries() : 0;
+  for (HeadCache &c : heads_)
+    c.paged = pool_ ? BlockTable(pool_) : BlockTable();
+  updateMeter();
+}
+
+void LayerCache::adoptPrefix(const std::vector<int32_t> &blocks, int64_t n_blocks, int64_t width,
+                             int64_t first) {
+  if (!prefixSharable() || entries() > 0)
+    throw std::logic_error("kv cache: adoptPrefix on a cache that cannot share a prefix");
+  for (int64_t g = 0; g < KV_; ++g) {
+    HeadCache &c = heads_[size_t(g)];
+    for (int64_t b = 0; b < n_blocks; ++b)
+      c.paged.adopt(blocks[size_t(b * width + first + g)]);
+    c.n = n_blocks * blockEntries_;
+    c.pos.resize(size_t(c.n));
+    for (int64_t j = 0; j < c.n; ++j)
+      c.pos[size_t(j)] = int32_t(j);
+  }
+  updateMeter();
+}
+
+void LayerCache::prefixBlocks(int64_t n_blocks, int64_t width, int64_t first,
+                              std::vector<int32_t> &blocks) const {
+  blocks.resize(size_t(n_blocks * width));
+  for (int64_t g = 0; g < KV_; ++g)
+    for (int64_t b = 0; b < n_blocks; ++b)
+      blocks[size_t(b * width + first + g)] = heads_[size_t(g)].paged.id(size_t(b));
+}
+
+void LayerCache::appendPaged(HeadCache &c, const float *kr, const float *vr) {
+  if (c.n == int64_t(c.paged.size()) * blockEntries_)
+    c.paged.grow();
+  const int32_t id = c.paged.writable(size_t(c.n / blockEntries_));
+  const int64_t row = (c.n % blockEntries_) * hd_;
+  std::copy_n(kr, hd_, pool_->keys(id) + row);
+  std::copy_n(vr, hd_, pool_->values(id) + row);
 }
 
 void LayerCache::updateMeter() {
@@ -139,6 +195,8 @@ void LayerCache::append(const float *k, const float *v, int64_t T, int64_t strid
       const size_t eb = size_t(rdkv::entryBytes(fp16, hd_));
       growFor(c.rd, t * eb, grow * eb);
       growFor(c.widths, t, grow);
+    } else if (paged()) {
+      // blocks come from the pool as entries need them
     } else if (quantized()) {
       growFor(c.kq, t * size_t(poly_.keyBytes()), grow * size_t(poly_.keyBytes()));
       growFor(c.vq, t * size_t(poly_.valueBytes()), grow * size_t(poly_.valueBytes()));
@@ -154,6 +212,8 @@ void LayerCache::append(const float *k, const float *v, int64_t T, int64_t strid
       if (rdStored_) {
         rdkv::appendEntry(c.rd, kr, vr, hd_, fp16);
         c.widths.push_back(fp16);
+      } else if (paged()) {
+        appendPaged(c, kr, vr);
       } else if (quantized()) {
         size_t ko = c.kq.size(), vo = c.vq.size();
         c.kq.resize(ko + size_t(poly_.keyBytes()));
@@ -171,119 +231,6 @@ void LayerCache::append(const float *k, const float *v, int64_t T, int64_t strid
     }
   }
   updateMeter();
-}
-
-void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
-                        codegen::AttendFn gen) {
-  const int64_t qd = H_ * hd_;
-  const float scale = float(1.0 / std::sqrt(double(hd_)));
-  // InertiaKV-Lazy gathers attention statistics only every score_every
-  // decode steps (steps_ counts the decode steps before this one). Recording
-  // (sweeps) matters for the prompt only, so it does not override this.
-  const bool lazySkip = policy_.method == Method::InertiaKV && T == 1 &&
-                        steps_ % policy_.score_every != 0;
-  const bool acc = accumulating() && !lazySkip;
-  // With running statistics each task owns a KV head (no shared writes).
-  const int64_t items = acc ? KV_ : H_ * T;
-  std::vector<std::vector<float>> stepSum(acc ? size_t(KV_) : 0);
-  // RDKV: where each entry's rows start (widths differ per entry).
-  std::vector<std::vector<int64_t>> rdOff(rdStored_ ? size_t(KV_) : 0);
-  for (size_t g = 0; g < rdOff.size(); ++g)
-    rdOff[g] = rdkv::entryOffsets(heads_[g].widths, hd_);
-  pool.parallelFor(0, items, acc ? 1 : 0, [&](int64_t lo, int64_t hi) {
-    std::vector<float> w, o(static_cast<size_t>(hd_));
-    for (int64_t item = lo; item < hi; ++item) {
-      const int64_t hFirst = acc ? item * group_ : item / T, hLast = acc ? hFirst + group_ : hFirst + 1;
-      const int64_t tFirst = acc ? 0 : item % T, tLast = acc ? T : tFirst + 1;
-      const int64_t g = hFirst / group_;
-      const HeadCache &c = heads_[size_t(g)];
-      if (acc)
-        stepSum[size_t(g)].assign(static_cast<size_t>(c.n), 0.0f);
-      for (int64_t h = hFirst; h < hLast; ++h)
-        for (int64_t t = tFirst; t < tLast; ++t) {
-          const int64_t last = c.n - T + t; // this query's own entry
-          int64_t first = 0;
-          if (windowLimit_ > 0) {
-            const int32_t lo = c.pos[size_t(last)] - int32_t(windowLimit_) + 1;
-            first = std::lower_bound(c.pos.begin(), c.pos.begin() + last, lo) - c.pos.begin();
-          }
-          const float *qh = q + t * qd + h * hd_;
-          w.resize(static_cast<size_t>(last + 1));
-          if (!rdStored_ && !quantized()) { // f32 cache: the vectorized kernels
-            const int64_t n = last + 1 - first;
-            float *wf = w.data() + first;
-            const float *kf = c.k.data() + first * hd_, *vf = c.v.data() + first * hd_;
-            float *o = out + t * qd + h * hd_;
-            if (gen) { // scores, softmax (probabilities left in wf) and values
-              gen(qh, kf, vf, n, wf, o);
-            } else {
-              kernels::scoreKeys(qh, kf, n, hd_, scale, wf);
-              kernels::softmaxInPlace(wf, n);
-              kernels::weightedRows(wf, vf, n, hd_, o);
-            }
-            if (acc)
-              for (int64_t j = first; j <= last; ++j)
-                stepSum[size_t(g)][size_t(j)] += w[size_t(j)] / float(group_);
-            continue;
-          }
-          float mx = -INFINITY, qsum = 0;
-          if (rdStored_)
-            for (int64_t d = 0; d < hd_; ++d)
-              qsum += qh[d];
-          for (int64_t j = first; j <= last; ++j) {
-            float s = rdStored_ ? rdkv::dotKey(qh, qsum, c.rd.data() + rdOff[size_t(g)][size_t(j)],
-                                               c.widths[size_t(j)], hd_)
-                      : quantized() ? poly_.dotKey(qh, c.kq.data() + j * poly_.keyBytes())
-                                    : dot(qh, c.k.data() + j * hd_, hd_);
-            w[size_t(j)] = s * scale;
-            mx = std::max(mx, w[size_t(j)]);
-          }
-          double sum = 0;
-          for (int64_t j = first; j <= last; ++j)
-            sum += w[size_t(j)] = std::exp(w[size_t(j)] - mx);
-          const float inv = float(1.0 / sum);
-          std::fill(o.begin(), o.end(), 0.0f);
-          for (int64_t j = first; j <= last; ++j) {
-            const float wj = w[size_t(j)] * inv;
-            if (acc)
-              stepSum[size_t(g)][size_t(j)] += wj / float(group_);
-            if (rdStored_) {
-              rdkv::accumulateValue(c.rd.data() + rdOff[size_t(g)][size_t(j)], c.widths[size_t(j)],
-                                    hd_, wj, o.data());
-            } else if (quantized()) {
-              poly_.accumulateValue(c.vq.data() + j * poly_.valueBytes(), wj, o.data());
-            } else {
-              const float *vr = c.v.data() + j * hd_;
-              for (int64_t d = 0; d < hd_; ++d)
-                o[size_t(d)] += wj * vr[d];
-            }
-          }
-          if (quantized())
-            poly_.rotateBack(o.data());
-          std::copy(o.begin(), o.end(), out + t * qd + h * hd_);
-        }
-    }
-  });
-  if (!acc)
-    return;
-  for (int64_t g = 0; g < KV_; ++g) {
-    HeadCache &c = heads_[size_t(g)];
-    const std::vector<float> &s = stepSum[size_t(g)];
-    if (policy_.method != Method::InertiaKV || T > 1) {
-      // H2O: column sums of every query so far. InertiaKV starts from the
-      // prompt's mean attention.
-      for (int64_t j = 0; j < c.n; ++j)
-        c.acc[size_t(j)] += policy_.method == Method::InertiaKV ? s[size_t(j)] / float(T) : s[size_t(j)];
-    } else {
-      // New entries (acc < 0: appended since the last scoring step) start
-      // at this step's attention; the rest follow the EMA.
-      for (int64_t j = 0; j < c.n; ++j)
-        c.acc[size_t(j)] = c.acc[size_t(j)] < 0.0f
-                               ? s[size_t(j)]
-                               : float(kInertiaBeta * c.acc[size_t(j)] +
-                                       (1 - kInertiaBeta) * s[size_t(j)]);
-    }
-  }
 }
 
 void LayerCache::recordWindow(const float *q, int64_t T, int64_t p0) {
@@ -345,6 +292,12 @@ void LayerCache::keyRows(int64_t g, std::vector<float> &dst) const {
                       dst.data() + j * hd_);
     return;
   }
+  if (paged()) {
+    dst.resize(static_cast<size_t>(c.n * hd_));
+    for (int64_t j = 0; j < c.n; ++j)
+      std::copy_n(keyRow(c, j), hd_, dst.data() + j * hd_);
+    return;
+  }
   if (!quantized()) {
     dst = c.k;
     return;
@@ -364,6 +317,12 @@ void LayerCache::valueRows(int64_t g, std::vector<float> &dst) const {
       rdkv::decodeRow(c.rd.data() + off[size_t(j)] + rdkv::rowBytes(rdkv::keyWidth(p), hd_), hd_,
                       rdkv::valueWidth(p), dst.data() + j * hd_);
     }
+    return;
+  }
+  if (paged()) {
+    dst.resize(static_cast<size_t>(c.n * hd_));
+    for (int64_t j = 0; j < c.n; ++j)
+      std::copy_n(valueRow(c, j), hd_, dst.data() + j * hd_);
     return;
   }
   if (!quantized()) {
@@ -447,7 +406,14 @@ void LayerCache::keep(int64_t g, const std::vector<int64_t> &idx, int64_t headro
   const int64_t kb = poly_.keyBytes(), vb = poly_.valueBytes();
   for (int64_t i = 0; i < m; ++i) {
     const int64_t j = idx[size_t(i)]; // ascending, so j >= i
-    if (quantized()) {
+    if (paged()) {
+      if (i != j) {
+        const int32_t id = c.paged.writable(size_t(i / blockEntries_));
+        const int64_t row = (i % blockEntries_) * hd_;
+        std::copy_n(keyRow(c, j), hd_, pool_->keys(id) + row);
+        std::copy_n(valueRow(c, j), hd_, pool_->values(id) + row);
+      }
+    } else if (quantized()) {
       std::copy_n(c.kq.data() + j * kb, kb, c.kq.data() + i * kb);
       std::copy_n(c.vq.data() + j * vb, vb, c.vq.data() + i * vb);
     } else {
@@ -468,7 +434,9 @@ void LayerCache::keep(int64_t g, const std::vector<int64_t> &idx, int64_t headro
     fresh.assign(vec.begin(), vec.begin() + m * per);
     vec.swap(fresh);
   };
-  if (quantized()) {
+  if (paged()) {
+    c.paged.truncate(size_t((m + blockEntries_ - 1) / blockEntries_)); // the rest to the pool
+  } else if (quantized()) {
     shrink(c.kq, kb);
     shrink(c.vq, vb);
   } else {
@@ -552,7 +520,8 @@ int64_t LayerCache::bytes() const {
   for (const HeadCache &c : heads_)
     b += int64_t(c.k.capacity() + c.v.capacity() + c.acc.capacity()) * 4 +
          int64_t(c.kq.capacity() + c.vq.capacity() + c.rd.capacity() + c.widths.capacity()) +
-         int64_t(c.pos.capacity()) * 4;
+         int64_t(c.pos.capacity()) * 4 +
+         (pool_ ? int64_t(c.paged.size()) * pool_->blockBytes() : 0);
   // The policy's own state: W_O Gram matrices, the window's queries.
   b += int64_t(gram_.capacity() + winQ_.capacity()) * 4 + int64_t(winPos_.capacity()) * 4;
   return b;

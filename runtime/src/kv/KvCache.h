@@ -21,12 +21,14 @@
 // peak during prefill, which compress scratch buffers do not count in).
 //===----------------------------------------------------------------------===//
 #pragma once
+#include "KvBlockPool.h"
 #include "KvPolicy.h"
 #include "KvQuant.h"
 #include "llmc/codegen.h"
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 namespace llmc {
@@ -43,6 +45,7 @@ struct HeadCache {
   std::vector<uint8_t> widths; // RDKV: per entry, rdkv::packWidths(key, value)
   std::vector<int32_t> pos;    // original positions
   std::vector<float> acc;      // running attention statistics (H2O, InertiaKV)
+  BlockTable paged;            // f32 entries of a paged cache (k, v stay empty)
 };
 
 /// The current and peak bytes of a set of layer caches (one executor's).
@@ -66,12 +69,28 @@ public:
   /// appended) over the cache; out is [T, heads*head_dim]. `gen`, when
   /// given, is a generated kernel for this head_dim that runs the f32
   /// cache's attention (quantized and RDKV caches use the library's).
+  /// `genRows` is the same kernel over a paged cache's rows (by pointer).
   void attend(ThreadPool &pool, const float *q, int64_t T, float *out,
-              codegen::AttendFn gen = nullptr);
+              codegen::AttendFn gen = nullptr, codegen::AttendRowsFn genRows = nullptr);
   /// Apply the policy after a step of T tokens whose queries were q.
   void afterStep(const float *q, int64_t T, int64_t p0);
 
   void reset();
+  /// Keep f32 entries in blocks of `pool` from now on (the cache must be
+  /// empty and its head_dim the pool's; std::runtime_error otherwise).
+  void usePool(std::shared_ptr<KvBlockPool> pool);
+  bool paged() const { return pool_ && !quantized() && !rdStored_; }
+  /// Whether its leading blocks may be shared with another sequence's: a
+  /// paged cache under the full policy that records nothing, its entries
+  /// exactly positions 0..n-1.
+  bool prefixSharable() const { return paged() && policy_.full() && !record_; }
+  /// An empty sharable cache takes n_blocks leading blocks (already
+  /// retained for it): block b of KV head g is blocks[b * width + first + g].
+  void adoptPrefix(const std::vector<int32_t> &blocks, int64_t n_blocks, int64_t width,
+                   int64_t first);
+  /// The ids of its first n_blocks blocks in the same layout (for publishing).
+  void prefixBlocks(int64_t n_blocks, int64_t width, int64_t first,
+                    std::vector<int32_t> &blocks) const;
   /// Report every change of bytes() to `meter` (nullptr: stop), starting
   /// by adding the current bytes to it.
   void attachMeter(KvMeter *meter);
@@ -101,6 +120,23 @@ private:
   std::vector<float> headScores(int64_t g, bool decoding, std::vector<float> *relevance);
   void keep(int64_t g, const std::vector<int64_t> &idx, int64_t headroom);
   void keyRows(int64_t g, std::vector<float> &dst) const;
+  /// Entry j's f32 key / value row (an f32 cache, paged or not).
+  const float *keyRow(const HeadCache &c, int64_t j) const {
+    return paged() ? pool_->keys(c.paged.id(size_t(j / blockEntries_))) + (j % blockEntries_) * hd_
+                   : c.k.data() + j * hd_;
+  }
+  const float *valueRow(const HeadCache &c, int64_t j) const {
+    return paged() ? pool_->values(c.paged.id(size_t(j / blockEntries_))) +
+                         (j % blockEntries_) * hd_
+                   : c.v.data() + j * hd_;
+  }
+  /// Attention of one query head over entries [first, last] of a paged
+  /// cache, block by block (w: scores, then probabilities, by entry).
+  void attendPaged(const HeadCache &c, const float *qh, int64_t first, int64_t last, float scale,
+                   float *w, float *out, float *scratch) const;
+  void appendPaged(HeadCache &c, const float *kr, const float *vr);
+  /// keep() of a paged cache: entries idx (ascending) moved to the front.
+  void keepPaged(HeadCache &c, const std::vector<int64_t> &idx);
   void valueRows(int64_t g, std::vector<float> &dst) const;
 
   void buildGram();
@@ -108,6 +144,8 @@ private:
   bool accumulating() const { return policy_.accumulates() || record_; }
 
   Policy policy_;
+  std::shared_ptr<KvBlockPool> pool_; // paged caches only
+  int64_t blockEntries_ = 0;
   RowLoader woRow_;
   int64_t D_ = 0;
   bool record_ = false;

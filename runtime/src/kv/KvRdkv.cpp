@@ -511,6 +511,7 @@ void LayerCache::compressRdkv() {
     c.acc.swap(acc);
     std::vector<float>().swap(c.k);
     std::vector<float>().swap(c.v);
+    c.paged.clear(); // a paged cache's blocks go back to the pool
     c.n = int64_t(keep.size());
   }
   rdStored_ = true;

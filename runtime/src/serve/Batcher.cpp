@@ -50,6 +50,31 @@ Batcher::Batcher(Executor &exec, BatcherOptions opts) : exec_(exec), opts_(opts)
                                 ") so that prompts progress while every sequence decodes");
   if (opts_.max_queue < 0)
     throw std::invalid_argument("batcher: max_queue must be >= 0");
+  if (opts_.kv_pool_bytes < 0)
+    throw std::invalid_argument("batcher: kv_pool_bytes must be >= 0");
+  if (opts_.paged_kv) {
+    if (opts_.kv_block_tokens < 1 || opts_.kv_block_tokens > 4096)
+      throw std::invalid_argument("batcher: kv_block_tokens must be in [1, 4096]");
+    const int64_t B = opts_.kv_block_tokens;
+    blockBytes_ = B * exec_.kvBytesPerPosition() / exec_.kvTablesPerSequence(); // K and V rows
+    const int64_t perSequence = exec_.kvTablesPerSequence() * ((exec_.maxContext() + B - 1) / B);
+    PagedKvOptions p;
+    p.block_tokens = B;
+    p.pool_blocks = opts_.kv_pool_bytes > 0 ? opts_.kv_pool_bytes / blockBytes_
+                                            : perSequence * opts_.max_batch;
+    if (p.pool_blocks < 1)
+      throw std::invalid_argument("batcher: a KV pool of " + std::to_string(opts_.kv_pool_bytes) +
+                                  " bytes holds no block of " + std::to_string(blockBytes_));
+    p.prefix_sharing = opts_.prefix_sharing;
+    exec_.usePagedKv(p);
+  }
+}
+
+int64_t Batcher::reserveBytes(int64_t positions) const {
+  if (!opts_.paged_kv)
+    return positions * exec_.kvBytesPerPosition();
+  const int64_t B = opts_.kv_block_tokens;
+  return exec_.kvTablesPerSequence() * ((positions + B - 1) / B) * blockBytes_;
 }
 
 Batcher::~Batcher() = default;
@@ -70,7 +95,7 @@ int64_t Batcher::submit(GenerationRequest request, GenerationEvents events) {
                                 " tokens) leaves no room in the context of " +
                                 std::to_string(exec_.maxContext()) + " tokens");
   const int64_t positions = std::min(n + request.max_tokens, exec_.maxContext());
-  const int64_t reserve = opts_.kv_pool_bytes > 0 ? positions * exec_.kvBytesPerPosition() : 0;
+  const int64_t reserve = opts_.kv_pool_bytes > 0 ? reserveBytes(positions) : 0;
   if (reserve > opts_.kv_pool_bytes && opts_.kv_pool_bytes > 0)
     throw std::invalid_argument("the request needs " + std::to_string(reserve >> 20) +
                                 " MiB of KV cache; the pool has " +
@@ -148,8 +173,12 @@ void Batcher::admit() {
   for (auto &s : running_) {
     if (s->cancelRequested)
       finish(*s, FinishReason::Cancelled);
-    else if (!s->kv)
-      s->kv = exec_.newSequence();
+    else if (!s->kv) {
+      s->kv = exec_.newSequence(s->request.prompt); // may start with shared prompt blocks
+      s->fed = s->kv->pos();
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.prefix_hit_tokens += s->fed;
+    }
   }
 }
 
@@ -190,6 +219,7 @@ void Batcher::afterStep(const std::vector<Sequence *> &order, const std::vector<
       prompt += s.chunk;
       if (!s.decoding())
         continue; // more of its prompt to come: no token yet
+      exec_.publishPrompt(*s.kv, s.request.prompt);
     }
     const int32_t next = s.sampler.sample(logits.data() + int64_t(i) * vocab, vocab);
     const std::vector<int32_t> &stops = s.request.stop_tokens;
@@ -245,6 +275,7 @@ bool Batcher::step() {
   stats_.last_batch = int(entries.size());
   stats_.peak_batch = std::max(stats_.peak_batch, stats_.last_batch);
   stats_.kv_reserved = reserved_;
+  stats_.pool = exec_.kvPoolInfo();
   stats_.kv_bytes = 0;
   for (const auto &s : running_)
     stats_.kv_bytes += s->kv ? s->kv->kvBytes() : 0;

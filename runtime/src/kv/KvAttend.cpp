@@ -1,0 +1,179 @@
+//===- KvAttend.cpp - Attention over one layer's KV cache -----------------===//
+// LayerCache::attend: every query row of a step against its KV head's
+// entries in their stored form (f32 rows, contiguous or in pool blocks;
+// PolyKV codes; RDKV rows at per-entry widths), with the running attention
+// statistics H2O and InertiaKV keep.
+//===----------------------------------------------------------------------===//
+#include "KvCache.h"
+#include "../kernels/attention_f32.h"
+
+#include "../exec/Matmul.h"
+#include "../exec/ThreadPool.h"
+#include "KvRdkv.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace llmc::kv {
+
+namespace {
+constexpr double kInertiaBeta = 0.9;
+} // namespace
+
+void LayerCache::attendPaged(const HeadCache &c, const float *qh, int64_t first, int64_t last,
+                             float scale, float *w, float *out, float *scratch) const {
+  const int64_t B = blockEntries_;
+  for (int64_t b = first / B; b <= last / B; ++b) {
+    const int64_t lo = std::max(first, b * B), hi = std::min(last + 1, (b + 1) * B);
+    kernels::scoreKeys(qh, pool_->keys(c.paged.id(size_t(b))) + (lo - b * B) * hd_, hi - lo, hd_,
+                       scale, w + lo);
+  }
+  kernels::softmaxInPlace(w + first, last + 1 - first);
+  std::fill(out, out + hd_, 0.0f);
+  for (int64_t b = first / B; b <= last / B; ++b) {
+    const int64_t lo = std::max(first, b * B), hi = std::min(last + 1, (b + 1) * B);
+    kernels::weightedRows(w + lo, pool_->values(c.paged.id(size_t(b))) + (lo - b * B) * hd_,
+                          hi - lo, hd_, scratch);
+    for (int64_t d = 0; d < hd_; ++d)
+      out[d] += scratch[d];
+  }
+}
+
+void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
+                        codegen::AttendFn gen, codegen::AttendRowsFn genRows) {
+  const int64_t qd = H_ * hd_;
+  const float scale = float(1.0 / std::sqrt(double(hd_)));
+  // InertiaKV-Lazy gathers attention statistics only every score_every
+  // decode steps (steps_ counts the decode steps before this one). Recording
+  // (sweeps) matters for the prompt only, so it does not override this.
+  const bool lazySkip = policy_.method == Method::InertiaKV && T == 1 &&
+                        steps_ % policy_.score_every != 0;
+  const bool acc = accumulating() && !lazySkip;
+  // With running statistics each task owns a KV head (no shared writes).
+  const int64_t items = acc ? KV_ : H_ * T;
+  std::vector<std::vector<float>> stepSum(acc ? size_t(KV_) : 0);
+  // RDKV: where each entry's rows start (widths differ per entry).
+  std::vector<std::vector<int64_t>> rdOff(rdStored_ ? size_t(KV_) : 0);
+  for (size_t g = 0; g < rdOff.size(); ++g)
+    rdOff[g] = rdkv::entryOffsets(heads_[g].widths, hd_);
+  // Paged with a generated kernel: each entry's key and value row, by head.
+  std::vector<std::vector<const float *>> kRows(paged() && genRows ? size_t(KV_) : 0),
+      vRows(kRows.size());
+  for (size_t g = 0; g < kRows.size(); ++g) {
+    const HeadCache &c = heads_[g];
+    kRows[g].resize(size_t(c.n));
+    vRows[g].resize(size_t(c.n));
+    for (int64_t j = 0; j < c.n; ++j) {
+      kRows[g][size_t(j)] = keyRow(c, j);
+      vRows[g][size_t(j)] = valueRow(c, j);
+    }
+  }
+  pool.parallelFor(0, items, acc ? 1 : 0, [&](int64_t lo, int64_t hi) {
+    std::vector<float> w, o(static_cast<size_t>(hd_));
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t hFirst = acc ? item * group_ : item / T, hLast = acc ? hFirst + group_ : hFirst + 1;
+      const int64_t tFirst = acc ? 0 : item % T, tLast = acc ? T : tFirst + 1;
+      const int64_t g = hFirst / group_;
+      const HeadCache &c = heads_[size_t(g)];
+      if (acc)
+        stepSum[size_t(g)].assign(static_cast<size_t>(c.n), 0.0f);
+      for (int64_t h = hFirst; h < hLast; ++h)
+        for (int64_t t = tFirst; t < tLast; ++t) {
+          const int64_t last = c.n - T + t; // this query's own entry
+          int64_t first = 0;
+          if (windowLimit_ > 0) {
+            const int32_t lo = c.pos[size_t(last)] - int32_t(windowLimit_) + 1;
+            first = std::lower_bound(c.pos.begin(), c.pos.begin() + last, lo) - c.pos.begin();
+          }
+          const float *qh = q + t * qd + h * hd_;
+          w.resize(static_cast<size_t>(last + 1));
+          if (paged()) { // f32 rows in pool blocks
+            float *oh = out + t * qd + h * hd_;
+            if (genRows) // the generated kernel over the rows' addresses
+              genRows(qh, kRows[size_t(g)].data() + first, vRows[size_t(g)].data() + first,
+                      last + 1 - first, w.data() + first, oh);
+            else // the library's, block by block
+              attendPaged(c, qh, first, last, scale, w.data(), oh, o.data());
+            if (acc)
+              for (int64_t j = first; j <= last; ++j)
+                stepSum[size_t(g)][size_t(j)] += w[size_t(j)] / float(group_);
+            continue;
+          }
+          if (!rdStored_ && !quantized()) { // f32 cache: the vectorized kernels
+            const int64_t n = last + 1 - first;
+            float *wf = w.data() + first;
+            const float *kf = c.k.data() + first * hd_, *vf = c.v.data() + first * hd_;
+            float *o = out + t * qd + h * hd_;
+            if (gen) { // scores, softmax (probabilities left in wf) and values
+              gen(qh, kf, vf, n, wf, o);
+            } else {
+              kernels::scoreKeys(qh, kf, n, hd_, scale, wf);
+              kernels::softmaxInPlace(wf, n);
+              kernels::weightedRows(wf, vf, n, hd_, o);
+            }
+            if (acc)
+              for (int64_t j = first; j <= last; ++j)
+                stepSum[size_t(g)][size_t(j)] += w[size_t(j)] / float(group_);
+            continue;
+          }
+          float mx = -INFINITY, qsum = 0;
+          if (rdStored_)
+            for (int64_t d = 0; d < hd_; ++d)
+              qsum += qh[d];
+          for (int64_t j = first; j <= last; ++j) {
+            float s = rdStored_ ? rdkv::dotKey(qh, qsum, c.rd.data() + rdOff[size_t(g)][size_t(j)],
+                                               c.widths[size_t(j)], hd_)
+                      : quantized() ? poly_.dotKey(qh, c.kq.data() + j * poly_.keyBytes())
+                                    : dot(qh, c.k.data() + j * hd_, hd_);
+            w[size_t(j)] = s * scale;
+            mx = std::max(mx, w[size_t(j)]);
+          }
+          double sum = 0;
+          for (int64_t j = first; j <= last; ++j)
+            sum += w[size_t(j)] = std::exp(w[size_t(j)] - mx);
+          const float inv = float(1.0 / sum);
+          std::fill(o.begin(), o.end(), 0.0f);
+          for (int64_t j = first; j <= last; ++j) {
+            const float wj = w[size_t(j)] * inv;
+            if (acc)
+              stepSum[size_t(g)][size_t(j)] += wj / float(group_);
+            if (rdStored_) {
+              rdkv::accumulateValue(c.rd.data() + rdOff[size_t(g)][size_t(j)], c.widths[size_t(j)],
+                                    hd_, wj, o.data());
+            } else if (quantized()) {
+              poly_.accumulateValue(c.vq.data() + j * poly_.valueBytes(), wj, o.data());
+            } else {
+              const float *vr = c.v.data() + j * hd_;
+              for (int64_t d = 0; d < hd_; ++d)
+                o[size_t(d)] += wj * vr[d];
+            }
+          }
+          if (quantized())
+            poly_.rotateBack(o.data());
+          std::copy(o.begin(), o.end(), out + t * qd + h * hd_);
+        }
+    }
+  });
+  if (!acc)
+    return;
+  for (int64_t g = 0; g < KV_; ++g) {
+    HeadCache &c = heads_[size_t(g)];
+    const std::vector<float> &s = stepSum[size_t(g)];
+    if (policy_.method != Method::InertiaKV || T > 1) {
+      // H2O: column sums of every query so far. InertiaKV starts from the
+      // prompt's mean attention.
+      for (int64_t j = 0; j < c.n; ++j)
+        c.acc[size_t(j)] += policy_.method == Method::InertiaKV ? s[size_t(j)] / float(T) : s[size_t(j)];
+    } else {
+      // New entries (acc < 0: appended since the last scoring step) start
+      // at this step's attention; the rest follow the EMA.
+      for (int64_t j = 0; j < c.n; ++j)
+        c.acc[size_t(j)] = c.acc[size_t(j)] < 0.0f
+                               ? s[size_t(j)]
+                               : float(kInertiaBeta * c.acc[size_t(j)] +
+                                       (1 - kInertiaBeta) * s[size_t(j)]);
+    }
+  }
+}
+
+} // namespace llmc::kv
