@@ -1,11 +1,13 @@
 //===- Server.cpp - HTTP routes, the engine thread and shutdown -----------===//
 #include "Server.h"
 #include "OpenAiRequest.h"
+#include "PeerSocket.h"
 #include "StopText.h"
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,6 +22,8 @@ namespace llmc::serve {
 namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
+/// How often a handler waiting for a whole generation checks its client.
+constexpr std::chrono::milliseconds kPeerPoll{200};
 
 double secondsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -304,13 +308,23 @@ struct Server::Impl {
       return;
     const Clock::time_point deadline = lv->start + std::chrono::seconds(opts.request_timeout_s);
     if (!stream) {
+      // Waits for the whole generation, looking every 200 ms whether the
+      // client is still there (httplib tells a waiting handler nothing).
+      const int fd = findConnectionSocket(req.local_port, req.remote_addr, req.remote_port);
       std::unique_lock<std::mutex> lock(lv->mu);
-      if (!lv->cv.wait_until(lock, deadline, [&] { return lv->finished; })) {
+      while (!lv->cv.wait_until(lock, std::min(deadline, Clock::now() + kPeerPoll),
+                                [&] { return lv->finished; })) {
+        const bool late = Clock::now() >= deadline;
+        if (!late && !peerClosed(fd))
+          continue;
         lock.unlock();
         batcher.cancel(lv->id);
-        replyError(res, path, 504, "the request timed out after " +
-                                       std::to_string(opts.request_timeout_s) + " s",
-                   "timeout");
+        if (late)
+          replyError(res, path, 504, "the request timed out after " +
+                                         std::to_string(opts.request_timeout_s) + " s",
+                     "timeout");
+        else // nginx's "client closed request": nobody reads it
+          replyError(res, path, 499, "the client closed the connection", "client_closed");
         return;
       }
       if (lv->reason == FinishReason::Error || lv->reason == FinishReason::Cancelled) {

@@ -18,7 +18,8 @@ Instruct, driven by the `openai` Python client from PyPI.
   from the prefix cache (the hit counter grows by whole blocks) and equal
   `llmc run --chat --system` alone; finished sequences hold no block;
 - a streaming client that disconnects frees its sequence
-  (llmc_running_sequences back to 0 long before its max_tokens);
+  (llmc_running_sequences back to 0 long before its max_tokens), and so
+  does a non-streamed one (within 2 s of closing its connection);
 - SIGTERM while a request runs: that request still completes (200), then
   the server exits 0.
 """
@@ -244,6 +245,28 @@ def disconnect_and_shutdown_checks(checks, srv, art, openai):
             break
     checks.check(first.startswith(b"data:") and freed,
                  "a disconnected stream frees its sequence", f"first line {first[:40]!r}")
+    # A non-streamed request: the handler waits for the whole text, and
+    # must still see its client go away (within 2 s; 3000 tokens take ~15 s).
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    conn.request("POST", "/v1/completions", json.dumps(
+        {"prompt": PROMPTS[2], "max_tokens": 3000, "temperature": 0}),
+        {"Content-Type": "application/json"})
+    running = False
+    for _ in range(100):
+        if srv.metric("llmc_running_sequences") == 1:
+            running = True
+            break
+        time.sleep(0.05)
+    conn.close()  # the client goes away before any answer
+    closed_at, freed_s = time.time(), None
+    while time.time() - closed_at < 10:
+        if srv.metric("llmc_running_sequences") == 0:
+            freed_s = time.time() - closed_at
+            break
+        time.sleep(0.05)
+    checks.check(running and freed_s is not None and freed_s < 2.0,
+                 "a disconnected non-streamed request frees its sequence",
+                 f"running {running}, freed after {freed_s} s")
     result = {}
 
     def long_request():

@@ -34,18 +34,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   llmc::serve::StopText text(stops);
   const std::string rest = body.substr(at);
-  size_t fed = 0;
+  // Generation stops at the first piece after which the text holds a stop
+  // string, cut before the earliest one in it: a longer stop string that
+  // began earlier but would end in a later piece never completes. Pieces
+  // after that are ignored.
+  size_t fed = 0, cut = std::string::npos, kept = 0;
   for (size_t n = 0; n <= rest.size(); n += 1 + n / 4) {
     text.append(rest.substr(fed, n - fed)); // pieces of growing length
     fed = n;
     if (text.safeLength(false) > text.text().size())
       __builtin_trap();
+    if (cut != std::string::npos)
+      continue;
+    kept = fed;
+    for (const std::string &s : stops)
+      cut = std::min(cut, rest.substr(0, fed).find(s));
   }
-  // The text is what was fed, cut before the first stop string anywhere in it.
-  size_t cut = std::string::npos;
-  for (const std::string &s : stops)
-    cut = std::min(cut, rest.substr(0, fed).find(s));
-  if (text.text() != rest.substr(0, std::min(cut, fed)) || text.stopped() != (cut != std::string::npos))
+  if (text.text() != rest.substr(0, std::min(cut, kept)) || text.stopped() != (cut != std::string::npos))
     __builtin_trap();
   return 0;
 }

@@ -20,15 +20,6 @@
 
 namespace {
 
-std::vector<int32_t> promptOf(int64_t n, uint32_t seed) {
-  std::vector<int32_t> p;
-  for (int64_t i = 0; i < n; ++i) {
-    seed = seed * 1103515245u + 12345u;
-    p.push_back(int32_t((seed >> 16) % kV));
-  }
-  return p;
-}
-
 int32_t argmax(const float *l) { return int32_t(std::max_element(l, l + kV) - l); }
 
 /// Greedy tokens of one request, decoded alone.

@@ -37,15 +37,6 @@ std::vector<float> gaussian(size_t n, uint64_t seed) {
   return v;
 }
 
-std::vector<int32_t> tokensOf(int64_t n, uint32_t seed) {
-  std::vector<int32_t> p;
-  for (int64_t i = 0; i < n; ++i) {
-    seed = seed * 1103515245u + 12345u;
-    p.push_back(int32_t((seed >> 16) % kV));
-  }
-  return p;
-}
-
 } // namespace
 
 TEST(KvBlockPool, CountsReferencesAndReusesFreedBlocks) {
@@ -215,11 +206,11 @@ TEST(KvPaged, LayerCacheMatchesContiguousUnderEveryStorageUse) {
 TEST(KvPaged, BatcherSharesPromptPrefixesAndFreesEveryBlock) {
   TinyModel m({});
   auto art = m.artifact();
-  const std::vector<int32_t> shared = tokensOf(24, 77);
+  const std::vector<int32_t> shared = promptOf(24, 77);
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 6; ++i) {
     std::vector<int32_t> p = shared;
-    const std::vector<int32_t> tail = tokensOf(1 + 3 * i, uint32_t(500 + i));
+    const std::vector<int32_t> tail = promptOf(1 + 3 * i, uint32_t(500 + i));
     p.insert(p.end(), tail.begin(), tail.end());
     prompts.push_back(p);
   }
@@ -285,14 +276,14 @@ TEST(KvPaged, PoolBoundsAdmissionInWholeBlocks) {
   bo.kv_pool_bytes = tables * 6 * blockBytes; // 6 blocks per table: 48 positions
   Batcher batcher(exec, bo);
   EXPECT_EQ(batcher.reserveBytes(17), tables * 3 * blockBytes);
-  EXPECT_THROW(batcher.submit({tokensOf(40, 1), 9, {}, {}}, {}), std::invalid_argument);
+  EXPECT_THROW(batcher.submit({promptOf(40, 1), 9, {}, {}}, {}), std::invalid_argument);
   int finished = 0;
   GenerationEvents ev;
   ev.on_finish = [&finished](FinishReason r, const std::string &) {
     finished += r == FinishReason::Length;
   };
   for (int i = 0; i < 3; ++i) // 24 positions = 3 blocks each: two fit at once
-    EXPECT_GT(batcher.submit({tokensOf(12, uint32_t(i)), 12, {}, {}}, ev), 0);
+    EXPECT_GT(batcher.submit({promptOf(12, uint32_t(i)), 12, {}, {}}, ev), 0);
   batcher.step();
   EXPECT_EQ(batcher.stats().running, 2);
   EXPECT_EQ(batcher.stats().waiting, 1);

@@ -243,4 +243,15 @@ struct TinyModel {
   }
 };
 
+/// n token ids below kV from a small linear congruential generator: the
+/// same seed gives the same prompt.
+inline std::vector<int32_t> promptOf(int64_t n, uint32_t seed) {
+  std::vector<int32_t> p;
+  for (int64_t i = 0; i < n; ++i) {
+    seed = seed * 1103515245u + 12345u;
+    p.push_back(int32_t((seed >> 16) % kV));
+  }
+  return p;
+}
+
 } // namespace

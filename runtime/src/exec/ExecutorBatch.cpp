@@ -150,10 +150,9 @@ KvPoolInfo Executor::kvPoolInfo() const {
   info.block_tokens = s.block_entries;
   info.prefix_entries = s.prefix_entries;
   info.prefix_hit_tokens = s.prefix_hit_tokens;
-  info.prefix_sharing = impl->prefixSharing && !impl->kvRecord;
+  info.prefix_sharing = impl->prefixSharing && !impl->freshCaches.empty();
   for (const kv::LayerCache &c : impl->freshCaches)
-    info.prefix_sharing = info.prefix_sharing && c.policy().full() &&
-                          c.policy().quant == kv::KvQuant::None;
+    info.prefix_sharing = info.prefix_sharing && c.sharesPrefixes();
   return info;
 }
 

@@ -80,10 +80,11 @@ public:
   /// empty and its head_dim the pool's; std::runtime_error otherwise).
   void usePool(std::shared_ptr<KvBlockPool> pool);
   bool paged() const { return pool_ && !quantized() && !rdStored_; }
-  /// Whether its leading blocks may be shared with another sequence's: a
-  /// paged cache under the full policy that records nothing, its entries
-  /// exactly positions 0..n-1.
-  bool prefixSharable() const { return paged() && policy_.full() && !record_; }
+  /// Whether its policy lets leading blocks be shared once paged: the full
+  /// cache in f32, recording nothing, its entries exactly positions 0..n-1.
+  bool sharesPrefixes() const { return policy_.full() && !quantized() && !record_; }
+  /// Whether its leading blocks may be shared with another sequence's now.
+  bool prefixSharable() const { return paged() && sharesPrefixes(); }
   /// An empty sharable cache takes n_blocks leading blocks (already
   /// retained for it): block b of KV head g is blocks[b * width + first + g].
   void adoptPrefix(const std::vector<int32_t> &blocks, int64_t n_blocks, int64_t width,
