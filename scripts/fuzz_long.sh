@@ -72,5 +72,6 @@ stat() { sed -n "s/^stat::$2: *//p" "$OUT/$1.log" | tail -1; }
   done
   echo
   echo "Total executions: $total"
-} | tee "$OUT/report.md"
+} >"$OUT/report.md" # a group, not a pipe: bad and total stay in this shell
+cat "$OUT/report.md"
 exit "$bad"
