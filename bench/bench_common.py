@@ -23,11 +23,14 @@ def source_digest(repo, sources):
 
 
 def git_commit(repo):
-    """Short HEAD of `repo`, marked when tracked files have uncommitted changes."""
+    """Short HEAD of `repo`, marked when tracked files have uncommitted changes
+    (the result documents under docs/results/ are outputs, not inputs: a
+    table written by an earlier run does not mark the next one)."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo,
                               capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
+                                ".", ":!docs/results"],
                                cwd=repo, capture_output=True, text=True).stdout.strip()
         return (head or "unknown") + (" (with uncommitted changes)" if dirty else "")
     except OSError:
