@@ -39,6 +39,21 @@ void LayerCache::attendPaged(const HeadCache &c, const float *qh, int64_t first,
   }
 }
 
+void LayerCache::pagedRows(const HeadCache &c, std::vector<const float *> &k,
+                           std::vector<const float *> &v) const {
+  const int64_t B = blockEntries_;
+  k.resize(size_t(c.n));
+  v.resize(size_t(c.n));
+  for (int64_t b = 0; b * B < c.n; ++b) {
+    const int32_t id = c.paged.id(size_t(b));
+    const float *kb = pool_->keys(id), *vb = pool_->values(id);
+    for (int64_t r = 0, n = std::min(B, c.n - b * B); r < n; ++r) {
+      k[size_t(b * B + r)] = kb + r * hd_;
+      v[size_t(b * B + r)] = vb + r * hd_;
+    }
+  }
+}
+
 void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
                         codegen::AttendFn gen, codegen::AttendRowsFn genRows) {
   const int64_t qd = H_ * hd_;
@@ -56,18 +71,20 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
   std::vector<std::vector<int64_t>> rdOff(rdStored_ ? size_t(KV_) : 0);
   for (size_t g = 0; g < rdOff.size(); ++g)
     rdOff[g] = rdkv::entryOffsets(heads_[g].widths, hd_);
-  // Paged with a generated kernel: each entry's key and value row, by head.
-  std::vector<std::vector<const float *>> kRows(paged() && genRows ? size_t(KV_) : 0),
-      vRows(kRows.size());
-  for (size_t g = 0; g < kRows.size(); ++g) {
-    const HeadCache &c = heads_[g];
-    kRows[g].resize(size_t(c.n));
-    vRows[g].resize(size_t(c.n));
-    for (int64_t j = 0; j < c.n; ++j) {
-      kRows[g][size_t(j)] = keyRow(c, j);
-      vRows[g][size_t(j)] = valueRow(c, j);
-    }
+  // Paged with a generated kernel: each entry's key and value row, by head,
+  // filled block by block into this thread's reused arrays (a decode step
+  // of a batch runs each sequence's layers on one thread).
+  // (The lambda below runs on pool threads too: it must see these arrays
+  // through references, not name the thread_local variables themselves.)
+  thread_local std::vector<std::vector<const float *>> kRowsOfThread, vRowsOfThread;
+  std::vector<std::vector<const float *>> &kRows = kRowsOfThread, &vRows = vRowsOfThread;
+  const size_t rowHeads = paged() && genRows ? size_t(KV_) : 0;
+  if (kRows.size() < rowHeads) {
+    kRows.resize(rowHeads);
+    vRows.resize(rowHeads);
   }
+  for (size_t g = 0; g < rowHeads; ++g)
+    pagedRows(heads_[g], kRows[g], vRows[g]);
   pool.parallelFor(0, items, acc ? 1 : 0, [&](int64_t lo, int64_t hi) {
     std::vector<float> w, o(static_cast<size_t>(hd_));
     for (int64_t item = lo; item < hi; ++item) {
