@@ -115,7 +115,6 @@ def main():
     machine = cp.machine_info()
     commit = bench_common.git_commit(REPO)
     t0 = time.time()
-    rows = []
     with tempfile.TemporaryDirectory(prefix="llmc-batching-") as work:
         cp.use_private_signing_key(args.llmc, work)
         art = os.path.join(work, "smollm2.llmc")

@@ -121,10 +121,10 @@ private:
   std::vector<float> headScores(int64_t g, bool decoding, std::vector<float> *relevance);
   void keep(int64_t g, const std::vector<int64_t> &idx, int64_t headroom);
   void keyRows(int64_t g, std::vector<float> &dst) const;
-  /// Entry j's f32 key / value row (an f32 cache, paged or not).
   /// Every entry's key and value row of a paged head, in entry order.
   void pagedRows(const HeadCache &c, std::vector<const float *> &k,
                  std::vector<const float *> &v) const;
+  /// Entry j's f32 key / value row (an f32 cache, paged or not).
   const float *keyRow(const HeadCache &c, int64_t j) const {
     return paged() ? pool_->keys(c.paged.id(size_t(j / blockEntries_))) + (j % blockEntries_) * hd_
                    : c.k.data() + j * hd_;
