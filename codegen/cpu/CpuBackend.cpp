@@ -91,6 +91,15 @@ public:
                 addOp(s);
                 s.kind = OpKernelSpec::Kind::AttendF32Rows; // for paged caches
                 addOp(s);
+                // GQA: the heads that share a KV head in one pass over its rows.
+                const int64_t heads = a.getNumHeads(), kv = a.getNumKvHeads();
+                if (kv > 0 && heads % kv == 0 && heads / kv >= 2 && s.headDim % 8 == 0) {
+                  s.heads = heads / kv;
+                  s.kind = OpKernelSpec::Kind::AttendF32Group;
+                  addOp(s);
+                  s.kind = OpKernelSpec::Kind::AttendF32RowsGroup;
+                  addOp(s);
+                }
                 return success();
               })
               .Case([&](llmk::AddOp) {

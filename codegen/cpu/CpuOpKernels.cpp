@@ -171,6 +171,38 @@ std::string ropeKernel(const OpKernelSpec &s) {
   return o.str();
 }
 
+/// Softmax of the n scores at `w` in place, the text every attention kernel
+/// shares (so per-head and grouped kernels round alike); leaves `inv`
+/// (1 / the sum of the exponentials) in the variable named `invName`.
+std::string softmaxText(const std::string &w, const std::string &invName, const char *indent) {
+  std::ostringstream o;
+  const std::string I = indent;
+  o << I << "float mx = " << w << "[0];\n"
+    << I << "for (int64_t i = 1; i < n; ++i)\n"
+    << I << "  mx = " << w << "[i] > mx ? " << w << "[i] : mx;\n"
+    << I << "v8f sum = {};\n"
+    << I << "int64_t i = 0;\n"
+    << I << "for (; i + 8 <= n; i += 8) {\n"
+    << I << "  const v8f e = vexp(load8(" << w << " + i) - splat(mx));\n"
+    << I << "  store8(" << w << " + i, e);\n"
+    << I << "  sum += e;\n"
+    << I << "}\n"
+    << I << "float total = hsum8(sum);\n"
+    << I << "if (i < n) {\n"
+    << I << "  const int m = int(n - i);\n"
+    << I << "  const v8f e = vexp(loadPart(" << w << " + i, m, mx) - splat(mx));\n"
+    << I << "  for (int r = 0; r < m; ++r) {\n"
+    << I << "    " << w << "[i + r] = e[r];\n"
+    << I << "    total += e[r];\n"
+    << I << "  }\n"
+    << I << "}\n"
+    << I << invName << " = 1.0f / total;\n";
+  return o.str();
+}
+
+bool isGroupedAttend(Kind k) { return k == Kind::AttendF32Group || k == Kind::AttendF32RowsGroup; }
+bool isRowsAttend(Kind k) { return k == Kind::AttendF32Rows || k == Kind::AttendF32RowsGroup; }
+
 /// Scores four keys per pass when head_dim is a multiple of 8 (one vector
 /// accumulator per key, one horizontal sum each), softmax with the vector
 /// exp, values summed into head_dim accumulators. The rows variant reads row
@@ -179,7 +211,7 @@ std::string ropeKernel(const OpKernelSpec &s) {
 std::string attendKernel(const OpKernelSpec &s) {
   if (s.headDim <= 0)
     throw std::invalid_argument("bad attention head_dim");
-  const bool rows = s.kind == OpKernelSpec::Kind::AttendF32Rows;
+  const bool rows = isRowsAttend(s.kind);
   // Key row j (+ i rows) and value row r, in either layout.
   auto key = [rows](const char *j, int i) {
     const std::string idx = i ? std::string(j) + " + " + std::to_string(i) : std::string(j);
@@ -222,26 +254,10 @@ std::string attendKernel(const OpKernelSpec &s) {
     << "      d0 += q[d] * kj[d];\n"
     << "    w[j] = d0 * SCALE;\n"
     << "  }\n"
-    << "  float mx = w[0];\n"
-    << "  for (int64_t i = 1; i < n; ++i)\n"
-    << "    mx = w[i] > mx ? w[i] : mx;\n"
-    << "  v8f sum = {};\n"
-    << "  int64_t i = 0;\n"
-    << "  for (; i + 8 <= n; i += 8) {\n"
-    << "    const v8f e = vexp(load8(w + i) - splat(mx));\n"
-    << "    store8(w + i, e);\n"
-    << "    sum += e;\n"
+    << "  float inv;\n"
+    << "  {\n"
+    << softmaxText("w", "inv", "    ")
     << "  }\n"
-    << "  float total = hsum8(sum);\n"
-    << "  if (i < n) {\n"
-    << "    const int m = int(n - i);\n"
-    << "    const v8f e = vexp(loadPart(w + i, m, mx) - splat(mx));\n"
-    << "    for (int r = 0; r < m; ++r) {\n"
-    << "      w[i + r] = e[r];\n"
-    << "      total += e[r];\n"
-    << "    }\n"
-    << "  }\n"
-    << "  const float inv = 1.0f / total;\n"
     << "  float o[HD] = {};\n"
     << "  for (int64_t r = 0; r < n; ++r) {\n"
     << "    const float p = w[r] *= inv;\n"
@@ -251,6 +267,111 @@ std::string attendKernel(const OpKernelSpec &s) {
     << "      o[d] += p * vr[d];\n"
     << "  }\n"
     << "  std::memcpy(out, o, sizeof o);\n"
+    << "}\n";
+  return o.str();
+}
+
+/// The largest divisor of n that is at most cap.
+int divisorAtMost(int64_t n, int64_t cap) {
+  for (int64_t d = std::min(n, cap); d > 1; --d)
+    if (n % d == 0)
+      return int(d);
+  return 1;
+}
+
+/// G query heads that share one KV head (GQA), in one pass over its rows:
+/// each key row is loaded once for every head of the group, four keys at a
+/// time, and each value row once per chunk of head_dim, summed into GS x CH
+/// vector accumulators (at most 12, so the sums stay in registers and are
+/// independent chains). Per (head, key) and (head, element) the arithmetic
+/// is the per-head kernel's in the same order (one 8-lane accumulator over
+/// d, the same horizontal sum, the same tail loop and softmax text, one
+/// fused multiply-add per value row from zero), so the results are the
+/// per-head kernel's bit for bit. Needs head_dim % 8 == 0.
+std::string groupAttendKernel(const OpKernelSpec &s) {
+  if (s.headDim <= 0 || s.headDim % 8 != 0 || s.heads < 2)
+    throw std::invalid_argument("grouped attention needs head_dim % 8 == 0 and a group of 2 or more");
+  const bool rows = isRowsAttend(s.kind);
+  const int64_t chunks = s.headDim / 8;
+  const int gs = divisorAtMost(s.heads, 3);                  // heads per score pass
+  const int ch = divisorAtMost(chunks, std::max<int64_t>(1, 12 / gs)); // 8-float chunks per value pass
+  const std::string keyRow = rows ? "krows[j + i]" : "(k + (j + i) * HD)";
+  const std::string keyAhead = rows ? "krows[j + 8 + i]" : "(k + (j + 8 + i) * HD)";
+  const std::string valueAhead = rows ? "vrows[r + 8]" : "(v + (r + 8) * HD)";
+  const std::string keyTail = rows ? "krows[j]" : "(k + j * HD)";
+  const std::string valueRow = rows ? "vrows[r]" : "(v + r * HD)";
+  std::ostringstream o;
+  o << "\n// attention of " << s.heads << " query heads sharing one KV head over n f32 KV rows of "
+    << s.headDim << (rows ? ", rows by pointer" : "") << "\n"
+    << "extern \"C\" void " << s.symbol()
+    << (rows ? "(const float *q, const float *const *krows, const float *const *vrows, "
+               "int64_t n, float *w, int64_t ldw, float *out) {\n"
+             : "(const float *q, const float *k, const float *v, int64_t n, float *w, "
+               "int64_t ldw, float *out) {\n")
+    << "  constexpr int HD = " << s.headDim << ", G = " << s.heads << ", GS = " << gs
+    << ", CH = " << ch << ";\n"
+    << "  constexpr float SCALE = " << num(1.0 / std::sqrt(double(s.headDim))) << "f;\n"
+    << "  int64_t j = 0;\n"
+    << "  for (; j + 4 <= n; j += 4)\n"
+    << "    for (int g0 = 0; g0 < G; g0 += GS) {\n"
+    << "      if (g0 == 0 && j + 12 <= n) // rows two passes ahead (pool blocks defeat the\n"
+    << "        for (int i = 0; i < 4; ++i) // hardware's stream detection)\n"
+    << "          for (int d = 0; d < HD; d += 16)\n"
+    << "            __builtin_prefetch(" << keyAhead << " + d);\n"
+    << "      v8f a[GS][4] = {};\n"
+    << "      for (int d = 0; d < HD; d += 8) {\n"
+    << "        v8f kv[4];\n"
+    << "        for (int i = 0; i < 4; ++i)\n"
+    << "          kv[i] = load8(" << keyRow << " + d);\n"
+    << "        for (int g = 0; g < GS; ++g) {\n"
+    << "          const v8f qv = load8(q + (g0 + g) * HD + d);\n"
+    << "          for (int i = 0; i < 4; ++i)\n"
+    << "            a[g][i] += qv * kv[i];\n"
+    << "        }\n"
+    << "      }\n"
+    << "      for (int g = 0; g < GS; ++g)\n"
+    << "        for (int i = 0; i < 4; ++i)\n"
+    << "          w[(g0 + g) * ldw + j + i] = hsum8(a[g][i]) * SCALE;\n"
+    << "    }\n"
+    << "  for (; j < n; ++j)\n"
+    << "    for (int g = 0; g < G; ++g) {\n"
+    << "      const float *qg = q + g * HD, *kj = " << keyTail << ";\n"
+    << "      float d0 = 0;\n"
+    << "#pragma omp simd reduction(+ : d0)\n"
+    << "      for (int d = 0; d < HD; ++d)\n"
+    << "        d0 += qg[d] * kj[d];\n"
+    << "      w[g * ldw + j] = d0 * SCALE;\n"
+    << "    }\n"
+    << "  for (int g = 0; g < G; ++g) {\n"
+    << "    float *wg = w + g * ldw;\n"
+    << "    float inv;\n"
+    << "    {\n"
+    << softmaxText("wg", "inv", "      ")
+    << "    }\n"
+    << "    for (int64_t r = 0; r < n; ++r)\n"
+    << "      wg[r] *= inv;\n"
+    << "  }\n"
+    << "  for (int g0 = 0; g0 < G; g0 += GS)\n"
+    << "    for (int c = 0; c < HD; c += 8 * CH) {\n"
+    << "      v8f acc[GS][CH] = {};\n"
+    << "      for (int64_t r = 0; r < n; ++r) {\n"
+    << "        if (r + 8 < n)\n"
+    << "          for (int x = 0; x < CH; x += 2)\n"
+    << "            __builtin_prefetch(" << valueAhead << " + c + 8 * x);\n"
+    << "        const float *vr = " << valueRow << " + c;\n"
+    << "        v8f vv[CH];\n"
+    << "        for (int x = 0; x < CH; ++x)\n"
+    << "          vv[x] = load8(vr + 8 * x);\n"
+    << "        for (int g = 0; g < GS; ++g) {\n"
+    << "          const v8f p = splat(w[(g0 + g) * ldw + r]);\n"
+    << "          for (int x = 0; x < CH; ++x)\n"
+    << "            acc[g][x] += p * vv[x];\n"
+    << "        }\n"
+    << "      }\n"
+    << "      for (int g = 0; g < GS; ++g)\n"
+    << "        for (int x = 0; x < CH; ++x)\n"
+    << "          store8(out + (g0 + g) * HD + c + 8 * x, acc[g][x]);\n"
+    << "    }\n"
     << "}\n";
   return o.str();
 }
@@ -284,6 +405,10 @@ std::string OpKernelSpec::symbol() const {
     return "llmc_attend_f32_" + std::to_string(headDim);
   case Kind::AttendF32Rows:
     return "llmc_attend_f32_rows_" + std::to_string(headDim);
+  case Kind::AttendF32Group:
+    return "llmc_attend_f32_g" + std::to_string(heads) + "_" + std::to_string(headDim);
+  case Kind::AttendF32RowsGroup:
+    return "llmc_attend_f32_rows_g" + std::to_string(heads) + "_" + std::to_string(headDim);
   case Kind::Embed:
     return "llmc_embed_" + std::string(dtypeName(dtype)) + "_" + std::to_string(cols);
   case Kind::Add:
@@ -315,6 +440,12 @@ nlohmann::json OpKernelSpec::manifestEntry() const {
   case Kind::AttendF32Rows:
     j["kind"] = kind == Kind::AttendF32 ? "attend_f32" : "attend_f32_rows";
     j["head_dim"] = headDim;
+    break;
+  case Kind::AttendF32Group:
+  case Kind::AttendF32RowsGroup:
+    j["kind"] = kind == Kind::AttendF32Group ? "attend_f32_group" : "attend_f32_rows_group";
+    j["head_dim"] = headDim;
+    j["group"] = heads;
     break;
   case Kind::Embed:
     j["kind"] = "embed";
@@ -351,6 +482,10 @@ std::string opKernelSource(const std::vector<OpKernelSpec> &ops) {
     case Kind::AttendF32:
     case Kind::AttendF32Rows:
       out += attendKernel(s);
+      break;
+    case Kind::AttendF32Group:
+    case Kind::AttendF32RowsGroup:
+      out += groupAttendKernel(s);
       break;
     case Kind::Embed:
       if (!canGenerateEmbed(s.dtype, s.cols))

@@ -21,13 +21,18 @@ namespace llmc::codegen {
 
 struct OpKernelSpec {
   /// AttendF32Rows: attention over rows given by pointers (paged caches),
-  /// the same arithmetic as AttendF32.
-  enum class Kind { RmsNorm, Gate, Rope, AttendF32, AttendF32Rows, Embed, Add };
+  /// the same arithmetic as AttendF32. The Group kinds: the `heads` query
+  /// heads that share one KV head in one call (GQA), each head's results
+  /// bit for bit the per-head kernel's (head_dim % 8 == 0, heads >= 2).
+  enum class Kind {
+    RmsNorm, Gate, Rope, AttendF32, AttendF32Rows, AttendF32Group, AttendF32RowsGroup, Embed, Add
+  };
   Kind kind = Kind::Add;
   int64_t cols = 0;            // rms_norm, embed: the row width
   DType dtype = DType::F32;    // embed: the table's format
   std::string activation;      // gate: "silu" or "gelu"
-  int64_t heads = 0, kvHeads = 0, headDim = 0; // rope (all), attend_f32(_rows) (headDim)
+  int64_t heads = 0, kvHeads = 0, headDim = 0; // rope (all), attend_f32(_rows) (headDim),
+                                               // the group kinds (heads: the group size)
   double theta = 0;            // rope
   bool interleaved = false;    // rope: pairs (2i, 2i+1), else (i, i + head_dim/2)
 

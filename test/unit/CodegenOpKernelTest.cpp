@@ -19,6 +19,7 @@
 #include "MissingInput.h"
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -65,6 +66,17 @@ Spec embed(DType t, int64_t cols) {
   return s;
 }
 
+/// (group, head_dim) of the grouped (GQA) attention kernels: groups with
+/// one, two and three heads per score pass (8 = 2 x 4 passes).
+const std::vector<std::pair<int64_t, int64_t>> kGroups = {{2, 8}, {3, 64}, {4, 64}, {8, 16}};
+Spec groupAttend(int64_t group, int64_t hd, bool rows) {
+  Spec s;
+  s.kind = rows ? Spec::Kind::AttendF32RowsGroup : Spec::Kind::AttendF32Group;
+  s.heads = group;
+  s.headDim = hd;
+  return s;
+}
+
 const std::vector<int64_t> kNormWidths = {7, 64, 576, 1001};
 const std::vector<int64_t> kHeadDims = {6, 8, 64};
 const std::vector<std::pair<DType, int64_t>> kEmbeds = {
@@ -89,6 +101,12 @@ std::vector<Spec> allSpecs() {
     Spec rows = attend(hd);
     rows.kind = Spec::Kind::AttendF32Rows;
     ops.push_back(rows);
+  }
+  for (auto [g, hd] : kGroups) {
+    if (std::find(kHeadDims.begin(), kHeadDims.end(), hd) == kHeadDims.end())
+      ops.push_back(attend(hd));
+    ops.push_back(groupAttend(g, hd, false));
+    ops.push_back(groupAttend(g, hd, true));
   }
   for (auto [t, c] : kEmbeds)
     ops.push_back(embed(t, c));
@@ -223,6 +241,47 @@ TEST_F(OpKernels, AttentionOverRowPointersEqualsContiguousBitForBit) {
         rows(q.data(), kp.data(), vp.data(), n, w2.data(), o2.data());
         ASSERT_EQ(w1, w2) << rs.symbol() << " n " << n;
         ASSERT_EQ(o1, o2) << rs.symbol() << " n " << n;
+      }
+    }
+}
+
+// The GQA-group kernels (contiguous rows and rows by pointer, scattered in
+// reverse order) give each head of the group bit for bit what the per-head
+// kernel gives, probabilities included (at rows ldw apart).
+TEST_F(OpKernels, GroupedAttentionEqualsPerHeadBitForBit) {
+  for (const auto &obj : objects())
+    for (auto [G, hd] : kGroups) {
+      auto one = obj->fn<AttendFn>(attend(hd).symbol());
+      auto flat = obj->fn<AttendGroupFn>(groupAttend(G, hd, false).symbol());
+      auto rows = obj->fn<AttendRowsGroupFn>(groupAttend(G, hd, true).symbol());
+      ASSERT_NE(flat, nullptr) << groupAttend(G, hd, false).symbol();
+      ASSERT_NE(rows, nullptr) << groupAttend(G, hd, true).symbol();
+      for (int64_t n : {1, 3, 4, 7, 33, 300}) {
+        auto q = randoms(G * hd, 2.0f), k = randoms(n * hd), v = randoms(n * hd);
+        std::vector<float> ks(k.size()), vs(v.size());
+        std::vector<const float *> kp(static_cast<size_t>(n)), vp(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) {
+          std::copy_n(k.data() + j * hd, hd, ks.data() + (n - 1 - j) * hd);
+          std::copy_n(v.data() + j * hd, hd, vs.data() + (n - 1 - j) * hd);
+          kp[size_t(j)] = ks.data() + (n - 1 - j) * hd;
+          vp[size_t(j)] = vs.data() + (n - 1 - j) * hd;
+        }
+        const int64_t ldw = n + 5;
+        std::vector<float> wf(size_t(G * ldw)), wr(wf), of(size_t(G * hd)), orr(of);
+        flat(q.data(), k.data(), v.data(), n, wf.data(), ldw, of.data());
+        rows(q.data(), kp.data(), vp.data(), n, wr.data(), ldw, orr.data());
+        for (int64_t g = 0; g < G; ++g) {
+          std::vector<float> w1(static_cast<size_t>(n)), o1(static_cast<size_t>(hd));
+          one(q.data() + g * hd, k.data(), v.data(), n, w1.data(), o1.data());
+          for (int64_t j = 0; j < n; ++j) {
+            ASSERT_EQ(wf[size_t(g * ldw + j)], w1[size_t(j)]) << G << "x" << hd << " n " << n;
+            ASSERT_EQ(wr[size_t(g * ldw + j)], w1[size_t(j)]) << G << "x" << hd << " n " << n;
+          }
+          for (int64_t d = 0; d < hd; ++d) {
+            ASSERT_EQ(of[size_t(g * hd + d)], o1[size_t(d)]) << G << "x" << hd << " n " << n << " g " << g;
+            ASSERT_EQ(orr[size_t(g * hd + d)], o1[size_t(d)]) << G << "x" << hd << " n " << n << " g " << g;
+          }
+        }
       }
     }
 }

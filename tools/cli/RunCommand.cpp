@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
 #include "llmc/executor.h"
+#include "llmc/speculative.h"
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -11,6 +12,9 @@
 
 namespace llmc::tool {
 namespace {
+/// Drafters `llmc run --speculate` knows.
+enum class SpecMethod { None, Ngram };
+
 struct RunArgs {
   std::string input, prompt, promptTokens, dumpLogits, pipeline, tokenizer;
   int n = 64, threads = 0;
@@ -18,6 +22,8 @@ struct RunArgs {
   bool quiet = false, noBos = false, ignoreEos = false, printIds = false;
   int64_t ctx = 0, prefillChunk = 0;
   EngineChoice engine;
+  SpecMethod speculate = SpecMethod::None;
+  spec::SpecOptions spec;
 };
 
 std::vector<int32_t> parseTokenList(const std::string &s) {
@@ -96,6 +102,17 @@ void declareRunOptions(CLI::App &app, RunArgs &a) {
   cmd->add_flag("--print-ids", a.printIds,
                 "print generated token ids (space separated) instead of text");
   cmd->add_flag("-q,--quiet", a.quiet, "no progress or statistics on stderr");
+  cmd->add_option("--speculate", a.speculate,
+                  "speculative decoding (greedy only; output equals plain greedy decoding): "
+                  "'ngram' drafts by prompt lookup, verified in one target pass each")
+      ->transform(CLI::Transformer(
+                      std::map<std::string, SpecMethod>{{"none", SpecMethod::None},
+                                                        {"ngram", SpecMethod::Ngram}})
+                      .description("one of: none, ngram"));
+  cmd->add_option("--draft", a.spec.max_draft, "draft tokens per target pass (--speculate)")
+      ->check(CLI::Range(1, 16));
+  cmd->add_option("--ngram", a.spec.max_n, "longest context suffix prompt lookup matches")
+      ->check(CLI::Range(1, 8));
   addEngineOptions(cmd, a.engine);
 }
 
@@ -162,6 +179,33 @@ int generateTokens(const RunArgs &a, Executor &exec, const Tokenizer *tok,
   return generated;
 }
 
+/// generateTokens() with drafts verified by the target (greedy only).
+int generateSpeculative(const RunArgs &a, Executor &exec, const Tokenizer *tok,
+                        const std::vector<int32_t> &stops, const std::vector<int32_t> &prompt,
+                        std::vector<float> logits, spec::SpecStats &stats) {
+  std::vector<int32_t> out;
+  std::string printed;
+  auto emit = [&](int32_t id) {
+    out.push_back(id);
+    if (tok && !a.printIds) {
+      std::string text = tok->decode(out);
+      if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0) {
+        fputs(text.c_str() + printed.size(), stdout);
+        printed = text;
+      }
+    } else {
+      printf("%s%d", out.size() > 1 ? " " : "", id);
+    }
+    fflush(stdout);
+    return true;
+  };
+  const int64_t n = spec::generateGreedy(exec, prompt, std::move(logits), a.n, stops, a.spec,
+                                         emit, stats);
+  printf("\n");
+  fflush(stdout);
+  return int(n);
+}
+
 /// The statistics lines on stderr (none with --quiet).
 void printRunStats(const RunArgs &a, const Executor &exec, double loadS, size_t promptTokens,
                    double prefillS, int generated, double decodeS) {
@@ -187,6 +231,9 @@ int runGeneration(const RunArgs &a) {
     throw std::runtime_error("give a prompt with -p TEXT or --prompt-tokens IDS");
   if (!a.promptTokens.empty() && (!a.prompt.empty() || a.p.chat))
     throw std::runtime_error("--prompt-tokens cannot be combined with -p or --chat");
+  if (a.speculate != SpecMethod::None && a.p.sampling.temperature > 0.0f)
+    throw std::runtime_error("--speculate decodes greedily (temperature 0); sampling with "
+                             "drafts is not implemented yet");
   auto t0 = std::chrono::steady_clock::now();
   ExecutorOptions eo;
   eo.threads = a.threads;
@@ -218,8 +265,18 @@ int runGeneration(const RunArgs &a) {
     fprintf(stderr, "[llmc] no tokenizer: printing token ids\n");
 
   auto td = std::chrono::steady_clock::now();
-  int generated = generateTokens(a, exec, tok.get(), stops, sampler, std::move(logits));
+  spec::SpecStats specStats;
+  int generated = a.speculate == SpecMethod::None
+                      ? generateTokens(a, exec, tok.get(), stops, sampler, std::move(logits))
+                      : generateSpeculative(a, exec, tok.get(), stops, ids, std::move(logits),
+                                            specStats);
   printRunStats(a, exec, loadS, ids.size(), prefillS, generated, secondsSince(td));
+  if (a.speculate != SpecMethod::None && !a.quiet)
+    fprintf(stderr,
+            "[llmc] speculative (prompt lookup, up to %d drafts): %lld target passes with a "
+            "draft, %lld of %lld drafts accepted, mean accepted length %.2f tokens per pass\n",
+            a.spec.max_draft, (long long)specStats.passes, (long long)specStats.accepted,
+            (long long)specStats.drafted, specStats.meanAccepted());
   return kOk;
 }
 } // namespace

@@ -61,6 +61,23 @@ using AttendFn = void (*)(const float *q, const float *k, const float *v, int64_
 /// (equal results for equal rows).
 using AttendRowsFn = void (*)(const float *q, const float *const *krows,
                               const float *const *vrows, int64_t n, float *w, float *out);
+/// The G query heads that share one KV head (q: G heads of head_dim
+/// floats, one after another; out likewise) against n cached rows in one
+/// pass; head g's probabilities go to w + g * ldw. Each head's results are
+/// AttendFn's bit for bit.
+using AttendGroupFn = void (*)(const float *q, const float *k, const float *v, int64_t n,
+                               float *w, int64_t ldw, float *out);
+/// The same over rows given by pointers (AttendRowsFn's rows).
+using AttendRowsGroupFn = void (*)(const float *q, const float *const *krows,
+                                   const float *const *vrows, int64_t n, float *w, int64_t ldw,
+                                   float *out);
+/// A model's attention kernels (null: none generated for it).
+struct AttendKernels {
+  AttendFn flat = nullptr;
+  AttendRowsFn rows = nullptr;
+  AttendGroupFn group = nullptr;
+  AttendRowsGroupFn rowsGroup = nullptr;
+};
 /// One embedding row (the kernel's format and width) to floats.
 using EmbedFn = void (*)(const uint8_t *row, float *out);
 /// y[i] = a[i] + b[i] for i < n.

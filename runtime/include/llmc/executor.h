@@ -190,6 +190,14 @@ public:
   /// Entries (tokens x KV heads) the KV caches hold, over all layers.
   int64_t kvCacheEntries() const;
 
+  /// Speculative decoding: whether rewind() is exact (every layer's cache
+  /// holds nothing but its entries: the full KV policy).
+  bool rewindable() const;
+  /// Forget positions >= pos (pos <= pos()): their KV entries are dropped
+  /// and the next forward() continues at pos, as if they had never been
+  /// fed. std::runtime_error when !rewindable() or pos is out of range.
+  void rewind(int64_t pos);
+
   /// KV-policy sweeps: the caches and position, to try several policies on
   /// one prefill (restoreKv puts them back exactly).
   std::shared_ptr<const KvSnapshot> saveKv() const;

@@ -117,6 +117,8 @@ std::string opEntryKey(const nlohmann::json &k, const std::string &kind, const s
   }
   if (kind == "attend_f32" || kind == "attend_f32_rows")
     return opKey(kind, {std::to_string(i64("head_dim"))});
+  if (kind == "attend_f32_group" || kind == "attend_f32_rows_group")
+    return opKey(kind, {std::to_string(i64("head_dim")), std::to_string(i64("group"))});
   if (kind == "embed") {
     auto dtype = dtypeFromName(str("dtype"));
     if (!dtype)
@@ -262,6 +264,16 @@ AttendFn GeneratedKernels::findAttendF32(int64_t headDim) const {
 AttendRowsFn GeneratedKernels::findAttendF32Rows(int64_t headDim) const {
   return reinterpret_cast<AttendRowsFn>(
       findOp(opKey("attend_f32_rows", {std::to_string(headDim)})));
+}
+
+AttendGroupFn GeneratedKernels::findAttendF32Group(int64_t headDim, int64_t group) const {
+  return reinterpret_cast<AttendGroupFn>(
+      findOp(opKey("attend_f32_group", {std::to_string(headDim), std::to_string(group)})));
+}
+
+AttendRowsGroupFn GeneratedKernels::findAttendF32RowsGroup(int64_t headDim, int64_t group) const {
+  return reinterpret_cast<AttendRowsGroupFn>(
+      findOp(opKey("attend_f32_rows_group", {std::to_string(headDim), std::to_string(group)})));
 }
 
 EmbedFn GeneratedKernels::findEmbed(DType dtype, int64_t cols) const {

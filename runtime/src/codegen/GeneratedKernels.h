@@ -50,6 +50,10 @@ public:
   /// Attention over rows by pointer (paged caches); artifacts compiled
   /// before it have none.
   AttendRowsFn findAttendF32Rows(int64_t headDim) const;
+  /// The grouped (GQA) kernels for `group` query heads per KV head; none
+  /// for artifacts compiled before them, MHA models or head_dim % 8 != 0.
+  AttendGroupFn findAttendF32Group(int64_t headDim, int64_t group) const;
+  AttendRowsGroupFn findAttendF32RowsGroup(int64_t headDim, int64_t group) const;
   EmbedFn findEmbed(DType dtype, int64_t cols) const;
   AddFn findAdd() const;
   size_t size() const { return fns_.size() + rows8_.size() + ops_.size(); }

@@ -50,6 +50,20 @@ void Executor::reset() {
   for (kv::LayerCache &c : impl->caches)
     c.reset();
 }
+bool Executor::rewindable() const {
+  for (const kv::LayerCache &c : impl->caches)
+    if (!c.rewindable())
+      return false;
+  return true;
+}
+void Executor::rewind(int64_t pos) {
+  if (pos < 0 || pos > impl->pos)
+    throw std::runtime_error("Executor::rewind: position " + std::to_string(pos) +
+                             " is outside 0.." + std::to_string(impl->pos));
+  for (kv::LayerCache &c : impl->caches)
+    c.dropFrom(pos);
+  impl->pos = pos;
+}
 int64_t Executor::vocabSize() const { return impl->widths[size_t(impl->output)]; }
 int64_t Executor::maxContext() const { return impl->maxCtx; }
 int64_t Executor::kvCacheEntries() const {

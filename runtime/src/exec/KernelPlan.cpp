@@ -278,8 +278,14 @@ void PlanEngine::bindGeneratedOps(PlanStep &s, const codegen::GeneratedKernels *
                        : nullptr);
     break;
   case PlanKernel::Attend:
-    count(s.genAttend, g ? g->findAttendF32(s.headDim) : nullptr);
-    s.genAttendRows = g ? g->findAttendF32Rows(s.headDim) : nullptr; // one op with genAttend
+    count(s.genAttend.flat, g ? g->findAttendF32(s.headDim) : nullptr);
+    if (g) { // one op with genAttend.flat
+      s.genAttend.rows = g->findAttendF32Rows(s.headDim);
+      if (s.kvHeads > 0 && s.heads % s.kvHeads == 0) {
+        s.genAttend.group = g->findAttendF32Group(s.headDim, s.heads / s.kvHeads);
+        s.genAttend.rowsGroup = g->findAttendF32RowsGroup(s.headDim, s.heads / s.kvHeads);
+      }
+    }
     break;
   case PlanKernel::Add:
     count(s.genAdd, g ? g->findAdd() : nullptr);
@@ -514,7 +520,7 @@ void PlanEngine::runStep(ThreadPool &pool, std::vector<kv::LayerCache> *caches,
     break;
   case PlanKernel::Attend: {
     kv::LayerCache &c = (*caches)[size_t(s.cache)];
-    c.attend(pool, io.in(s, 0), rows, out, s.genAttend, s.genAttendRows);
+    c.attend(pool, io.in(s, 0), rows, out, s.genAttend);
     c.afterStep(io.in(s, 0), rows, pos);
     break;
   }

@@ -50,8 +50,8 @@ struct PlanStep {
   codegen::RmsNormFn genNorm = nullptr;
   codegen::GateFn genGate = nullptr;
   codegen::RopeFn genRope = nullptr;
-  codegen::AttendFn genAttend = nullptr;
-  codegen::AttendRowsFn genAttendRows = nullptr; // the same over a paged cache's rows
+  // Over the f32 cache, a paged cache's rows, and both by GQA group.
+  codegen::AttendKernels genAttend;
   codegen::AddFn genAdd = nullptr;
   std::vector<float> norm;     // RMSNorm weight when fused (empty: none)
   float eps = 1e-5f;

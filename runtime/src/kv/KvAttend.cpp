@@ -54,8 +54,41 @@ void LayerCache::pagedRows(const HeadCache &c, std::vector<const float *> &k,
   }
 }
 
+int64_t LayerCache::firstVisible(const HeadCache &c, int64_t last) const {
+  if (windowLimit_ <= 0)
+    return 0;
+  const int32_t lo = c.pos[size_t(last)] - int32_t(windowLimit_) + 1;
+  return std::lower_bound(c.pos.begin(), c.pos.begin() + last, lo) - c.pos.begin();
+}
+
+void LayerCache::attendByGroup(ThreadPool &pool, const float *q, int64_t T, float *out,
+                               const codegen::AttendKernels &gen,
+                               const std::vector<std::vector<const float *>> &kRows,
+                               const std::vector<std::vector<const float *>> &vRows) const {
+  const int64_t qd = H_ * hd_;
+  // A KV head's query rows one after another: its rows stay in cache.
+  pool.parallelFor(0, KV_ * T, 0, [&](int64_t lo, int64_t hi) {
+    thread_local std::vector<float> w;
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t g = item / T, t = item % T;
+      const HeadCache &c = heads_[size_t(g)];
+      const int64_t last = c.n - T + t, first = firstVisible(c, last), n = last + 1 - first;
+      w.resize(size_t(group_ * n));
+      const float *qg = q + t * qd + g * group_ * hd_;
+      float *og = out + t * qd + g * group_ * hd_;
+      if (paged())
+        gen.rowsGroup(qg, kRows[size_t(g)].data() + first, vRows[size_t(g)].data() + first, n,
+                      w.data(), n, og);
+      else
+        gen.group(qg, c.k.data() + first * hd_, c.v.data() + first * hd_, n, w.data(), n, og);
+    }
+  });
+}
+
 void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
-                        codegen::AttendFn gen, codegen::AttendRowsFn genRows) {
+                        const codegen::AttendKernels &gen) {
+  const codegen::AttendFn genFlat = gen.flat;
+  const codegen::AttendRowsFn genRows = gen.rows;
   const int64_t qd = H_ * hd_;
   const float scale = float(1.0 / std::sqrt(double(hd_)));
   // InertiaKV-Lazy gathers attention statistics only every score_every
@@ -78,13 +111,19 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
   // through references, not name the thread_local variables themselves.)
   thread_local std::vector<std::vector<const float *>> kRowsOfThread, vRowsOfThread;
   std::vector<std::vector<const float *>> &kRows = kRowsOfThread, &vRows = vRowsOfThread;
-  const size_t rowHeads = paged() && genRows ? size_t(KV_) : 0;
+  const bool byGroup = !acc && (paged() ? gen.rowsGroup != nullptr
+                                         : !rdStored_ && !quantized() && gen.group != nullptr);
+  const size_t rowHeads = paged() && (genRows || byGroup) ? size_t(KV_) : 0;
   if (kRows.size() < rowHeads) {
     kRows.resize(rowHeads);
     vRows.resize(rowHeads);
   }
   for (size_t g = 0; g < rowHeads; ++g)
     pagedRows(heads_[g], kRows[g], vRows[g]);
+  if (byGroup) {
+    attendByGroup(pool, q, T, out, gen, kRows, vRows);
+    return;
+  }
   pool.parallelFor(0, items, acc ? 1 : 0, [&](int64_t lo, int64_t hi) {
     std::vector<float> w, o(static_cast<size_t>(hd_));
     for (int64_t item = lo; item < hi; ++item) {
@@ -97,11 +136,7 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
       for (int64_t h = hFirst; h < hLast; ++h)
         for (int64_t t = tFirst; t < tLast; ++t) {
           const int64_t last = c.n - T + t; // this query's own entry
-          int64_t first = 0;
-          if (windowLimit_ > 0) {
-            const int32_t lo = c.pos[size_t(last)] - int32_t(windowLimit_) + 1;
-            first = std::lower_bound(c.pos.begin(), c.pos.begin() + last, lo) - c.pos.begin();
-          }
+          const int64_t first = firstVisible(c, last);
           const float *qh = q + t * qd + h * hd_;
           w.resize(static_cast<size_t>(last + 1));
           if (paged()) { // f32 rows in pool blocks
@@ -121,8 +156,8 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
             float *wf = w.data() + first;
             const float *kf = c.k.data() + first * hd_, *vf = c.v.data() + first * hd_;
             float *o = out + t * qd + h * hd_;
-            if (gen) { // scores, softmax (probabilities left in wf) and values
-              gen(qh, kf, vf, n, wf, o);
+            if (genFlat) { // scores, softmax (probabilities left in wf) and values
+              genFlat(qh, kf, vf, n, wf, o);
             } else {
               kernels::scoreKeys(qh, kf, n, hd_, scale, wf);
               kernels::softmaxInPlace(wf, n);

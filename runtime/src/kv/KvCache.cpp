@@ -110,6 +110,35 @@ void LayerCache::reset() {
   updateMeter();
 }
 
+void LayerCache::dropFrom(int64_t pos) {
+  if (!rewindable())
+    throw std::runtime_error("kv cache of layer " + std::to_string(layer_) +
+                             ": its KV policy keeps state besides the entries, so the newest "
+                             "entries cannot be dropped (speculative decoding needs the full "
+                             "policy)");
+  for (HeadCache &c : heads_) {
+    int64_t n = c.n;
+    while (n > 0 && c.pos[size_t(n - 1)] >= pos)
+      --n;
+    if (n == c.n)
+      continue;
+    c.pos.resize(size_t(n));
+    if (!c.acc.empty())
+      c.acc.resize(size_t(n));
+    if (paged()) {
+      c.paged.truncate(size_t((n + blockEntries_ - 1) / blockEntries_));
+    } else if (quantized()) {
+      c.kq.resize(size_t(n * poly_.keyBytes()));
+      c.vq.resize(size_t(n * poly_.valueBytes()));
+    } else {
+      c.k.resize(size_t(n * hd_));
+      c.v.resize(size_t(n * hd_));
+    }
+    c.n = n;
+  }
+  updateMeter();
+}
+
 void LayerCache::attachMeter(KvMeter *meter) {
   meter_ = meter;
   metered_ = 0;

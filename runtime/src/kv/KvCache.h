@@ -66,12 +66,21 @@ public:
   /// positions p0.. .
   void append(const float *k, const float *v, int64_t T, int64_t stride, int64_t p0);
   /// Causal attention of T query rows [T, heads*head_dim] (the rows just
-  /// appended) over the cache; out is [T, heads*head_dim]. `gen`, when
-  /// given, is a generated kernel for this head_dim that runs the f32
-  /// cache's attention (quantized and RDKV caches use the library's).
-  /// `genRows` is the same kernel over a paged cache's rows (by pointer).
+  /// appended) over the cache; out is [T, heads*head_dim]. `gen` holds the
+  /// generated kernels for this head shape, if any: over the f32 cache
+  /// (flat), a paged cache's rows (rows), and the same per GQA group of
+  /// query heads (group, rowsGroup; used when no policy keeps running
+  /// attention statistics); quantized and RDKV caches use the library's.
   void attend(ThreadPool &pool, const float *q, int64_t T, float *out,
-              codegen::AttendFn gen = nullptr, codegen::AttendRowsFn genRows = nullptr);
+              const codegen::AttendKernels &gen = {});
+  /// Whether dropFrom() is exact: nothing but the entries is state (the
+  /// full policy in f32 or PolyKV, recording nothing, not RDKV-compressed),
+  /// so dropping the newest entries leaves the cache as if they had never
+  /// been appended. Speculative decoding needs it.
+  bool rewindable() const { return policy_.full() && !record_ && !rdStored_; }
+  /// Drop every entry at position >= pos (they are the newest: entries stay
+  /// in position order). std::runtime_error unless rewindable().
+  void dropFrom(int64_t pos);
   /// Apply the policy after a step of T tokens whose queries were q.
   void afterStep(const float *q, int64_t T, int64_t p0);
 
@@ -138,6 +147,15 @@ private:
   /// cache, block by block (w: scores, then probabilities, by entry).
   void attendPaged(const HeadCache &c, const float *qh, int64_t first, int64_t last, float scale,
                    float *w, float *out, float *scratch) const;
+  /// The first entry query entry `last` sees (the attention window, if any).
+  int64_t firstVisible(const HeadCache &c, int64_t last) const;
+  /// attend() with the generated GQA-group kernels (f32 entries, no running
+  /// statistics): one call per (KV head, query row) for the heads sharing
+  /// it; kRows/vRows hold a paged cache's row addresses by KV head.
+  void attendByGroup(ThreadPool &pool, const float *q, int64_t T, float *out,
+                     const codegen::AttendKernels &gen,
+                     const std::vector<std::vector<const float *>> &kRows,
+                     const std::vector<std::vector<const float *>> &vRows) const;
   void appendPaged(HeadCache &c, const float *kr, const float *vr);
   /// keep() of a paged cache: entries idx (ascending) moved to the front.
   void keepPaged(HeadCache &c, const std::vector<int64_t> &idx);

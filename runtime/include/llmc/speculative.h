@@ -1,0 +1,49 @@
+//===- speculative.h - Draft-and-verify decoding ---------------*- C++ -*-===//
+// Lossless speculative decoding on one Executor: a drafter proposes the
+// next few tokens, one target pass over [last token, drafts...] scores them
+// all, the drafts that equal the target's own greedy choice are kept (with
+// the target's next token after them), and the KV entries of the rejected
+// drafts are dropped (Executor::rewind). Greedy output is the plain greedy
+// decoding's token for token (up to float re-association between a
+// multi-row and a one-row step). The drafter here is prompt lookup (n-gram
+// matching against the context): no weights.
+//===----------------------------------------------------------------------===//
+#pragma once
+#include "llmc/executor.h"
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace llmc::spec {
+
+/// Prompt lookup: the (up to) max_draft tokens that followed the latest
+/// earlier occurrence of the context's last n tokens, trying n = max_n down
+/// to min_n; empty when no suffix of at least min_n tokens recurs.
+std::vector<int32_t> ngramDraft(const std::vector<int32_t> &context, int max_draft, int max_n,
+                                int min_n);
+
+struct SpecOptions {
+  int max_draft = 4; // draft tokens per target pass
+  int max_n = 3;     // longest suffix matched
+  int min_n = 1;     // shortest
+};
+
+struct SpecStats {
+  int64_t passes = 0;   // target passes with a draft
+  int64_t drafted = 0;  // draft tokens scored
+  int64_t accepted = 0; // draft tokens kept
+  /// Tokens each drafted target pass yields (accepted drafts + the target's own).
+  double meanAccepted() const { return passes ? double(accepted + passes) / double(passes) : 0.0; }
+};
+
+/// Greedy generation with prompt-lookup drafts. `context` holds every token
+/// fed so far (the prompt); `logits` are the target's for its last one.
+/// Emits tokens through `emit` (returning false stops), up to n tokens, and
+/// stops after a token in `stops` (not emitted). The executor must be
+/// rewindable(). Returns the number of tokens emitted.
+int64_t generateGreedy(Executor &exec, std::vector<int32_t> context, std::vector<float> logits,
+                       int64_t n, const std::vector<int32_t> &stops, const SpecOptions &opts,
+                       const std::function<bool(int32_t)> &emit, SpecStats &stats);
+
+} // namespace llmc::spec

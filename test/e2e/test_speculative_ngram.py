@@ -1,0 +1,109 @@
+"""End-to-end: `llmc run --speculate ngram` (prompt-lookup drafts, one
+target pass per draft, rejected drafts' KV entries dropped) gives exactly
+the tokens of plain greedy decoding.
+
+On SmolLM2-135M-Instruct (Q4_1 as shipped, signed: generated kernels, int8
+activations) with chat prompts (code, story, a list to repeat), 128
+tokens, --ignore-eos, and on stories260K (f32) with token-id prompts:
+- the token ids equal `llmc run` without drafts, with 4 drafts per pass,
+  1 and 8;
+- a regression floor on the mean accepted length (tokens per drafted target
+  pass) on the code prompt, where prompt lookup finds repeats: at least
+  1.5 (2.10 measured; a drafter that proposes the wrong continuation gets
+  about 1.0), and every prompt gets drafts accepted;
+- errors: sampling with drafts, and an artifact whose KV policy (SnapKV,
+  compiled in) keeps state besides its entries: exit 1, a message, no
+  tokens.
+"""
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref"))
+import harness  # noqa: E402
+
+STORIES = os.path.join(harness.shared_dir(), "models", "stories260K.bin")
+CHAT_PROMPTS = {
+    "code": "Write a Python class Person with a getter and a setter method for each of the "
+            "fields name, age, email, phone and address.",
+    "story": "Once upon a time, there was a little cat named Tom. Tom loved",
+    "list": "Repeat the following list exactly three times, one item per line: apple, banana, "
+            "cherry, date, elderberry, fig, grape.",
+}
+STATS = re.compile(r"(\d+) target passes with a draft, (\d+) of (\d+) drafts accepted, "
+                   r"mean accepted length ([\d.]+)")
+
+
+def run(model, prompt_args, n, extra=()):
+    p = harness.run_llmc(["run", model, *prompt_args, "-n", str(n), "--print-ids",
+                          "--ignore-eos", "-t", "2", *extra], timeout=600, check=False)
+    ids = [int(t) for t in p.stdout.split()] if p.returncode == 0 else None
+    m = STATS.search(p.stderr)
+    return p, ids, (m and {"passes": int(m[1]), "accepted": int(m[2]), "drafted": int(m[3]),
+                           "mean": float(m[4])})
+
+
+def equal_checks(checks, title, model, prompt_args, n, drafts=(4,)):
+    _, plain, _ = run(model, prompt_args, n)
+    checks.check(plain is not None and len(plain) == n, f"{title}: plain greedy runs",
+                 f"{len(plain or [])} tokens")
+    stats = None
+    for d in drafts:
+        p, ids, st = run(model, prompt_args, n, ["--speculate", "ngram", "--draft", str(d)])
+        checks.check(ids == plain, f"{title}: --speculate ngram --draft {d} equals plain greedy",
+                     f"first difference at {next((i for i, (a, b) in enumerate(zip(ids or [], plain or [])) if a != b), None)}; "
+                     f"{p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ''}")
+        checks.check(st is not None and st["passes"] > 0 and st["accepted"] > 0,
+                     f"{title}: drafts scored and accepted (--draft {d})", str(st))
+        if d == 4:
+            stats = st
+    return stats
+
+
+def smollm2(checks, work):
+    art = os.path.join(work, "smollm2.llmc")
+    harness.compile_checked(checks, harness.SMOLLM2_GGUF, art, "", "SmolLM2")
+    if not os.path.exists(art):
+        return
+    for name, text in CHAT_PROMPTS.items():
+        drafts = (1, 4, 8) if name == "code" else (4,)
+        st = equal_checks(checks, f"SmolLM2 {name}", art, ["--chat", "-p", text], 128, drafts)
+        if name == "code":
+            checks.check(st is not None and st["mean"] >= 1.5,
+                         "SmolLM2 code: mean accepted length >= 1.5 tokens per pass", str(st))
+    # Errors: sampling with drafts; a policy the cache cannot rewind.
+    p, ids, _ = run(art, ["--chat", "-p", "hi"], 8, ["--speculate", "ngram", "--temp", "0.7"])
+    checks.check(p.returncode == 1 and not p.stdout.strip() and "greedily" in p.stderr,
+                 "--speculate with sampling: exit 1 and a message", p.stderr.strip()[-200:])
+    snap = os.path.join(work, "smollm2-snapkv.llmc")
+    harness.compile_checked(checks, harness.SMOLLM2_GGUF, snap,
+                            "llm-kv-policy{method=snapkv budget=0.5}", "SmolLM2 SnapKV")
+    if os.path.exists(snap):
+        p, ids, _ = run(snap, ["--chat", "-p", CHAT_PROMPTS["story"]], 16,
+                        ["--speculate", "ngram"])
+        checks.check(p.returncode == 1 and not p.stdout.strip() and "KV" in p.stderr,
+                     "--speculate on a SnapKV artifact: exit 1 and a message",
+                     p.stderr.strip()[-200:])
+
+
+def main():
+    checks = harness.Checks("llmc run --speculate ngram: equal to plain greedy decoding")
+    work = harness.work_dir("speculative_ngram")
+    if os.path.exists(STORIES):
+        art = os.path.join(work, "stories.llmc")
+        harness.compile_checked(checks, STORIES, art, "", "stories260K")
+        if os.path.exists(art):
+            prompt = [1, 365, 155, 263, 431, 292, 27, 471]  # ids in the 512-token vocabulary
+            equal_checks(checks, "stories260K", art, ["--prompt-tokens", ",".join(map(str, prompt))],
+                         200, (2, 4))
+    else:
+        harness.skip_part(f"{STORIES} missing")
+    if os.path.exists(harness.SMOLLM2_GGUF):
+        smollm2(checks, work)
+    else:
+        harness.skip_part(f"{harness.SMOLLM2_GGUF} missing (scripts/setup.sh fetches it)")
+    checks.finish()
+
+
+if __name__ == "__main__":
+    main()
