@@ -9,7 +9,7 @@ tokens, --ignore-eos, and on stories260K (f32) with token-id prompts:
   1 and 8;
 - a regression floor on the mean accepted length (tokens per drafted target
   pass) on the code prompt, where prompt lookup finds repeats: at least
-  1.5 (2.10 measured; a drafter that proposes the wrong continuation gets
+  1.5 (1.75 measured with the adaptive draft length; a drafter that proposes the wrong continuation gets
   about 1.0), and every prompt gets drafts accepted;
 - errors: sampling with drafts, and an artifact whose KV policy (SnapKV,
   compiled in) keeps state besides its entries: exit 1, a message, no

@@ -24,7 +24,8 @@ std::vector<int32_t> ngramDraft(const std::vector<int32_t> &context, int max_dra
                                 int min_n);
 
 struct SpecOptions {
-  int max_draft = 4; // draft tokens per target pass
+  int max_draft = 4; // draft tokens per target pass at most (the length adapts:
+                     // halved after a pass that keeps none, doubled after one that keeps all)
   int max_n = 3;     // longest suffix matched
   int min_n = 1;     // shortest
 };

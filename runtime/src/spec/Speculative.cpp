@@ -35,6 +35,10 @@ int64_t generateGreedy(Executor &exec, std::vector<int32_t> context, std::vector
   auto isStop = [&](int32_t t) { return std::find(stops.begin(), stops.end(), t) != stops.end(); };
   int64_t emitted = 0;
   int32_t next = pick(0);
+  // Adaptive draft length: halved after a pass that kept no draft, doubled
+  // after one that kept them all (between 1 and max_draft), so text the
+  // context does not predict costs little more than plain decoding.
+  int64_t draftLen = std::max(1, opts.max_draft);
   while (emitted < n) {
     if (isStop(next) || !emit(next))
       break;
@@ -45,7 +49,7 @@ int64_t generateGreedy(Executor &exec, std::vector<int32_t> context, std::vector
     // Drafts past the tokens still wanted or the context are not scored.
     const int64_t room = std::min(n - emitted, exec.maxContext() - exec.pos() - 1);
     std::vector<int32_t> draft =
-        ngramDraft(context, int(std::min<int64_t>(opts.max_draft, room)), opts.max_n, opts.min_n);
+        ngramDraft(context, int(std::min<int64_t>(draftLen, room)), opts.max_n, opts.min_n);
     const int64_t base = exec.pos(); // `next` goes here, the drafts after it
     std::vector<int32_t> step{next};
     step.insert(step.end(), draft.begin(), draft.end());
@@ -74,6 +78,10 @@ int64_t generateGreedy(Executor &exec, std::vector<int32_t> context, std::vector
     stats.accepted += int64_t(kept);
     if (stopped)
       break;
+    if (kept == 0)
+      draftLen = std::max<int64_t>(1, draftLen / 2);
+    else if (kept == draft.size())
+      draftLen = std::min<int64_t>(std::max(1, opts.max_draft), draftLen * 2);
     exec.rewind(base + 1 + int64_t(kept)); // `next` and the kept drafts stay
     next = pick(kept);
   }
