@@ -296,7 +296,8 @@ std::string groupAttendKernel(const OpKernelSpec &s) {
   const int gs = divisorAtMost(s.heads, 3);                  // heads per score pass
   const int ch = divisorAtMost(chunks, std::max<int64_t>(1, 12 / gs)); // 8-float chunks per value pass
   const std::string keyRow = rows ? "krows[j + i]" : "(k + (j + i) * HD)";
-  const std::string keyAhead = rows ? "krows[j + 8 + i]" : "(k + (j + 8 + i) * HD)";
+  const std::string keyAhead = rows ? "krows[j + 16 + i]" : "(k + (j + 16 + i) * HD)";
+  const std::string valueFar = rows ? "vrows[j + 16 + i]" : "(v + (j + 16 + i) * HD)";
   const std::string valueAhead = rows ? "vrows[r + 8]" : "(v + (r + 8) * HD)";
   const std::string keyTail = rows ? "krows[j]" : "(k + j * HD)";
   const std::string valueRow = rows ? "vrows[r]" : "(v + r * HD)";
@@ -314,10 +315,15 @@ std::string groupAttendKernel(const OpKernelSpec &s) {
     << "  int64_t j = 0;\n"
     << "  for (; j + 4 <= n; j += 4)\n"
     << "    for (int g0 = 0; g0 < G; g0 += GS) {\n"
-    << "      if (g0 == 0 && j + 12 <= n) // rows two passes ahead (pool blocks defeat the\n"
-    << "        for (int i = 0; i < 4; ++i) // hardware's stream detection)\n"
-    << "          for (int d = 0; d < HD; d += 16)\n"
+    << "      // Rows four passes ahead: keys into L1, values into L2 for the value\n"
+    << "      // pass (pool blocks defeat the hardware's stream detection, and a\n"
+    << "      // batch's caches do not stay in the last-level cache between steps).\n"
+    << "      if (g0 == 0 && j + 20 <= n)\n"
+    << "        for (int i = 0; i < 4; ++i)\n"
+    << "          for (int d = 0; d < HD; d += 16) {\n"
     << "            __builtin_prefetch(" << keyAhead << " + d);\n"
+    << "            __builtin_prefetch(" << valueFar << " + d, 0, 2);\n"
+    << "          }\n"
     << "      v8f a[GS][4] = {};\n"
     << "      for (int d = 0; d < HD; d += 8) {\n"
     << "        v8f kv[4];\n"
