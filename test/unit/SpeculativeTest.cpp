@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 using llmc::spec::ngramDraft;
 using V = std::vector<int32_t>;
 
@@ -35,4 +38,63 @@ TEST(NgramDraft, StopsAtTheContextEndAndNeedsMinN) {
   EXPECT_TRUE(ngramDraft(V{}, 4, 3, 1).empty());
   EXPECT_TRUE(ngramDraft(V{3}, 4, 3, 1).empty());
   EXPECT_TRUE(ngramDraft(ctx, 0, 3, 1).empty());
+}
+
+namespace {
+
+/// Frequencies of the token verifyDraft() yields (the draft if kept, else
+/// its replacement) over `trials` against the sampler's own distribution:
+/// the largest absolute difference of probabilities.
+double verifyDeviation(const std::vector<float> &logits, int32_t draft, llmc::SamplerOptions o,
+                       int trials) {
+  llmc::Sampler s(o);
+  const int64_t V = int64_t(logits.size());
+  std::vector<int32_t> ids;
+  std::vector<double> w;
+  const double total = s.distribution(logits.data(), V, ids, w);
+  std::vector<double> p(size_t(V), 0.0), seen(size_t(V), 0.0);
+  for (size_t i = 0; i < ids.size(); ++i)
+    p[size_t(ids[i])] = w[i] / total;
+  for (int t = 0; t < trials; ++t) {
+    int32_t next = -1;
+    const int32_t got = llmc::spec::verifyDraft(s, logits.data(), V, draft, next) ? draft : next;
+    seen[size_t(got)] += 1.0 / trials;
+  }
+  double worst = 0;
+  for (int64_t v = 0; v < V; ++v)
+    worst = std::max(worst, std::abs(seen[size_t(v)] - p[size_t(v)]));
+  return worst;
+}
+
+} // namespace
+
+// The rule's output is distributed as the target's p, whether the draft is
+// likely, unlikely, cut by top-k or outside the vocabulary's mass; 200k
+// trials put the largest deviation near 0.002. (Drawing the replacement
+// from p instead of p without the draft moves the draft's probability by
+// p(d)(1 - p(d)), 0.2 here; keeping every draft by 1 - p(d).)
+TEST(VerifyDraft, KeptOrReplacedTokensFollowTheTargetDistribution) {
+  const std::vector<float> logits = {1.0f, 0.5f, -0.2f, 2.0f, 0.0f, -1.5f};
+  llmc::SamplerOptions t1;
+  t1.temperature = 1.0f;
+  t1.seed = 11;
+  EXPECT_LT(verifyDeviation(logits, 3, t1, 200000), 0.006); // the likeliest token
+  EXPECT_LT(verifyDeviation(logits, 5, t1, 200000), 0.006); // an unlikely one
+  llmc::SamplerOptions k3 = t1;
+  k3.top_k = 3;
+  k3.temperature = 0.7f;
+  EXPECT_LT(verifyDeviation(logits, 4, k3, 200000), 0.006); // cut by top-k: never kept
+  EXPECT_LT(verifyDeviation(logits, 0, k3, 200000), 0.006);
+  llmc::SamplerOptions nucleus = t1;
+  nucleus.top_p = 0.8f;
+  EXPECT_LT(verifyDeviation(logits, 1, nucleus, 200000), 0.006);
+}
+
+TEST(VerifyDraft, GreedyKeepsExactlyTheArgmax) {
+  const std::vector<float> logits = {1.0f, 0.5f, 3.0f, 2.0f};
+  llmc::Sampler s(llmc::SamplerOptions{});
+  int32_t next = -1;
+  EXPECT_TRUE(llmc::spec::verifyDraft(s, logits.data(), 4, 2, next));
+  EXPECT_FALSE(llmc::spec::verifyDraft(s, logits.data(), 4, 3, next));
+  EXPECT_EQ(next, 2);
 }

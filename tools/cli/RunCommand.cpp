@@ -103,8 +103,9 @@ void declareRunOptions(CLI::App &app, RunArgs &a) {
                 "print generated token ids (space separated) instead of text");
   cmd->add_flag("-q,--quiet", a.quiet, "no progress or statistics on stderr");
   cmd->add_option("--speculate", a.speculate,
-                  "speculative decoding (greedy only; output equals plain greedy decoding): "
-                  "'ngram' drafts by prompt lookup, verified in one target pass each")
+                  "speculative decoding, lossless (greedy: the same tokens as without; "
+                  "sampling: the same distribution): 'ngram' drafts by prompt lookup, "
+                  "verified in one target pass each")
       ->transform(CLI::Transformer(
                       std::map<std::string, SpecMethod>{{"none", SpecMethod::None},
                                                         {"ngram", SpecMethod::Ngram}})
@@ -179,10 +180,11 @@ int generateTokens(const RunArgs &a, Executor &exec, const Tokenizer *tok,
   return generated;
 }
 
-/// generateTokens() with drafts verified by the target (greedy only).
+/// generateTokens() with drafts verified by the target (lossless: greedy
+/// gives the same tokens, sampling the same distribution).
 int generateSpeculative(const RunArgs &a, Executor &exec, const Tokenizer *tok,
                         const std::vector<int32_t> &stops, const std::vector<int32_t> &prompt,
-                        std::vector<float> logits, spec::SpecStats &stats) {
+                        Sampler &sampler, std::vector<float> logits, spec::SpecStats &stats) {
   std::vector<int32_t> out;
   std::string printed;
   auto emit = [&](int32_t id) {
@@ -199,8 +201,8 @@ int generateSpeculative(const RunArgs &a, Executor &exec, const Tokenizer *tok,
     fflush(stdout);
     return true;
   };
-  const int64_t n = spec::generateGreedy(exec, prompt, std::move(logits), a.n, stops, a.spec,
-                                         emit, stats);
+  const int64_t n = spec::generate(exec, prompt, std::move(logits), a.n, stops, a.spec, sampler,
+                                   emit, stats);
   printf("\n");
   fflush(stdout);
   return int(n);
@@ -231,9 +233,6 @@ int runGeneration(const RunArgs &a) {
     throw std::runtime_error("give a prompt with -p TEXT or --prompt-tokens IDS");
   if (!a.promptTokens.empty() && (!a.prompt.empty() || a.p.chat))
     throw std::runtime_error("--prompt-tokens cannot be combined with -p or --chat");
-  if (a.speculate != SpecMethod::None && a.p.sampling.temperature > 0.0f)
-    throw std::runtime_error("--speculate decodes greedily (temperature 0); sampling with "
-                             "drafts is not implemented yet");
   auto t0 = std::chrono::steady_clock::now();
   ExecutorOptions eo;
   eo.threads = a.threads;
@@ -268,8 +267,8 @@ int runGeneration(const RunArgs &a) {
   spec::SpecStats specStats;
   int generated = a.speculate == SpecMethod::None
                       ? generateTokens(a, exec, tok.get(), stops, sampler, std::move(logits))
-                      : generateSpeculative(a, exec, tok.get(), stops, ids, std::move(logits),
-                                            specStats);
+                      : generateSpeculative(a, exec, tok.get(), stops, ids, sampler,
+                                            std::move(logits), specStats);
   printRunStats(a, exec, loadS, ids.size(), prefillS, generated, secondsSince(td));
   if (a.speculate != SpecMethod::None && !a.quiet)
     fprintf(stderr,

@@ -256,6 +256,14 @@ class Sampler {
 public:
   explicit Sampler(SamplerOptions o);
   int32_t sample(const float *logits, int64_t vocab);
+  bool greedy() const { return !(opts.temperature > 0.0f); }
+  /// The distribution sample() draws from when not greedy (temperature,
+  /// top-k and top-p applied): candidate ids with unnormalized weights,
+  /// their sum returned; 0 (and no candidates) when no logit is finite.
+  double distribution(const float *logits, int64_t vocab, std::vector<int32_t> &ids,
+                      std::vector<double> &weights) const;
+  /// The next uniform draw in [0, 1) of the sampler's generator.
+  double uniform01();
 
 private:
   SamplerOptions opts;

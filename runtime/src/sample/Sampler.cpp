@@ -56,14 +56,10 @@ inline bool before(const Candidate &a, const Candidate &b) {
 
 Sampler::Sampler(SamplerOptions o) : opts(o), state(o.seed) {}
 
-int32_t Sampler::sample(const float *logits, int64_t vocab) {
-  if (vocab <= 0 || !logits)
-    throw std::runtime_error("Sampler::sample: empty logits");
-  if (vocab > INT32_MAX)
-    throw std::runtime_error("Sampler::sample: vocabulary too large");
-  if (!(opts.temperature > 0.0f))
-    return argmax(logits, vocab);
-
+double Sampler::distribution(const float *logits, int64_t vocab, std::vector<int32_t> &ids,
+                             std::vector<double> &weights) const {
+  ids.clear();
+  weights.clear();
   std::vector<Candidate> cand(static_cast<size_t>(vocab));
   const float invT = 1.0f / opts.temperature;
   for (int64_t i = 0; i < vocab; ++i)
@@ -82,8 +78,8 @@ int32_t Sampler::sample(const float *logits, int64_t vocab) {
   float mx = -INFINITY;
   for (size_t i = 0; i < n; ++i)
     mx = std::max(mx, cand[i].logit);
-  if (mx == -INFINITY) // nothing finite: fall back to greedy
-    return argmax(logits, vocab);
+  if (mx == -INFINITY)
+    return 0.0;
   std::vector<double> prob(n);
   double total = 0;
   for (size_t i = 0; i < n; ++i)
@@ -104,17 +100,39 @@ int32_t Sampler::sample(const float *logits, int64_t vocab) {
     for (size_t i = 0; i < n; ++i)
       total += prob[i];
   }
+  ids.resize(n);
+  weights.assign(prob.begin(), prob.begin() + std::ptrdiff_t(n));
+  for (size_t i = 0; i < n; ++i)
+    ids[i] = cand[i].id;
+  return total;
+}
+
+double Sampler::uniform01() { return uniform(state); }
+
+int32_t Sampler::sample(const float *logits, int64_t vocab) {
+  if (vocab <= 0 || !logits)
+    throw std::runtime_error("Sampler::sample: empty logits");
+  if (vocab > INT32_MAX)
+    throw std::runtime_error("Sampler::sample: vocabulary too large");
+  if (greedy())
+    return argmax(logits, vocab);
+  thread_local std::vector<int32_t> ids;
+  thread_local std::vector<double> prob;
+  const double total = distribution(logits, vocab, ids, prob);
+  if (ids.empty()) // nothing finite: fall back to greedy
+    return argmax(logits, vocab);
+  const size_t n = ids.size();
   double r = uniform(state) * total;
   for (size_t i = 0; i < n; ++i) {
     r -= prob[i];
     if (r < 0)
-      return cand[i].id;
+      return ids[i];
   }
   // Rounding left r >= 0: return the last candidate with nonzero mass.
   for (size_t i = n; i-- > 0;)
     if (prob[i] > 0)
-      return cand[i].id;
-  return cand[0].id;
+      return ids[i];
+  return ids[0];
 }
 
 } // namespace llmc
