@@ -216,6 +216,23 @@ TEST_F(OpKernels, RopeRotatesQAndKAndCopiesV) {
     }
 }
 
+/// Rows of k and v (n rows of hd) stored in reverse order in ks / vs, with
+/// kp[j] / vp[j] pointing at row j: a paged cache's scattered rows.
+static void scatterReversed(const std::vector<float> &k, const std::vector<float> &v, int64_t n,
+                            int64_t hd, std::vector<float> &ks, std::vector<float> &vs,
+                            std::vector<const float *> &kp, std::vector<const float *> &vp) {
+  ks.resize(k.size());
+  vs.resize(v.size());
+  kp.resize(size_t(n));
+  vp.resize(size_t(n));
+  for (int64_t j = 0; j < n; ++j) {
+    std::copy_n(k.data() + j * hd, hd, ks.data() + (n - 1 - j) * hd);
+    std::copy_n(v.data() + j * hd, hd, vs.data() + (n - 1 - j) * hd);
+    kp[size_t(j)] = ks.data() + (n - 1 - j) * hd;
+    vp[size_t(j)] = vs.data() + (n - 1 - j) * hd;
+  }
+}
+
 // The rows-by-pointer kernel (paged caches) on rows scattered in reverse
 // order gives bit for bit what the contiguous kernel gives.
 TEST_F(OpKernels, AttentionOverRowPointersEqualsContiguousBitForBit) {
@@ -228,14 +245,9 @@ TEST_F(OpKernels, AttentionOverRowPointersEqualsContiguousBitForBit) {
       ASSERT_NE(rows, nullptr) << rs.symbol();
       for (int64_t n : {1, 4, 7, 33}) {
         auto q = randoms(hd, 2.0f), k = randoms(n * hd), v = randoms(n * hd);
-        std::vector<float> ks(k.size()), vs(v.size()); // row j stored at n - 1 - j
-        std::vector<const float *> kp(static_cast<size_t>(n)), vp(static_cast<size_t>(n));
-        for (int64_t j = 0; j < n; ++j) {
-          std::copy_n(k.data() + j * hd, hd, ks.data() + (n - 1 - j) * hd);
-          std::copy_n(v.data() + j * hd, hd, vs.data() + (n - 1 - j) * hd);
-          kp[size_t(j)] = ks.data() + (n - 1 - j) * hd;
-          vp[size_t(j)] = vs.data() + (n - 1 - j) * hd;
-        }
+        std::vector<float> ks, vs;
+        std::vector<const float *> kp, vp;
+        scatterReversed(k, v, n, hd, ks, vs, kp, vp);
         std::vector<float> w1(static_cast<size_t>(n)), w2(w1), o1(static_cast<size_t>(hd)), o2(o1);
         flat(q.data(), k.data(), v.data(), n, w1.data(), o1.data());
         rows(q.data(), kp.data(), vp.data(), n, w2.data(), o2.data());
@@ -258,14 +270,9 @@ TEST_F(OpKernels, GroupedAttentionEqualsPerHeadBitForBit) {
       ASSERT_NE(rows, nullptr) << groupAttend(G, hd, true).symbol();
       for (int64_t n : {1, 3, 4, 7, 33, 300}) {
         auto q = randoms(G * hd, 2.0f), k = randoms(n * hd), v = randoms(n * hd);
-        std::vector<float> ks(k.size()), vs(v.size());
-        std::vector<const float *> kp(static_cast<size_t>(n)), vp(static_cast<size_t>(n));
-        for (int64_t j = 0; j < n; ++j) {
-          std::copy_n(k.data() + j * hd, hd, ks.data() + (n - 1 - j) * hd);
-          std::copy_n(v.data() + j * hd, hd, vs.data() + (n - 1 - j) * hd);
-          kp[size_t(j)] = ks.data() + (n - 1 - j) * hd;
-          vp[size_t(j)] = vs.data() + (n - 1 - j) * hd;
-        }
+        std::vector<float> ks, vs;
+        std::vector<const float *> kp, vp;
+        scatterReversed(k, v, n, hd, ks, vs, kp, vp);
         const int64_t ldw = n + 5;
         std::vector<float> wf(size_t(G * ldw)), wr(wf), of(size_t(G * hd)), orr(of);
         flat(q.data(), k.data(), v.data(), n, wf.data(), ldw, of.data());

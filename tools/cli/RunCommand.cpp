@@ -143,40 +143,54 @@ std::vector<int32_t> promptIds(const RunArgs &a, const Tokenizer *tok, const Exe
   return ids;
 }
 
+/// Streams generated tokens to stdout: text (the whole continuation is
+/// decoded and what is new printed, so multi-byte characters split across
+/// tokens come out whole), or ids without a tokenizer or with --print-ids.
+class TokenPrinter {
+public:
+  TokenPrinter(const Tokenizer *tok, bool ids) : tok_(ids ? nullptr : tok) {}
+  void operator()(int32_t id) {
+    out_.push_back(id);
+    if (tok_) {
+      std::string text = tok_->decode(out_);
+      if (text.size() > printed_.size() && text.compare(0, printed_.size(), printed_) == 0) {
+        fputs(text.c_str() + printed_.size(), stdout);
+        printed_ = text;
+      }
+    } else {
+      printf("%s%d", out_.size() > 1 ? " " : "", id);
+    }
+    fflush(stdout);
+  }
+  void finish() {
+    printf("\n");
+    fflush(stdout);
+  }
+
+private:
+  const Tokenizer *tok_;
+  std::vector<int32_t> out_;
+  std::string printed_;
+};
+
 /// Samples up to -n tokens after the prompt's `logits`, stopping at a stop
-/// token, and streams them to stdout (text, or ids without a tokenizer or
-/// with --print-ids); returns how many were generated.
+/// token, and streams them to stdout; returns how many were generated.
 int generateTokens(const RunArgs &a, Executor &exec, const Tokenizer *tok,
                    const std::vector<int32_t> &stops, Sampler &sampler,
                    std::vector<float> logits) {
   const int64_t vocab = exec.vocabSize();
   int generated = 0;
-  std::vector<int32_t> out;
-  std::string printed;
+  TokenPrinter print(tok, a.printIds);
   for (int i = 0; i < a.n; ++i) {
     int32_t next = sampler.sample(logits.data(), vocab);
-    bool stop = std::find(stops.begin(), stops.end(), next) != stops.end();
-    if (stop)
+    if (std::find(stops.begin(), stops.end(), next) != stops.end())
       break;
-    out.push_back(next);
     ++generated;
-    if (tok && !a.printIds) {
-      // Decode the whole continuation and print what is new, so multi-byte
-      // characters split across tokens come out whole.
-      std::string text = tok->decode(out);
-      if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0) {
-        fputs(text.c_str() + printed.size(), stdout);
-        printed = text;
-      }
-    } else {
-      printf("%s%d", i ? " " : "", next);
-    }
-    fflush(stdout);
+    print(next);
     if (i + 1 < a.n)
       logits = exec.forward({next});
   }
-  printf("\n");
-  fflush(stdout);
+  print.finish();
   return generated;
 }
 
@@ -185,26 +199,14 @@ int generateTokens(const RunArgs &a, Executor &exec, const Tokenizer *tok,
 int generateSpeculative(const RunArgs &a, Executor &exec, const Tokenizer *tok,
                         const std::vector<int32_t> &stops, const std::vector<int32_t> &prompt,
                         Sampler &sampler, std::vector<float> logits, spec::SpecStats &stats) {
-  std::vector<int32_t> out;
-  std::string printed;
+  TokenPrinter print(tok, a.printIds);
   auto emit = [&](int32_t id) {
-    out.push_back(id);
-    if (tok && !a.printIds) {
-      std::string text = tok->decode(out);
-      if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0) {
-        fputs(text.c_str() + printed.size(), stdout);
-        printed = text;
-      }
-    } else {
-      printf("%s%d", out.size() > 1 ? " " : "", id);
-    }
-    fflush(stdout);
+    print(id);
     return true;
   };
   const int64_t n = spec::generate(exec, prompt, std::move(logits), a.n, stops, a.spec, sampler,
                                    emit, stats);
-  printf("\n");
-  fflush(stdout);
+  print.finish();
   return int(n);
 }
 
