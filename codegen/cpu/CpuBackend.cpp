@@ -99,6 +99,8 @@ public:
                   addOp(s);
                   s.kind = OpKernelSpec::Kind::AttendF32RowsGroup;
                   addOp(s);
+                  s.kind = OpKernelSpec::Kind::AttendF16RowsGroup; // f16 KV pools
+                  addOp(s);
                 }
                 return success();
               })

@@ -49,6 +49,17 @@ inline v8f vexp(v8f x) {
   const v8i32 e = (__builtin_convertvector(n, v8i32) + 127) << 23;
   return p * (v8f)e;
 }
+/// Eight IEEE f16 values (bits) widened to f32 (exact).
+inline v8f load8h(const uint16_t *p) {
+#ifdef __F16C__
+  return (v8f)_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+#else
+  v8f v;
+  for (int i = 0; i < 8; ++i)
+    v[i] = h2f(reinterpret_cast<const unsigned char *>(p + i));
+  return v;
+#endif
+}
 /// The first m (< 8) floats of p as a vector, `fill` in the other lanes.
 inline v8f loadPart(const float *p, int m, float fill) {
   v8f v = splat(fill);
@@ -200,8 +211,12 @@ std::string softmaxText(const std::string &w, const std::string &invName, const 
   return o.str();
 }
 
-bool isGroupedAttend(Kind k) { return k == Kind::AttendF32Group || k == Kind::AttendF32RowsGroup; }
-bool isRowsAttend(Kind k) { return k == Kind::AttendF32Rows || k == Kind::AttendF32RowsGroup; }
+bool isGroupedAttend(Kind k) {
+  return k == Kind::AttendF32Group || k == Kind::AttendF32RowsGroup || k == Kind::AttendF16RowsGroup;
+}
+bool isRowsAttend(Kind k) {
+  return k == Kind::AttendF32Rows || k == Kind::AttendF32RowsGroup || k == Kind::AttendF16RowsGroup;
+}
 
 /// Scores four keys per pass when head_dim is a multiple of 8 (one vector
 /// accumulator per key, one horizontal sum each), softmax with the vector
@@ -287,11 +302,16 @@ int divisorAtMost(int64_t n, int64_t cap) {
 /// is the per-head kernel's in the same order (one 8-lane accumulator over
 /// d, the same horizontal sum, the same tail loop and softmax text, one
 /// fused multiply-add per value row from zero), so the results are the
-/// per-head kernel's bit for bit. Needs head_dim % 8 == 0.
+/// per-head kernel's bit for bit. Needs head_dim % 8 == 0. The f16 kind
+/// reads IEEE f16 rows by pointer and widens each load (exactly), the tail
+/// rows into a float array first, so its results are the f32 rows kernel's
+/// on the widened rows bit for bit.
 std::string groupAttendKernel(const OpKernelSpec &s) {
   if (s.headDim <= 0 || s.headDim % 8 != 0 || s.heads < 2)
     throw std::invalid_argument("grouped attention needs head_dim % 8 == 0 and a group of 2 or more");
-  const bool rows = isRowsAttend(s.kind);
+  const bool rows = isRowsAttend(s.kind), half = s.kind == Kind::AttendF16RowsGroup;
+  const std::string elem = half ? "uint16_t" : "float", load = half ? "load8h" : "load8";
+  const int lineElems = half ? 32 : 16; // elements per 64-byte line
   const int64_t chunks = s.headDim / 8;
   const int gs = divisorAtMost(s.heads, 3);                  // heads per score pass
   const int ch = divisorAtMost(chunks, std::max<int64_t>(1, 12 / gs)); // 8-float chunks per value pass
@@ -302,13 +322,14 @@ std::string groupAttendKernel(const OpKernelSpec &s) {
   const std::string keyTail = rows ? "krows[j]" : "(k + j * HD)";
   const std::string valueRow = rows ? "vrows[r]" : "(v + r * HD)";
   std::ostringstream o;
-  o << "\n// attention of " << s.heads << " query heads sharing one KV head over n f32 KV rows of "
-    << s.headDim << (rows ? ", rows by pointer" : "") << "\n"
+  o << "\n// attention of " << s.heads << " query heads sharing one KV head over n "
+    << (half ? "f16" : "f32") << " KV rows of " << s.headDim << (rows ? ", rows by pointer" : "")
+    << "\n"
     << "extern \"C\" void " << s.symbol()
-    << (rows ? "(const float *q, const float *const *krows, const float *const *vrows, "
-               "int64_t n, float *w, int64_t ldw, float *out) {\n"
-             : "(const float *q, const float *k, const float *v, int64_t n, float *w, "
-               "int64_t ldw, float *out) {\n")
+    << (rows ? "(const float *q, const " + elem + " *const *krows, const " + elem +
+                   " *const *vrows, int64_t n, float *w, int64_t ldw, float *out) {\n"
+             : std::string("(const float *q, const float *k, const float *v, int64_t n, float *w, "
+                           "int64_t ldw, float *out) {\n"))
     << "  constexpr int HD = " << s.headDim << ", G = " << s.heads << ", GS = " << gs
     << ", CH = " << ch << ";\n"
     << "  constexpr float SCALE = " << num(1.0 / std::sqrt(double(s.headDim))) << "f;\n"
@@ -320,7 +341,7 @@ std::string groupAttendKernel(const OpKernelSpec &s) {
     << "      // batch's caches do not stay in the last-level cache between steps).\n"
     << "      if (g0 == 0 && j + 20 <= n)\n"
     << "        for (int i = 0; i < 4; ++i)\n"
-    << "          for (int d = 0; d < HD; d += 16) {\n"
+    << "          for (int d = 0; d < HD; d += " << lineElems << ") {\n"
     << "            __builtin_prefetch(" << keyAhead << " + d);\n"
     << "            __builtin_prefetch(" << valueFar << " + d, 0, 2);\n"
     << "          }\n"
@@ -328,7 +349,7 @@ std::string groupAttendKernel(const OpKernelSpec &s) {
     << "      for (int d = 0; d < HD; d += 8) {\n"
     << "        v8f kv[4];\n"
     << "        for (int i = 0; i < 4; ++i)\n"
-    << "          kv[i] = load8(" << keyRow << " + d);\n"
+    << "          kv[i] = " << load << "(" << keyRow << " + d);\n"
     << "        for (int g = 0; g < GS; ++g) {\n"
     << "          const v8f qv = load8(q + (g0 + g) * HD + d);\n"
     << "          for (int i = 0; i < 4; ++i)\n"
@@ -339,15 +360,22 @@ std::string groupAttendKernel(const OpKernelSpec &s) {
     << "        for (int i = 0; i < 4; ++i)\n"
     << "          w[(g0 + g) * ldw + j + i] = hsum8(a[g][i]) * SCALE;\n"
     << "    }\n"
-    << "  for (; j < n; ++j)\n"
-    << "    for (int g = 0; g < G; ++g) {\n"
-    << "      const float *qg = q + g * HD, *kj = " << keyTail << ";\n"
+    << "  for (; j < n; ++j) {\n";
+  if (half)
+    o << "    float kj[HD];\n"
+      << "    for (int d = 0; d < HD; ++d)\n"
+      << "      kj[d] = h2f(reinterpret_cast<const unsigned char *>(" << keyTail << " + d));\n";
+  else
+    o << "    const float *kj = " << keyTail << ";\n";
+  o << "    for (int g = 0; g < G; ++g) {\n"
+    << "      const float *qg = q + g * HD;\n"
     << "      float d0 = 0;\n"
     << "#pragma omp simd reduction(+ : d0)\n"
     << "      for (int d = 0; d < HD; ++d)\n"
     << "        d0 += qg[d] * kj[d];\n"
     << "      w[g * ldw + j] = d0 * SCALE;\n"
     << "    }\n"
+    << "  }\n"
     << "  for (int g = 0; g < G; ++g) {\n"
     << "    float *wg = w + g * ldw;\n"
     << "    float inv;\n"
@@ -364,10 +392,10 @@ std::string groupAttendKernel(const OpKernelSpec &s) {
     << "        if (r + 8 < n)\n"
     << "          for (int x = 0; x < CH; x += 2)\n"
     << "            __builtin_prefetch(" << valueAhead << " + c + 8 * x);\n"
-    << "        const float *vr = " << valueRow << " + c;\n"
+    << "        const " << elem << " *vr = " << valueRow << " + c;\n"
     << "        v8f vv[CH];\n"
     << "        for (int x = 0; x < CH; ++x)\n"
-    << "          vv[x] = load8(vr + 8 * x);\n"
+    << "          vv[x] = " << load << "(vr + 8 * x);\n"
     << "        for (int g = 0; g < GS; ++g) {\n"
     << "          const v8f p = splat(w[(g0 + g) * ldw + r]);\n"
     << "          for (int x = 0; x < CH; ++x)\n"
@@ -415,6 +443,8 @@ std::string OpKernelSpec::symbol() const {
     return "llmc_attend_f32_g" + std::to_string(heads) + "_" + std::to_string(headDim);
   case Kind::AttendF32RowsGroup:
     return "llmc_attend_f32_rows_g" + std::to_string(heads) + "_" + std::to_string(headDim);
+  case Kind::AttendF16RowsGroup:
+    return "llmc_attend_f16_rows_g" + std::to_string(heads) + "_" + std::to_string(headDim);
   case Kind::Embed:
     return "llmc_embed_" + std::string(dtypeName(dtype)) + "_" + std::to_string(cols);
   case Kind::Add:
@@ -449,7 +479,10 @@ nlohmann::json OpKernelSpec::manifestEntry() const {
     break;
   case Kind::AttendF32Group:
   case Kind::AttendF32RowsGroup:
-    j["kind"] = kind == Kind::AttendF32Group ? "attend_f32_group" : "attend_f32_rows_group";
+  case Kind::AttendF16RowsGroup:
+    j["kind"] = kind == Kind::AttendF32Group      ? "attend_f32_group"
+                : kind == Kind::AttendF32RowsGroup ? "attend_f32_rows_group"
+                                                   : "attend_f16_rows_group";
     j["head_dim"] = headDim;
     j["group"] = heads;
     break;
@@ -491,6 +524,7 @@ std::string opKernelSource(const std::vector<OpKernelSpec> &ops) {
       break;
     case Kind::AttendF32Group:
     case Kind::AttendF32RowsGroup:
+    case Kind::AttendF16RowsGroup:
       out += groupAttendKernel(s);
       break;
     case Kind::Embed:

@@ -24,8 +24,11 @@ struct OpKernelSpec {
   /// the same arithmetic as AttendF32. The Group kinds: the `heads` query
   /// heads that share one KV head in one call (GQA), each head's results
   /// bit for bit the per-head kernel's (head_dim % 8 == 0, heads >= 2).
+  /// AttendF16RowsGroup: AttendF32RowsGroup over IEEE f16 rows (paged
+  /// caches on an f16 pool), its results on the widened rows bit for bit.
   enum class Kind {
-    RmsNorm, Gate, Rope, AttendF32, AttendF32Rows, AttendF32Group, AttendF32RowsGroup, Embed, Add
+    RmsNorm, Gate, Rope, AttendF32, AttendF32Rows, AttendF32Group, AttendF32RowsGroup,
+    AttendF16RowsGroup, Embed, Add
   };
   Kind kind = Kind::Add;
   int64_t cols = 0;            // rms_norm, embed: the row width

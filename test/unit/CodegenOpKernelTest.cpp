@@ -107,6 +107,9 @@ std::vector<Spec> allSpecs() {
       ops.push_back(attend(hd));
     ops.push_back(groupAttend(g, hd, false));
     ops.push_back(groupAttend(g, hd, true));
+    Spec half = groupAttend(g, hd, true);
+    half.kind = Spec::Kind::AttendF16RowsGroup;
+    ops.push_back(half);
   }
   for (auto [t, c] : kEmbeds)
     ops.push_back(embed(t, c));
@@ -289,6 +292,44 @@ TEST_F(OpKernels, GroupedAttentionEqualsPerHeadBitForBit) {
             ASSERT_EQ(orr[size_t(g * hd + d)], o1[size_t(d)]) << G << "x" << hd << " n " << n << " g " << g;
           }
         }
+      }
+    }
+}
+
+// The f16 rows-by-pointer group kernel (paged caches on an f16 pool) gives
+// bit for bit what the f32 one gives on the same rows widened to f32, and
+// reads what the rows hold (all of n's tails: 4-row passes and the rest).
+TEST_F(OpKernels, HalfRowGroupAttentionEqualsF32OnWidenedRows) {
+  for (const auto &obj : objects())
+    for (auto [G, hd] : kGroups) {
+      Spec hs = groupAttend(G, hd, true);
+      hs.kind = Spec::Kind::AttendF16RowsGroup;
+      auto rows = obj->fn<AttendRowsGroupFn>(groupAttend(G, hd, true).symbol());
+      auto half = obj->fn<AttendRowsGroupF16Fn>(hs.symbol());
+      ASSERT_NE(half, nullptr) << hs.symbol();
+      for (int64_t n : {1, 3, 4, 7, 33, 300}) {
+        auto q = randoms(G * hd, 2.0f), k = randoms(n * hd), v = randoms(n * hd);
+        std::vector<uint16_t> kh(k.size()), vh(v.size());
+        for (size_t i = 0; i < k.size(); ++i) {
+          kh[i] = floatToHalf(k[i]);
+          vh[i] = floatToHalf(v[i]);
+          k[i] = halfToFloat(kh[i]);
+          v[i] = halfToFloat(vh[i]);
+        }
+        std::vector<float> ks, vs;
+        std::vector<const float *> kp, vp;
+        scatterReversed(k, v, n, hd, ks, vs, kp, vp);
+        std::vector<const uint16_t *> khp(static_cast<size_t>(n)), vhp(khp);
+        for (int64_t j = 0; j < n; ++j) { // the f16 rows in order
+          khp[size_t(j)] = kh.data() + j * hd;
+          vhp[size_t(j)] = vh.data() + j * hd;
+        }
+        const int64_t ldw = n + 2;
+        std::vector<float> w1(size_t(G * ldw)), w2(w1), o1(size_t(G * hd)), o2(o1);
+        rows(q.data(), kp.data(), vp.data(), n, w1.data(), ldw, o1.data());
+        half(q.data(), khp.data(), vhp.data(), n, w2.data(), ldw, o2.data());
+        ASSERT_EQ(w1, w2) << hs.symbol() << " n " << n;
+        ASSERT_EQ(o1, o2) << hs.symbol() << " n " << n;
       }
     }
 }

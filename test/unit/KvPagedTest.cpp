@@ -12,6 +12,7 @@
 #include "../../runtime/src/kv/KvBlockPool.h"
 #include "../../runtime/src/kv/KvCache.h"
 #include "llmc/batcher.h"
+#include "llmc/dtype.h"
 #include "llmc/executor.h"
 #include "TinyModel.h"
 
@@ -196,6 +197,60 @@ TEST(KvPaged, LayerCacheMatchesContiguousUnderEveryStorageUse) {
     if (!p.full())
       EXPECT_LT(blocks, 2 * (T + 20 + 4) / 5);
     paged.reset();
+    EXPECT_EQ(pool->stats().used_blocks, 0);
+  }
+}
+
+// A paged cache on an f16 pool holds each entry rounded to f16 (half the
+// bytes of an f32 block) and otherwise behaves as the f32 cache given the
+// rounded rows: same kept positions under compacting policies (whose scores
+// read the rows widened), same attention up to float re-association, copy
+// on write of its half-size blocks. Fails if compaction moves f32-sized
+// rows or if the library's attention reads the rows as f32 (both checked).
+TEST(KvPaged, HalfRowPoolEqualsF32CacheOfRoundedRows) {
+  using llmc::kv::Hook;
+  using llmc::kv::KvElement;
+  for (const Policy &p : {Policy(), policyOf(Method::SnapKV, 14, 4, Hook::Both),
+                          policyOf(Method::H2O, 10, 4, Hook::Both)}) {
+    Layer L;
+    llmc::ThreadPool threads(2);
+    auto pool = std::make_shared<KvBlockPool>(5, L.hd, 200, KvElement::F16);
+    EXPECT_EQ(pool->blockBytes(), 2 * 5 * L.hd * 2);
+    LayerCache flat = L.make(p), half = L.make(p);
+    half.usePool(pool);
+    ASSERT_TRUE(half.halfRows());
+    const int64_t qd = L.H * L.hd, kd = L.KV * L.hd;
+    auto rounded = [](std::vector<float> v) {
+      for (float &x : v)
+        x = llmc::halfToFloat(llmc::floatToHalf(x));
+      return v;
+    };
+    for (int step = 0; step < 30; ++step) {
+      const int64_t T = step == 0 ? 23 : 1, p0 = step == 0 ? 0 : 22 + step;
+      std::vector<float> q = gaussian(size_t(T * qd), 100 + step),
+                         k = gaussian(size_t(T * kd), 200 + step),
+                         v = gaussian(size_t(T * kd), 300 + step);
+      const std::vector<float> kr = rounded(k), vr = rounded(v);
+      std::vector<float> a(q.size()), b(q.size());
+      flat.append(kr.data(), vr.data(), T, kd, p0);
+      half.append(k.data(), v.data(), T, kd, p0);
+      flat.attend(threads, q.data(), T, a.data());
+      half.attend(threads, q.data(), T, b.data());
+      flat.afterStep(q.data(), T, p0);
+      half.afterStep(q.data(), T, p0);
+      for (int64_t g = 0; g < L.KV; ++g)
+        ASSERT_EQ(flat.head(g).pos, half.head(g).pos) << "step " << step;
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_NEAR(a[i], b[i], 1e-5) << "step " << step << ", policy " << int(p.method);
+    }
+    // Copy on write of a shared f16 block copies all of it.
+    BlockTable copy(half.head(0).paged);
+    const int32_t before = copy.id(0), mine = copy.writable(0);
+    ASSERT_NE(mine, before);
+    EXPECT_TRUE(std::equal(pool->keyBytes(before), pool->keyBytes(before) + pool->blockBytes(),
+                           pool->keyBytes(mine)));
+    copy.clear();
+    half.reset();
     EXPECT_EQ(pool->stats().used_blocks, 0);
   }
 }

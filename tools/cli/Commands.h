@@ -121,10 +121,11 @@ struct PromptChoice {
 void addPromptOptions(CLI::App *cmd, PromptChoice &p, const std::string &what,
                       const std::string &seedHelp);
 /// How generate and serve keep the KV caches of a batch: --kv-block,
-/// --contiguous-kv, --no-prefix-cache.
+/// --contiguous-kv, --no-prefix-cache, --kv-type.
 struct KvPagingChoice {
   int64_t block_tokens = 16;
   bool contiguous = false, no_prefix_cache = false;
+  std::string row_type = "f32"; // --kv-type: f32 or f16
 };
 void addKvPagingOptions(CLI::App *cmd, KvPagingChoice &k);
 void applyKvPaging(const KvPagingChoice &k, BatcherOptions &bo);

@@ -55,13 +55,15 @@ struct BatcherOptions {
   /// Executor::kvBytesPerPosition(), fit; submit refuses a request that
   /// could never fit.
   int64_t kv_pool_bytes = 0;
-  /// Paged KV (Executor::usePagedKv): sequences draw f32 KV blocks of
+  /// Paged KV (Executor::usePagedKv): sequences draw KV blocks of
   /// kv_block_tokens entries from one pool of kv_pool_bytes (0: room for
   /// max_batch sequences of the whole context, allocated as used), and a
   /// request's reservation is its worst case in whole blocks. False keeps
   /// each sequence's caches in its own vectors.
   bool paged_kv = true;
   int64_t kv_block_tokens = 16;
+  /// The pool's row type (paged_kv only): f16 halves the bytes per entry.
+  KvRowType kv_row_type = KvRowType::F32;
   /// Under the full cache, prompts beginning with the same complete blocks
   /// share them (copy-free) and skip their prefill.
   bool prefix_sharing = true;

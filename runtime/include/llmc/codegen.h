@@ -71,12 +71,19 @@ using AttendGroupFn = void (*)(const float *q, const float *k, const float *v, i
 using AttendRowsGroupFn = void (*)(const float *q, const float *const *krows,
                                    const float *const *vrows, int64_t n, float *w, int64_t ldw,
                                    float *out);
+/// The same over IEEE f16 rows given by pointers (a paged cache on an f16
+/// pool): each row widened to f32, then AttendRowsGroupFn's arithmetic, so
+/// the results are its results on the widened rows bit for bit.
+using AttendRowsGroupF16Fn = void (*)(const float *q, const uint16_t *const *krows,
+                                      const uint16_t *const *vrows, int64_t n, float *w,
+                                      int64_t ldw, float *out);
 /// A model's attention kernels (null: none generated for it).
 struct AttendKernels {
   AttendFn flat = nullptr;
   AttendRowsFn rows = nullptr;
   AttendGroupFn group = nullptr;
   AttendRowsGroupFn rowsGroup = nullptr;
+  AttendRowsGroupF16Fn rowsGroupF16 = nullptr;
 };
 /// One embedding row (the kernel's format and width) to floats.
 using EmbedFn = void (*)(const uint8_t *row, float *out);

@@ -111,9 +111,15 @@ private:
 };
 
 /// A paged KV cache for the sequences of a batch (Executor::usePagedKv).
+/// The element type of a paged KV pool's rows: f32, or IEEE f16 (half the
+/// bytes per entry; each key and value rounded to nearest on append).
+enum class KvRowType : uint8_t { F32, F16 };
+inline int64_t kvRowTypeBytes(KvRowType t) { return t == KvRowType::F16 ? 2 : 4; }
+
 struct PagedKvOptions {
   int64_t block_tokens = 16; // entries per block (of one layer's KV head)
   int64_t pool_blocks = 0;   // the pool's capacity in blocks (>= 1)
+  KvRowType row_type = KvRowType::F32;
   /// Under the full cache, prompts that start with the same complete
   /// blocks of tokens share those blocks (and skip their prefill).
   bool prefix_sharing = true;

@@ -54,6 +54,7 @@ public:
   /// for artifacts compiled before them, MHA models or head_dim % 8 != 0.
   AttendGroupFn findAttendF32Group(int64_t headDim, int64_t group) const;
   AttendRowsGroupFn findAttendF32RowsGroup(int64_t headDim, int64_t group) const;
+  AttendRowsGroupF16Fn findAttendF16RowsGroup(int64_t headDim, int64_t group) const;
   EmbedFn findEmbed(DType dtype, int64_t cols) const;
   AddFn findAdd() const;
   size_t size() const { return fns_.size() + rows8_.size() + ops_.size(); }

@@ -115,7 +115,9 @@ void Executor::usePagedKv(const PagedKvOptions &opts) {
   }
   if (hd < 0)
     throw std::runtime_error("paged KV: the program has no attention layer");
-  m.kvPool = std::make_shared<kv::KvBlockPool>(opts.block_tokens, hd, opts.pool_blocks);
+  m.kvPool = std::make_shared<kv::KvBlockPool>(
+      opts.block_tokens, hd, opts.pool_blocks,
+      opts.row_type == KvRowType::F16 ? kv::KvElement::F16 : kv::KvElement::F32);
   m.prefixSharing = opts.prefix_sharing;
 }
 

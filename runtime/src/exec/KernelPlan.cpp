@@ -284,6 +284,7 @@ void PlanEngine::bindGeneratedOps(PlanStep &s, const codegen::GeneratedKernels *
       if (s.kvHeads > 0 && s.heads % s.kvHeads == 0) {
         s.genAttend.group = g->findAttendF32Group(s.headDim, s.heads / s.kvHeads);
         s.genAttend.rowsGroup = g->findAttendF32RowsGroup(s.headDim, s.heads / s.kvHeads);
+        s.genAttend.rowsGroupF16 = g->findAttendF16RowsGroup(s.headDim, s.heads / s.kvHeads);
       }
     }
     break;

@@ -6,6 +6,7 @@
 // whatever its position.
 //===----------------------------------------------------------------------===//
 #include "attention_f32.h"
+#include "llmc/dtype.h"
 
 #include <algorithm>
 #include <cmath>
@@ -162,6 +163,28 @@ void weightedRows(const float *w, const float *v, int64_t n, int64_t hd, float *
     for (int64_t j = 0; j < n; ++j)
       for (int64_t d = d0; d < hd; ++d)
         o[d] += w[j] * v[j * hd + d];
+}
+
+void halfRow(const float *src, int64_t n, uint16_t *dst) {
+  int64_t i = 0;
+#ifdef LLMC_ATT_AVX2
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+  for (; i < n; ++i)
+    dst[i] = floatToHalf(src[i]);
+}
+
+void floatRow(const uint16_t *src, int64_t n, float *dst) {
+  int64_t i = 0;
+#ifdef LLMC_ATT_AVX2
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i))));
+#endif
+  for (; i < n; ++i)
+    dst[i] = halfToFloat(src[i]);
 }
 
 void expRow(const float *x, float *y, int64_t n) {

@@ -15,6 +15,10 @@ void scoreKeys(const float *q, const float *k, int64_t n, int64_t hd, float scal
 void softmaxInPlace(float *w, int64_t n);
 /// o[d] = sum_j w[j] * v[j * hd + d] for d < hd.
 void weightedRows(const float *w, const float *v, int64_t n, int64_t hd, float *o);
+/// dst[i] = src[i] in IEEE f16, rounded to nearest even (an f16 KV row).
+void halfRow(const float *src, int64_t n, uint16_t *dst);
+/// dst[i] = the f16 src[i] as f32 (exact).
+void floatRow(const uint16_t *src, int64_t n, float *dst);
 /// y[i] = exp(x[i]) for i < n (relative error below 2e-7; x < -87 gives
 /// about 0, x > 88 +inf).
 void expRow(const float *x, float *y, int64_t n);

@@ -23,35 +23,59 @@ constexpr double kInertiaBeta = 0.9;
 void LayerCache::attendPaged(const HeadCache &c, const float *qh, int64_t first, int64_t last,
                              float scale, float *w, float *out, float *scratch) const {
   const int64_t B = blockEntries_;
+  const bool half = halfRows();
+  thread_local std::vector<float> wide; // f16 rows of one block, widened
+  if (half)
+    wide.resize(size_t(B * hd_));
+  // Rows [lo, hi) of block b's keys or values as f32.
+  auto rows = [&](int64_t b, int64_t lo, int64_t hi, bool values) -> const float * {
+    const int32_t id = c.paged.id(size_t(b));
+    const int64_t at = (lo - b * B) * hd_;
+    if (!half)
+      return (values ? pool_->values(id) : pool_->keys(id)) + at;
+    kernels::floatRow((values ? pool_->valuesF16(id) : pool_->keysF16(id)) + at, (hi - lo) * hd_,
+                      wide.data());
+    return wide.data();
+  };
   for (int64_t b = first / B; b <= last / B; ++b) {
     const int64_t lo = std::max(first, b * B), hi = std::min(last + 1, (b + 1) * B);
-    kernels::scoreKeys(qh, pool_->keys(c.paged.id(size_t(b))) + (lo - b * B) * hd_, hi - lo, hd_,
-                       scale, w + lo);
+    kernels::scoreKeys(qh, rows(b, lo, hi, false), hi - lo, hd_, scale, w + lo);
   }
   kernels::softmaxInPlace(w + first, last + 1 - first);
   std::fill(out, out + hd_, 0.0f);
   for (int64_t b = first / B; b <= last / B; ++b) {
     const int64_t lo = std::max(first, b * B), hi = std::min(last + 1, (b + 1) * B);
-    kernels::weightedRows(w + lo, pool_->values(c.paged.id(size_t(b))) + (lo - b * B) * hd_,
-                          hi - lo, hd_, scratch);
+    kernels::weightedRows(w + lo, rows(b, lo, hi, true), hi - lo, hd_, scratch);
     for (int64_t d = 0; d < hd_; ++d)
       out[d] += scratch[d];
   }
 }
 
-void LayerCache::pagedRows(const HeadCache &c, std::vector<const float *> &k,
-                           std::vector<const float *> &v) const {
+template <typename E>
+void LayerCache::pagedRows(const HeadCache &c, std::vector<const E *> &k,
+                           std::vector<const E *> &v) const {
   const int64_t B = blockEntries_;
   k.resize(size_t(c.n));
   v.resize(size_t(c.n));
   for (int64_t b = 0; b * B < c.n; ++b) {
     const int32_t id = c.paged.id(size_t(b));
-    const float *kb = pool_->keys(id), *vb = pool_->values(id);
+    const E *kb = reinterpret_cast<const E *>(pool_->keyBytes(id));
+    const E *vb = reinterpret_cast<const E *>(pool_->valueBytes(id));
     for (int64_t r = 0, n = std::min(B, c.n - b * B); r < n; ++r) {
       k[size_t(b * B + r)] = kb + r * hd_;
       v[size_t(b * B + r)] = vb + r * hd_;
     }
   }
+}
+
+template <typename E> void LayerCache::RowAddresses<E>::fill(const LayerCache &cache) {
+  const size_t heads = size_t(cache.KV_);
+  if (k.size() < heads) {
+    k.resize(heads);
+    v.resize(heads);
+  }
+  for (size_t g = 0; g < heads; ++g)
+    cache.pagedRows(cache.heads_[g], k[g], v[g]);
 }
 
 int64_t LayerCache::firstVisible(const HeadCache &c, int64_t last) const {
@@ -62,10 +86,10 @@ int64_t LayerCache::firstVisible(const HeadCache &c, int64_t last) const {
 }
 
 void LayerCache::attendByGroup(ThreadPool &pool, const float *q, int64_t T, float *out,
-                               const codegen::AttendKernels &gen,
-                               const std::vector<std::vector<const float *>> &kRows,
-                               const std::vector<std::vector<const float *>> &vRows) const {
+                               const codegen::AttendKernels &gen, const RowAddresses<float> &rows,
+                               const RowAddresses<uint16_t> &half) const {
   const int64_t qd = H_ * hd_;
+  const bool f16 = halfRows();
   // A KV head's query rows one after another: its rows stay in cache.
   pool.parallelFor(0, KV_ * T, 0, [&](int64_t lo, int64_t hi) {
     thread_local std::vector<float> w;
@@ -76,8 +100,11 @@ void LayerCache::attendByGroup(ThreadPool &pool, const float *q, int64_t T, floa
       w.resize(size_t(group_ * n));
       const float *qg = q + t * qd + g * group_ * hd_;
       float *og = out + t * qd + g * group_ * hd_;
-      if (paged())
-        gen.rowsGroup(qg, kRows[size_t(g)].data() + first, vRows[size_t(g)].data() + first, n,
+      if (f16)
+        gen.rowsGroupF16(qg, half.k[size_t(g)].data() + first, half.v[size_t(g)].data() + first, n,
+                         w.data(), n, og);
+      else if (paged())
+        gen.rowsGroup(qg, rows.k[size_t(g)].data() + first, rows.v[size_t(g)].data() + first, n,
                       w.data(), n, og);
       else
         gen.group(qg, c.k.data() + first * hd_, c.v.data() + first * hd_, n, w.data(), n, og);
@@ -88,7 +115,6 @@ void LayerCache::attendByGroup(ThreadPool &pool, const float *q, int64_t T, floa
 void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
                         const codegen::AttendKernels &gen) {
   const codegen::AttendFn genFlat = gen.flat;
-  const codegen::AttendRowsFn genRows = gen.rows;
   const int64_t qd = H_ * hd_;
   const float scale = float(1.0 / std::sqrt(double(hd_)));
   // InertiaKV-Lazy gathers attention statistics only every score_every
@@ -109,19 +135,23 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
   // of a batch runs each sequence's layers on one thread).
   // (The lambda below runs on pool threads too: it must see these arrays
   // through references, not name the thread_local variables themselves.)
-  thread_local std::vector<std::vector<const float *>> kRowsOfThread, vRowsOfThread;
-  std::vector<std::vector<const float *>> &kRows = kRowsOfThread, &vRows = vRowsOfThread;
-  const bool byGroup = !acc && (paged() ? gen.rowsGroup != nullptr
-                                         : !rdStored_ && !quantized() && gen.group != nullptr);
-  const size_t rowHeads = paged() && (genRows || byGroup) ? size_t(KV_) : 0;
-  if (kRows.size() < rowHeads) {
-    kRows.resize(rowHeads);
-    vRows.resize(rowHeads);
-  }
-  for (size_t g = 0; g < rowHeads; ++g)
-    pagedRows(heads_[g], kRows[g], vRows[g]);
+  thread_local RowAddresses<float> rowsOfThread;
+  thread_local RowAddresses<uint16_t> halfOfThread;
+  RowAddresses<float> &rows = rowsOfThread;
+  RowAddresses<uint16_t> &half = halfOfThread;
+  // f16 rows: the generated f16 group kernel, else the library's (widening
+  // a block at a time); the per-head generated kernels read f32 rows only.
+  const codegen::AttendRowsFn genRows = halfRows() ? nullptr : gen.rows;
+  const bool byGroup =
+      !acc && (halfRows()  ? gen.rowsGroupF16 != nullptr
+               : paged()   ? gen.rowsGroup != nullptr
+                           : !rdStored_ && !quantized() && gen.group != nullptr);
+  if (halfRows() && byGroup)
+    half.fill(*this);
+  else if (paged() && (genRows || byGroup))
+    rows.fill(*this);
   if (byGroup) {
-    attendByGroup(pool, q, T, out, gen, kRows, vRows);
+    attendByGroup(pool, q, T, out, gen, rows, half);
     return;
   }
   pool.parallelFor(0, items, acc ? 1 : 0, [&](int64_t lo, int64_t hi) {
@@ -142,7 +172,7 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
           if (paged()) { // f32 rows in pool blocks
             float *oh = out + t * qd + h * hd_;
             if (genRows) // the generated kernel over the rows' addresses
-              genRows(qh, kRows[size_t(g)].data() + first, vRows[size_t(g)].data() + first,
+              genRows(qh, rows.k[size_t(g)].data() + first, rows.v[size_t(g)].data() + first,
                       last + 1 - first, w.data() + first, oh);
             else // the library's, block by block
               attendPaged(c, qh, first, last, scale, w.data(), oh, o.data());

@@ -2,14 +2,16 @@
 #include "KvBlockPool.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
 
 namespace llmc::kv {
 
-KvBlockPool::KvBlockPool(int64_t block_entries, int64_t head_dim, int64_t max_blocks)
-    : B_(block_entries), hd_(head_dim), maxBlocks_(max_blocks) {
+KvBlockPool::KvBlockPool(int64_t block_entries, int64_t head_dim, int64_t max_blocks,
+                         KvElement element)
+    : B_(block_entries), hd_(head_dim), maxBlocks_(max_blocks), element_(element) {
   if (B_ < 1 || hd_ < 1 || maxBlocks_ < 1)
     throw std::invalid_argument("kv pool: block entries, head_dim and blocks must be >= 1");
   if (maxBlocks_ > int64_t(std::numeric_limits<int32_t>::max()))
@@ -28,7 +30,7 @@ int32_t KvBlockPool::takeFreeLocked() {
   if (made_ < maxBlocks_) {
     const size_t slab = size_t(made_ / kSlabBlocks);
     if (!slabs_[slab]) // uninitialised: pages are committed as blocks are written
-      slabs_[slab].reset(new float[size_t(kSlabBlocks * 2 * B_ * hd_)]);
+      slabs_[slab].reset(new unsigned char[size_t(kSlabBlocks * blockBytes())]);
     return int32_t(made_++);
   }
   return -1;
@@ -262,7 +264,7 @@ int32_t BlockTable::writable(size_t i) {
   if (!pool_->shared(id))
     return id;
   const int32_t fresh = pool_->allocate();
-  std::copy_n(pool_->keys(id), 2 * pool_->blockEntries() * pool_->headDim(), pool_->keys(fresh));
+  std::memcpy(pool_->keyBytes(fresh), pool_->keyBytes(id), size_t(pool_->blockBytes()));
   pool_->release(id);
   ids_[i] = fresh;
   return fresh;

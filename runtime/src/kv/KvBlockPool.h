@@ -1,7 +1,8 @@
 //===- KvBlockPool.h - Fixed-size KV blocks from one pool -------*- C++ -*-===//
 // The paged KV cache's storage. A block holds the keys and then the values
-// of `block_entries` consecutive entries of one KV head of one layer (f32
-// rows of head_dim). Every sequence of a batcher draws its blocks from one
+// of `block_entries` consecutive entries of one KV head of one layer (rows
+// of head_dim elements: f32, or IEEE f16 to halve the bytes attention
+// reads per step; the pool's element type, one for all its blocks). Every sequence of a batcher draws its blocks from one
 // pool; a head's cache is a BlockTable (block ids in entry order). Blocks
 // are reference counted: copying a table (a snapshot, a shared prompt
 // prefix) shares its blocks, and a write to a shared block copies it first
@@ -31,6 +32,11 @@
 
 namespace llmc::kv {
 
+/// The element type of a pool's key and value rows.
+enum class KvElement : uint8_t { F32, F16 };
+inline int64_t kvElementBytes(KvElement e) { return e == KvElement::F16 ? 2 : 4; }
+inline const char *kvElementName(KvElement e) { return e == KvElement::F16 ? "f16" : "f32"; }
+
 struct KvPoolStats {
   int64_t capacity_blocks = 0; // the pool's limit
   int64_t used_blocks = 0;     // referenced by a sequence (or a snapshot)
@@ -44,14 +50,18 @@ struct KvPoolStats {
 class KvBlockPool {
 public:
   /// Throws std::invalid_argument for sizes < 1.
-  KvBlockPool(int64_t block_entries, int64_t head_dim, int64_t max_blocks);
+  KvBlockPool(int64_t block_entries, int64_t head_dim, int64_t max_blocks,
+              KvElement element = KvElement::F32);
   KvBlockPool(const KvBlockPool &) = delete;
   KvBlockPool &operator=(const KvBlockPool &) = delete;
 
   int64_t blockEntries() const { return B_; }
   int64_t headDim() const { return hd_; }
+  KvElement element() const { return element_; }
+  /// Bytes of one key or value row.
+  int64_t rowBytes() const { return hd_ * kvElementBytes(element_); }
   /// Bytes of one block (keys and values).
-  int64_t blockBytes() const { return 2 * B_ * hd_ * int64_t(sizeof(float)); }
+  int64_t blockBytes() const { return 2 * B_ * rowBytes(); }
   int64_t capacityBlocks() const { return maxBlocks_; }
 
   /// A block with one reference. When none is free, the least recently
@@ -62,9 +72,15 @@ public:
   void release(int32_t id);
   /// Whether more than one holder references the block.
   bool shared(int32_t id) const;
-  /// Rows [block_entries, head_dim] of the block's keys / values.
-  float *keys(int32_t id) const { return slot(id); }
-  float *values(int32_t id) const { return slot(id) + B_ * hd_; }
+  /// Rows [block_entries, head_dim] of the block's keys / values, as
+  /// bytes (any element type), as f32 (an f32 pool only) or as f16 bits
+  /// (an f16 pool only).
+  unsigned char *keyBytes(int32_t id) const { return slot(id); }
+  unsigned char *valueBytes(int32_t id) const { return slot(id) + B_ * rowBytes(); }
+  float *keys(int32_t id) const { return reinterpret_cast<float *>(keyBytes(id)); }
+  float *values(int32_t id) const { return reinterpret_cast<float *>(valueBytes(id)); }
+  uint16_t *keysF16(int32_t id) const { return reinterpret_cast<uint16_t *>(keyBytes(id)); }
+  uint16_t *valuesF16(int32_t id) const { return reinterpret_cast<uint16_t *>(valueBytes(id)); }
 
   /// The longest published chain of complete blocks that `tokens` starts
   /// with, at most max_blocks long: for each matched block b, `width` block
@@ -90,9 +106,9 @@ private:
     int64_t children = 0;
     uint64_t lastUse = 0;
   };
-  float *slot(int32_t id) const {
+  unsigned char *slot(int32_t id) const {
     const int64_t i = int64_t(id);
-    return slabs_[size_t(i / kSlabBlocks)].get() + (i % kSlabBlocks) * 2 * B_ * hd_;
+    return slabs_[size_t(i / kSlabBlocks)].get() + (i % kSlabBlocks) * blockBytes();
   }
   int32_t takeFreeLocked();
   bool reclaimOneLocked();
@@ -103,8 +119,10 @@ private:
 
   static constexpr int64_t kSlabBlocks = 64;
   const int64_t B_, hd_, maxBlocks_;
+  const KvElement element_;
   mutable std::mutex mu_;
-  std::vector<std::unique_ptr<float[]>> slabs_; // sized up front; filled on demand
+  // Slabs hold f32 or f16 rows; operator new[] aligns them for either.
+  std::vector<std::unique_ptr<unsigned char[]>> slabs_; // sized up front; filled on demand
   std::vector<int32_t> refs_;                   // per block
   std::vector<char> indexed_;                   // per block: the prefix cache holds it
   std::vector<int32_t> free_;

@@ -1,12 +1,14 @@
 //===- KvCache.cpp - One attention layer's KV cache under a policy --------===//
 #include "KvCache.h"
 #include "../exec/Matmul.h"
+#include "../kernels/attention_f32.h"
 #include "../exec/ThreadPool.h"
 #include "KvRdkv.h"
 #include "KvSelect.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 #include <random>
 #include <stdexcept>
@@ -186,9 +188,25 @@ void LayerCache::appendPaged(HeadCache &c, const float *kr, const float *vr) {
   if (c.n == int64_t(c.paged.size()) * blockEntries_)
     c.paged.grow();
   const int32_t id = c.paged.writable(size_t(c.n / blockEntries_));
-  const int64_t row = (c.n % blockEntries_) * hd_;
-  std::copy_n(kr, hd_, pool_->keys(id) + row);
-  std::copy_n(vr, hd_, pool_->values(id) + row);
+  const int64_t row = c.n % blockEntries_;
+  if (halfRows()) {
+    kernels::halfRow(kr, hd_, pool_->keysF16(id) + row * hd_);
+    kernels::halfRow(vr, hd_, pool_->valuesF16(id) + row * hd_);
+  } else {
+    std::copy_n(kr, hd_, pool_->keys(id) + row * hd_);
+    std::copy_n(vr, hd_, pool_->values(id) + row * hd_);
+  }
+}
+
+void LayerCache::pagedRowsF32(const HeadCache &c, bool values, std::vector<float> &dst) const {
+  dst.resize(static_cast<size_t>(c.n * hd_));
+  for (int64_t j = 0; j < c.n; ++j) {
+    const unsigned char *row = values ? pagedValue(c, j) : pagedKey(c, j);
+    if (halfRows())
+      kernels::floatRow(reinterpret_cast<const uint16_t *>(row), hd_, dst.data() + j * hd_);
+    else
+      std::memcpy(dst.data() + j * hd_, row, size_t(hd_) * sizeof(float));
+  }
 }
 
 void LayerCache::updateMeter() {
@@ -322,9 +340,7 @@ void LayerCache::keyRows(int64_t g, std::vector<float> &dst) const {
     return;
   }
   if (paged()) {
-    dst.resize(static_cast<size_t>(c.n * hd_));
-    for (int64_t j = 0; j < c.n; ++j)
-      std::copy_n(keyRow(c, j), hd_, dst.data() + j * hd_);
+    pagedRowsF32(c, false, dst);
     return;
   }
   if (!quantized()) {
@@ -349,9 +365,7 @@ void LayerCache::valueRows(int64_t g, std::vector<float> &dst) const {
     return;
   }
   if (paged()) {
-    dst.resize(static_cast<size_t>(c.n * hd_));
-    for (int64_t j = 0; j < c.n; ++j)
-      std::copy_n(valueRow(c, j), hd_, dst.data() + j * hd_);
+    pagedRowsF32(c, true, dst);
     return;
   }
   if (!quantized()) {
@@ -438,9 +452,9 @@ void LayerCache::keep(int64_t g, const std::vector<int64_t> &idx, int64_t headro
     if (paged()) {
       if (i != j) {
         const int32_t id = c.paged.writable(size_t(i / blockEntries_));
-        const int64_t row = (i % blockEntries_) * hd_;
-        std::copy_n(keyRow(c, j), hd_, pool_->keys(id) + row);
-        std::copy_n(valueRow(c, j), hd_, pool_->values(id) + row);
+        const int64_t row = (i % blockEntries_) * pool_->rowBytes();
+        std::memcpy(pool_->keyBytes(id) + row, pagedKey(c, j), size_t(pool_->rowBytes()));
+        std::memcpy(pool_->valueBytes(id) + row, pagedValue(c, j), size_t(pool_->rowBytes()));
       }
     } else if (quantized()) {
       std::copy_n(c.kq.data() + j * kb, kb, c.kq.data() + i * kb);

@@ -85,10 +85,13 @@ public:
   void afterStep(const float *q, int64_t T, int64_t p0);
 
   void reset();
-  /// Keep f32 entries in blocks of `pool` from now on (the cache must be
-  /// empty and its head_dim the pool's; std::runtime_error otherwise).
+  /// Keep its entries in blocks of `pool` from now on, in the pool's
+  /// element type (the cache must be empty and its head_dim the pool's;
+  /// std::runtime_error otherwise).
   void usePool(std::shared_ptr<KvBlockPool> pool);
   bool paged() const { return pool_ && !quantized() && !rdStored_; }
+  /// Whether its entries are f16 rows (a paged cache on an f16 pool).
+  bool halfRows() const { return paged() && pool_->element() == KvElement::F16; }
   /// Whether its policy lets leading blocks be shared once paged: the full
   /// cache in f32, recording nothing, its entries exactly positions 0..n-1.
   bool sharesPrefixes() const { return policy_.full() && !quantized() && !record_; }
@@ -130,32 +133,40 @@ private:
   std::vector<float> headScores(int64_t g, bool decoding, std::vector<float> *relevance);
   void keep(int64_t g, const std::vector<int64_t> &idx, int64_t headroom);
   void keyRows(int64_t g, std::vector<float> &dst) const;
-  /// Every entry's key and value row of a paged head, in entry order.
-  void pagedRows(const HeadCache &c, std::vector<const float *> &k,
-                 std::vector<const float *> &v) const;
-  /// Entry j's f32 key / value row (an f32 cache, paged or not).
-  const float *keyRow(const HeadCache &c, int64_t j) const {
-    return paged() ? pool_->keys(c.paged.id(size_t(j / blockEntries_))) + (j % blockEntries_) * hd_
-                   : c.k.data() + j * hd_;
+  /// Every entry's key and value row of a paged head, in entry order (E:
+  /// the pool's element type, float or uint16_t f16 bits).
+  template <typename E>
+  void pagedRows(const HeadCache &c, std::vector<const E *> &k, std::vector<const E *> &v) const;
+  /// Entry j's key / value row of a paged cache, in the pool's element type.
+  const unsigned char *pagedKey(const HeadCache &c, int64_t j) const {
+    return pool_->keyBytes(c.paged.id(size_t(j / blockEntries_))) +
+           (j % blockEntries_) * pool_->rowBytes();
   }
-  const float *valueRow(const HeadCache &c, int64_t j) const {
-    return paged() ? pool_->values(c.paged.id(size_t(j / blockEntries_))) +
-                         (j % blockEntries_) * hd_
-                   : c.v.data() + j * hd_;
+  const unsigned char *pagedValue(const HeadCache &c, int64_t j) const {
+    return pool_->valueBytes(c.paged.id(size_t(j / blockEntries_))) +
+           (j % blockEntries_) * pool_->rowBytes();
   }
+  /// Rows [first, last] of a paged head as f32, into dst (converted from f16).
+  void pagedRowsF32(const HeadCache &c, bool values, std::vector<float> &dst) const;
   /// Attention of one query head over entries [first, last] of a paged
-  /// cache, block by block (w: scores, then probabilities, by entry).
+  /// cache, block by block (w: scores, then probabilities, by entry; f16
+  /// rows are widened a block at a time).
   void attendPaged(const HeadCache &c, const float *qh, int64_t first, int64_t last, float scale,
                    float *w, float *out, float *scratch) const;
   /// The first entry query entry `last` sees (the attention window, if any).
   int64_t firstVisible(const HeadCache &c, int64_t last) const;
-  /// attend() with the generated GQA-group kernels (f32 entries, no running
-  /// statistics): one call per (KV head, query row) for the heads sharing
-  /// it; kRows/vRows hold a paged cache's row addresses by KV head.
+  /// attend() with the generated GQA-group kernels (f32 or f16 entries, no
+  /// running statistics): one call per (KV head, query row) for the heads
+  /// sharing it. A paged cache's row addresses by KV head: kRows/vRows (f32
+  /// rows) or kHalf/vHalf (f16 rows).
+  template <typename E> struct RowAddresses {
+    std::vector<std::vector<const E *>> k, v;
+    /// Fills each of the cache's KV heads' addresses.
+    void fill(const LayerCache &cache);
+  };
   void attendByGroup(ThreadPool &pool, const float *q, int64_t T, float *out,
-                     const codegen::AttendKernels &gen,
-                     const std::vector<std::vector<const float *>> &kRows,
-                     const std::vector<std::vector<const float *>> &vRows) const;
+                     const codegen::AttendKernels &gen, const RowAddresses<float> &rows,
+                     const RowAddresses<uint16_t> &half) const;
   void appendPaged(HeadCache &c, const float *kr, const float *vr);
   /// keep() of a paged cache: entries idx (ascending) moved to the front.
   void keepPaged(HeadCache &c, const std::vector<int64_t> &idx);

@@ -56,7 +56,9 @@ Batcher::Batcher(Executor &exec, BatcherOptions opts) : exec_(exec), opts_(opts)
     if (opts_.kv_block_tokens < 1 || opts_.kv_block_tokens > 4096)
       throw std::invalid_argument("batcher: kv_block_tokens must be in [1, 4096]");
     const int64_t B = opts_.kv_block_tokens;
-    blockBytes_ = B * exec_.kvBytesPerPosition() / exec_.kvTablesPerSequence(); // K and V rows
+    // K and V rows of one table (kvBytesPerPosition counts f32 rows).
+    blockBytes_ = B * exec_.kvBytesPerPosition() / exec_.kvTablesPerSequence() *
+                  kvRowTypeBytes(opts_.kv_row_type) / int64_t(sizeof(float));
     const int64_t perSequence = exec_.kvTablesPerSequence() * ((exec_.maxContext() + B - 1) / B);
     PagedKvOptions p;
     p.block_tokens = B;
@@ -66,7 +68,10 @@ Batcher::Batcher(Executor &exec, BatcherOptions opts) : exec_(exec), opts_(opts)
       throw std::invalid_argument("batcher: a KV pool of " + std::to_string(opts_.kv_pool_bytes) +
                                   " bytes holds no block of " + std::to_string(blockBytes_));
     p.prefix_sharing = opts_.prefix_sharing;
+    p.row_type = opts_.kv_row_type;
     exec_.usePagedKv(p);
+  } else if (opts_.kv_row_type != KvRowType::F32) {
+    throw std::invalid_argument("batcher: f16 KV rows need the paged KV cache");
   }
 }
 
