@@ -46,5 +46,8 @@ public:
 /// The x86-64 backend: C++ kernels specialised to the model, built in this
 /// process into one object per x86-64 level (llmc/codegen.h).
 std::unique_ptr<Backend> createCpuBackend();
+/// NVIDIA GPUs: CUDA C++ kernels specialised to the model, compiled by NVRTC
+/// (loaded at run time) into cubin for sm_80/sm_90 and PTX for compute_80.
+std::unique_ptr<Backend> createCudaBackend();
 
 } // namespace llmc::codegen

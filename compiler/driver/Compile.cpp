@@ -28,24 +28,34 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-/// The backend's kernels for the lowered model, added to the artifact.
-void generateKernels(ModuleOp lowered, CompiledModel &out,
+/// The backends' kernels for the lowered model, added to the artifact: the
+/// CPU's under the manifest's "codegen", CUDA's under "codegen_cuda".
+void generateKernels(ModuleOp lowered, const CompileOptions &opts, CompiledModel &out,
                      const std::function<void(const std::string &)> &say) {
   auto models = llvm::to_vector(lowered.getOps<llm::ModelOp>());
   if (models.size() != 1)
     throw CompileError("the lowered IR has no single llm.model");
-  std::unique_ptr<codegen::Backend> backend = codegen::createCpuBackend();
-  FailureOr<codegen::BackendOutput> gen = backend->generate(models.front());
-  if (failed(gen))
-    throw CompileError(std::string("the ") + backend->name() + " backend failed");
-  for (codegen::BackendOutput::Section &sec : gen->sections) {
-    out.blobs.push_back(std::make_unique<std::string>(std::move(sec.bytes)));
-    const std::string &b = *out.blobs.back();
-    out.tensors.push_back({sec.name, DType::U8, {int64_t(b.size())}, int64_t(b.size()), b.data()});
+  std::vector<std::pair<std::unique_ptr<codegen::Backend>, const char *>> backends;
+  if (opts.targetCpu)
+    backends.emplace_back(codegen::createCpuBackend(), "codegen");
+  if (opts.targetCuda)
+    backends.emplace_back(codegen::createCudaBackend(), "codegen_cuda");
+  for (auto &[backend, key] : backends) {
+    FailureOr<codegen::BackendOutput> gen = backend->generate(models.front());
+    if (failed(gen))
+      throw CompileError(std::string("the ") + backend->name() + " backend failed");
+    if (gen->manifest.is_null() && std::string(backend->name()) == "cuda")
+      throw CompileError("--target cuda: " + gen->summary);
+    for (codegen::BackendOutput::Section &sec : gen->sections) {
+      out.blobs.push_back(std::make_unique<std::string>(std::move(sec.bytes)));
+      const std::string &b = *out.blobs.back();
+      out.tensors.push_back(
+          {sec.name, DType::U8, {int64_t(b.size())}, int64_t(b.size()), b.data()});
+    }
+    if (!gen->manifest.is_null())
+      out.manifest[key] = std::move(gen->manifest);
+    say(gen->summary);
   }
-  if (!gen->manifest.is_null())
-    out.manifest["codegen"] = std::move(gen->manifest);
-  say(gen->summary);
 }
 
 /// Runs the user phase (opts.pipeline) on `module`: every pass recorded in
@@ -163,7 +173,7 @@ CompiledModel compileModule(MLIRContext &ctx, OwningOpRef<ModuleOp> module,
       say(buf);
       m["kernel_plan"] = std::move(plan);
       if (opts.codegen)
-        generateKernels(*lowered, out, say);
+        generateKernels(*lowered, opts, out, say);
       const PackingResult packing = packSelectedLayouts(m, out.tensors, out.blobs);
       if (packing.packed) {
         snprintf(buf, sizeof buf,

@@ -37,6 +37,10 @@ struct CompileOptions {
   /// the baseline x86-64 and this host's level, and store source and objects
   /// (needs kernels; skipped with a progress line when no compiler exists).
   bool codegen = true;
+  /// The code generators to run (needs kernels and codegen): the CPU's
+  /// (objects the runtime runs today) and CUDA's (cubin/PTX sections; a
+  /// requested CUDA target that cannot be built is a CompileError).
+  bool targetCpu = true, targetCuda = false;
 };
 
 /// Valid while the MLIRContext it was compiled in lives (the weights are

@@ -48,6 +48,32 @@ void printKvPolicies(const Program &program) {
   for (const std::string &l : lines)
     printf("%s\n", l.c_str());
 }
+
+/// The generated kernels the artifact carries: per backend, its kernels
+/// and binaries (from the manifest's "codegen" and "codegen_cuda").
+void printCodegen(const nlohmann::json &m) {
+  if (m.contains("codegen") && m["codegen"].is_object()) {
+    const nlohmann::json &c = m["codegen"];
+    std::string levels;
+    const nlohmann::json objects = c.value("objects", nlohmann::json::object());
+    for (auto &[k, v] : objects.items())
+      levels += (levels.empty() ? "" : ", ") + k;
+    printf("codegen cpu:   %zu kernels; objects for %s\n",
+           c.value("kernels", nlohmann::json::array()).size(), levels.c_str());
+  }
+  if (m.contains("codegen_cuda") && m["codegen_cuda"].is_object()) {
+    const nlohmann::json &c = m["codegen_cuda"];
+    std::string archs;
+    for (const char *key : {"cubin", "ptx"}) {
+      const nlohmann::json binaries = c.value(key, nlohmann::json::object());
+      for (auto &[k, v] : binaries.items())
+        archs += (archs.empty() ? "" : ", ") + k + " " + key;
+    }
+    printf("codegen cuda:  %zu kernels (%s); %s\n",
+           c.value("kernels", nlohmann::json::array()).size(),
+           c.value("compiler", std::string("?")).c_str(), archs.c_str());
+  }
+}
 } // namespace
 
 std::function<int()> addInspectCommand(CLI::App &app) {
@@ -91,6 +117,7 @@ std::function<int()> addInspectCommand(CLI::App &app) {
            tok.eos_id, tok.chat_template.empty() ? "no" : "yes");
     printf("program:       %zu nodes\n", art->program().nodes.size());
     printKvPolicies(art->program());
+    printCodegen(m);
     printf("tensors:       %zu\n", art->tensors().size());
     printf("  %-36s %-6s %-16s %12s %10s\n", "name", "type", "shape", "bytes", "offset");
     int64_t total = 0, params = 0;

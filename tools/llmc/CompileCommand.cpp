@@ -25,6 +25,7 @@ namespace llmc::tool {
 namespace {
 struct CompileArgs {
   std::string input, output, pipeline, tokenizer, kldRef, calib, kldText, signKey;
+  std::string target = "cpu";
   bool noSign = false;
   double maxKld = -1, targetBpw = 0;
   int64_t kldTokens = 512;
@@ -135,6 +136,11 @@ void declareCompileOptions(CLI::App &app, CompileArgs &a) {
   cmd->add_flag("--no-ir", a.noIR, "do not embed the final IR in the manifest");
   cmd->add_flag("--no-kernels", a.noKernels,
                 "store no kernel plan (the artifact then runs on the reference executor)");
+  cmd->add_option("--target", a.target,
+                  "code generators: cpu (default: x86-64 objects), cuda (CUDA kernels as cubin "
+                  "for sm_80/sm_90 and PTX, built by NVRTC; no GPU needed to compile) or "
+                  "cpu,cuda (both in one artifact)")
+      ->check(CLI::IsMember({"cpu", "cuda", "cpu,cuda", "cuda,cpu"}));
   CLI::Option *sign = cmd->add_option(
       "--sign", a.signKey,
       "sign the artifact with this secret key (llmc keygen); default: " +
@@ -277,6 +283,11 @@ int runCompile(const CompileArgs &a) {
     fprintf(stderr, "llmc compile: --output is required (unless --dry-run)\n");
     return int(kUsage);
   }
+  const bool cuda = a.target.find("cuda") != std::string::npos;
+  if (cuda && a.noKernels) {
+    fprintf(stderr, "llmc compile: --target cuda needs the kernel plan (drop --no-kernels)\n");
+    return int(kUsage);
+  }
   if (a.maxKld < 0 && (!a.kldRef.empty()))
     fprintf(stderr, "llmc compile: warning: --max-kld-ref has no effect without --max-kld\n");
   CompileProgress p;
@@ -313,6 +324,8 @@ int runCompile(const CompileArgs &a) {
   opts.calibPath = a.calib;
   opts.embedIR = !a.noIR;
   opts.kernels = !a.noKernels;
+  opts.targetCpu = a.target.find("cpu") != std::string::npos;
+  opts.targetCuda = a.target.find("cuda") != std::string::npos;
   opts.progress = p.sayFn();
   opts.quiet = a.quiet;
   opts.instruments = a.instruments;

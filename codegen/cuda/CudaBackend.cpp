@@ -1,0 +1,122 @@
+//===- CudaBackend.cpp - llmk ops -> CUDA kernels (cubin and PTX) ---------===//
+// The CUDA backend behind the same interface as the CPU one (Backend.h):
+// every product's weights, by their IR type (format and width), give a
+// matrix-vector kernel (CudaKernelSource.h) when the format has one. The
+// source is compiled by NVRTC into cubin for sm_80 and sm_90 and PTX for
+// compute_80 (which the driver JIT-compiles on other architectures); all
+// four are artifact sections, listed under the manifest's "codegen_cuda".
+// The runtime that loads them (driver API, CUDA Graphs) comes next: until
+// then an artifact with CUDA kernels runs on the CPU as before.
+//===----------------------------------------------------------------------===//
+#include "codegen/Backend.h"
+#include "codegen/cuda/CudaCompiler.h"
+#include "codegen/cuda/CudaKernelSource.h"
+#include "compiler/weights/WeightTypes.h"
+#include "dialects/llmk/IR/LlmkOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <chrono>
+#include <set>
+
+using namespace mlir;
+
+namespace llmc::codegen {
+
+namespace {
+
+/// The (format, width) of every product weight of the lowered model.
+LogicalResult collectProducts(llm::ModelOp model, std::vector<CudaMatvecSpec> &specs,
+                              int &onCpu) {
+  std::set<std::pair<int, int64_t>> seen;
+  auto add = [&](Operation *op, ValueRange weights) -> LogicalResult {
+    for (Value v : weights) {
+      auto t = dyn_cast<RankedTensorType>(v.getType());
+      std::optional<DType> d = t ? dtypeOfElementType(t.getElementType()) : std::nullopt;
+      if (!d || t.getRank() == 0)
+        return op->emitOpError("has a weight operand of no stored type");
+      const int64_t cols = t.getShape().back();
+      if (!canGenerateCuda(*d, cols))
+        ++onCpu;
+      else if (seen.insert({int(*d), cols}).second)
+        specs.push_back({*d, cols});
+    }
+    return success();
+  };
+  for (Operation &op : model.getBodyBlock()) {
+    LogicalResult ok =
+        llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+            .Case([&](llmk::NormMatmulOp m) { return add(&op, m.getWeights()); })
+            .Case([&](llmk::NormGatedMatmulOp m) { return add(&op, {m.getGate(), m.getUp()}); })
+            .Case([&](llmk::MatmulAddOp m) { return add(&op, {m.getWeight()}); })
+            .Default([](Operation *) { return success(); });
+    if (failed(ok))
+      return failure();
+  }
+  return success();
+}
+
+class CudaBackend final : public Backend {
+public:
+  const char *name() const override { return "cuda"; }
+
+  FailureOr<BackendOutput> generate(llm::ModelOp lowered) override {
+    std::vector<CudaMatvecSpec> specs;
+    int onCpu = 0;
+    if (failed(collectProducts(lowered, specs, onCpu)))
+      return failure();
+    BackendOutput out;
+    if (specs.empty()) {
+      out.summary = "no CUDA kernels: no product weight is in a format with a CUDA kernel";
+      return out;
+    }
+    std::string why;
+    const std::optional<std::string> version = nvrtcVersion(&why);
+    if (!version) {
+      out.summary = "no CUDA kernels: " + why;
+      return out;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string source = cudaKernelSource(specs);
+    nlohmann::json binaries = nlohmann::json::object(), ptx = nlohmann::json::object();
+    try {
+      for (const char *arch : {"sm_80", "sm_90", "compute_80"}) {
+        const bool isPtx = std::string(arch).rfind("compute_", 0) == 0;
+        const std::string section =
+            std::string("codegen.cuda.") + arch + (isPtx ? ".ptx" : ".cubin");
+        out.sections.push_back({section, compileCuda(source, arch)});
+        (isPtx ? ptx : binaries)[arch] = section;
+      }
+    } catch (const std::exception &e) {
+      out.sections.clear();
+      out.summary = std::string("no CUDA kernels: ") + e.what();
+      return out;
+    }
+    out.sections.push_back({"codegen.cuda.kernels.cu", std::move(source)});
+    nlohmann::json kernels = nlohmann::json::array();
+    for (const CudaMatvecSpec &s : specs)
+      kernels.push_back({{"symbol", s.symbol()},
+                         {"kind", "matvec"},
+                         {"dtype", std::string(dtypeName(s.dtype))},
+                         {"cols", s.cols},
+                         {"max_tokens", kCudaMaxTokens},
+                         {"rows_per_block", kCudaRowsPerBlock}});
+    out.manifest = {{"abi", 1},           {"source", "codegen.cuda.kernels.cu"},
+                    {"cubin", binaries},  {"ptx", ptx},
+                    {"kernels", kernels}, {"compiler", "nvrtc " + *version}};
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    char buf[256];
+    snprintf(buf, sizeof buf,
+             "generated %zu CUDA kernels (%d products in other formats or widths have none) with NVRTC "
+             "%s: cubin for sm_80 and sm_90, PTX for compute_80, in %.2f s",
+             specs.size(), onCpu, version->c_str(), seconds);
+    out.summary = buf;
+    return out;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Backend> createCudaBackend() { return std::make_unique<CudaBackend>(); }
+
+} // namespace llmc::codegen

@@ -1,0 +1,126 @@
+//===- CudaKernelTest.cpp - The generated CUDA kernels, here and for GPUs -===//
+// Without a GPU: the generated CUDA matrix-vector kernels, run on the host
+// by emulation (CudaEmulation.h), against a double-precision product of the
+// dequantized rows, for every format, several widths, 1..8 tokens and a
+// row count that leaves a block's last warps idle. With NVRTC (the CUDA
+// toolkit this machine kind ships): the same source compiles to cubin for
+// sm_80 and sm_90 and to PTX that ptxas assembles for sm_90.
+//===----------------------------------------------------------------------===//
+#include "codegen/cuda/CudaCompiler.h"
+#include "codegen/cuda/CudaKernelSource.h"
+#include "CudaEmulation.h"
+#include "GeneratedObject.h"
+#include "MissingInput.h"
+#include "llmc/dtype.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <unistd.h>
+
+using namespace llmc;
+using namespace llmc::codegen;
+
+namespace {
+
+using CudaMatvecFn = void (*)(const unsigned char *w, long long rowStride, const float *x,
+                              long long ldx, int T, float *y, long long ldy, long long rows);
+
+const std::vector<DType> kFormats = {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0,
+                                     DType::Q4_1};
+const std::vector<int64_t> kWidths = {32, 96, 576, 1536};
+
+std::vector<CudaMatvecSpec> allSpecs() {
+  std::vector<CudaMatvecSpec> v;
+  for (DType t : kFormats)
+    for (int64_t c : kWidths)
+      v.push_back({t, c});
+  return v;
+}
+
+} // namespace
+
+TEST(CudaKernels, EmulatedMatvecMatchesDequantizedDoubleProduct) {
+  cgtest::GeneratedObject obj;
+  cgtest::loadGenerated(obj, std::string(cgtest::kCudaHostShim) + cudaKernelSource(allSpecs()),
+                        IsaLevel::X86_64);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  auto set = obj.fn<cgtest::CudaEmuSetFn>("llmc_emu_set");
+  ASSERT_NE(set, nullptr);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t rows = 13; // 4 blocks of 4 warps: the last block has 1 row
+  for (const CudaMatvecSpec &s : allSpecs()) {
+    auto fn = obj.fn<CudaMatvecFn>(s.symbol());
+    ASSERT_NE(fn, nullptr) << s.symbol();
+    const int64_t stride = rowBytes(s.dtype, s.cols);
+    std::vector<unsigned char> w(size_t(rows * stride));
+    std::vector<float> deq(size_t(rows * s.cols)), src(size_t(s.cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (float &v : src)
+        v = nd(rng);
+      quantizeRowRef(s.dtype, src.data(), w.data() + r * stride, s.cols);
+      dequantizeRow(s.dtype, w.data() + r * stride, deq.data() + r * s.cols, s.cols);
+    }
+    for (int T : {1, 3, 8}) {
+      const int64_t ldx = s.cols + 3, ldy = rows + 2;
+      std::vector<float> x(size_t(T * ldx)), y(size_t(T * ldy), -7.0f);
+      for (float &v : x)
+        v = nd(rng);
+      const unsigned blocks = unsigned((rows + kCudaRowsPerBlock - 1) / kCudaRowsPerBlock);
+      cgtest::runKernel(set, blocks, 32 * kCudaRowsPerBlock, [&] {
+        fn(w.data(), stride, x.data(), ldx, T, y.data(), ldy, rows);
+      });
+      for (int t = 0; t < T; ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+          double ref = 0, mag = 0;
+          for (int64_t c = 0; c < s.cols; ++c) {
+            ref += double(deq[size_t(r * s.cols + c)]) * x[size_t(t * ldx + c)];
+            mag += std::fabs(double(deq[size_t(r * s.cols + c)]) * x[size_t(t * ldx + c)]);
+          }
+          ASSERT_NEAR(y[size_t(t * ldy + r)], ref, 1e-5 * mag + 1e-6)
+              << s.symbol() << " T " << T << " t " << t << " row " << r;
+        }
+      for (int t = 0; t < T; ++t) // nothing past the rows
+        ASSERT_EQ(y[size_t(t * ldy + rows)], -7.0f) << s.symbol();
+    }
+  }
+}
+
+TEST(CudaKernels, RefusesFormatsWithoutAKernel) {
+  EXPECT_FALSE(canGenerateCuda(DType::Q4_K, 256));
+  EXPECT_FALSE(canGenerateCuda(DType::Q8_0, 48));
+  EXPECT_THROW(cudaKernelSource({{DType::Q4_K, 256}}), std::invalid_argument);
+}
+
+TEST(CudaKernels, NvrtcBuildsCubinForSm80AndSm90AndPtxThatPtxasAssembles) {
+  std::string why;
+  if (!nvrtcVersion(&why))
+    LLMC_MISSING_INPUT(why);
+  const std::string src = cudaKernelSource(allSpecs());
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    const std::string cubin = compileCuda(src, arch);
+    ASSERT_GT(cubin.size(), 4u) << arch;
+    EXPECT_EQ(cubin.substr(0, 4), std::string("\x7f" "ELF")) << arch;
+  }
+  const std::string ptx = compileCuda(src, "compute_80");
+  EXPECT_NE(ptx.find(".visible .entry llmc_cu_mv_q4_1_576"), std::string::npos);
+  EXPECT_THROW(compileCuda(src + "\nthis is not CUDA;\n", "sm_90"), std::runtime_error);
+  const char *ptxas = "/usr/local/cuda/bin/ptxas";
+  if (access(ptxas, X_OK) != 0)
+    LLMC_MISSING_INPUT(ptxas);
+  char tmpl[] = "/tmp/llmc-ptx-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  std::ofstream(tmpl) << ptx;
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    const std::string cmd = std::string(ptxas) + " -arch=" + arch + " " + tmpl +
+                            " -o /dev/null 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  unlink(tmpl);
+}
