@@ -4,13 +4,15 @@
 // dequantized rows, for every format, several widths, 1..8 tokens and a
 // row count that leaves a block's last warps idle. With NVRTC (the CUDA
 // toolkit this machine kind ships): the same source compiles to cubin for
-// sm_80 and sm_90 and to PTX that ptxas assembles for sm_90.
+// sm_80 and sm_90 and to PTX that ptxas assembles for sm_80 and sm_90. The
+// runtime's choice of image for a device, and its clean "no device".
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/CudaCompiler.h"
 #include "codegen/cuda/CudaKernelSource.h"
 #include "CudaEmulation.h"
 #include "GeneratedObject.h"
 #include "MissingInput.h"
+#include "llmc/cuda.h"
 #include "llmc/dtype.h"
 
 #include <gtest/gtest.h>
@@ -123,4 +125,30 @@ TEST(CudaKernels, NvrtcBuildsCubinForSm80AndSm90AndPtxThatPtxasAssembles) {
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
   unlink(tmpl);
+}
+
+// The runtime's choice of image: the highest cubin of the device's major
+// version at or below its minor, else the highest PTX at or below its
+// capability, else none (with the reason).
+TEST(CudaImage, PicksTheCubinOfTheMajorElsePtx) {
+  const std::vector<std::string> cubin = {"sm_80", "sm_90"}, ptx = {"compute_80"};
+  std::string why;
+  EXPECT_EQ(cuda::pickCudaImage(cubin, ptx, 9, 0, why), "sm_90");
+  EXPECT_EQ(cuda::pickCudaImage(cubin, ptx, 8, 9, why), "sm_80");
+  EXPECT_EQ(cuda::pickCudaImage(cubin, ptx, 8, 0, why), "sm_80");
+  EXPECT_EQ(cuda::pickCudaImage(cubin, ptx, 10, 0, why), "compute_80");
+  EXPECT_EQ(cuda::pickCudaImage({"sm_86"}, ptx, 8, 0, why), "compute_80");
+  EXPECT_EQ(cuda::pickCudaImage(cubin, ptx, 7, 5, why), "");
+  EXPECT_NE(why.find("7.5"), std::string::npos) << why;
+}
+
+// Without a driver or GPU (this machine kind), opening a device reports why
+// instead of failing; with one, it names it.
+TEST(CudaImage, OpeningADeviceSaysWhyThereIsNone) {
+  std::string why;
+  std::unique_ptr<cuda::CudaDevice> dev = cuda::CudaDevice::open(why);
+  if (dev)
+    EXPECT_FALSE(dev->name().empty());
+  else
+    EXPECT_FALSE(why.empty());
 }

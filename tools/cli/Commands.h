@@ -33,6 +33,7 @@ std::function<int()> addBenchCommand(CLI::App &app);
 std::function<int()> addEvalLongCommand(CLI::App &app);
 std::function<int()> addKeygenCommand(CLI::App &app);
 std::function<int()> addVerifyCommand(CLI::App &app);
+std::function<int()> addCudaCheckCommand(CLI::App &app);
 
 /// A registered subcommand and the function that runs it.
 struct Subcommand {

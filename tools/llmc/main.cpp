@@ -17,6 +17,7 @@ int main(int argc, char **argv) {
       {"bench", llmc::tool::addBenchCommand(app)},
       {"eval-long", llmc::tool::addEvalLongCommand(app)},
       {"keygen", llmc::tool::addKeygenCommand(app)},
-      {"verify", llmc::tool::addVerifyCommand(app)}};
+      {"verify", llmc::tool::addVerifyCommand(app)},
+      {"cuda-check", llmc::tool::addCudaCheckCommand(app)}};
   return llmc::tool::dispatch(app, argc, argv, cmds, "llmc");
 }
