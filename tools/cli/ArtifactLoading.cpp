@@ -61,6 +61,7 @@ void EngineChoice::apply(ExecutorOptions &eo) const {
   eo.generated_kernels = !library;
   eo.exact_activations = exact;
   eo.trust = signing::loadCodeTrust(trustedKeys, requireSigned);
+  eo.kv_row_type = rowType();
 }
 
 void warnUntrustedCode(const Executor &exec) {
@@ -102,6 +103,11 @@ void addEngineOptions(CLI::App *cmd, EngineChoice &choice) {
   cmd->add_flag("--require-signed", choice.requireSigned,
                 "refuse an artifact whose generated kernels are not signed by a trusted key "
                 "(default: run the runtime's built-in kernels with a warning)");
+  cmd->add_option("--kv-type", choice.kvType,
+                  "element type of the KV cache's rows: f32 (default) or f16 (blocks of f16 "
+                  "rows: half the memory and the bytes attention reads, each entry rounded to "
+                  "nearest; a --ref model keeps f32)")
+      ->check(CLI::IsMember({"f32", "f16"}));
   cmd->add_flag("--verify-weights", choice.verifyWeights,
                 "hash every tensor of the artifact against its stored checksum before running "
                 "(reads the whole file; by default only the header, manifest, tensor bounds "

@@ -81,6 +81,8 @@ struct EngineChoice {
   std::vector<std::string> trustedKeys;
   bool requireSigned = false;
   bool verifyWeights = false; // --verify-weights (see loadModelOrArtifact)
+  std::string kvType = "f32";  // --kv-type: f32 or f16
+  KvRowType rowType() const { return kvType == "f16" ? KvRowType::F16 : KvRowType::F32; }
   /// Throws std::runtime_error on an unreadable key file.
   void apply(ExecutorOptions &eo) const;
 };
@@ -122,14 +124,13 @@ struct PromptChoice {
 void addPromptOptions(CLI::App *cmd, PromptChoice &p, const std::string &what,
                       const std::string &seedHelp);
 /// How generate and serve keep the KV caches of a batch: --kv-block,
-/// --contiguous-kv, --no-prefix-cache, --kv-type.
+/// --contiguous-kv, --no-prefix-cache (the rows' type: EngineChoice's --kv-type).
 struct KvPagingChoice {
   int64_t block_tokens = 16;
   bool contiguous = false, no_prefix_cache = false;
-  std::string row_type = "f32"; // --kv-type: f32 or f16
 };
 void addKvPagingOptions(CLI::App *cmd, KvPagingChoice &k);
-void applyKvPaging(const KvPagingChoice &k, BatcherOptions &bo);
+void applyKvPaging(const KvPagingChoice &k, KvRowType rows, BatcherOptions &bo);
 
 /// The text as token ids, wrapped in the model's chat template with --chat
 /// (whose special tokens are then parsed); BOS as the tokenizer asks when bos.

@@ -165,7 +165,9 @@ int runEval(const EvalArgs &a, bool explicitCtx) {
   std::unique_ptr<Executor> refExec;
   const int64_t vocab = exec.vocabSize();
   if (refArt) {
-    refExec = std::make_unique<Executor>(*refArt, eo);
+    ExecutorOptions refEo = eo;
+    refEo.kv_row_type = KvRowType::F32; // the reference keeps f32 KV rows
+    refExec = std::make_unique<Executor>(*refArt, refEo);
     checkSameVocabulary(*art, a.input, vocab, *refArt, a.ref, refExec->vocabSize());
   }
 

@@ -131,7 +131,7 @@ int runGenerate(const GenerateArgs &a) {
   bo.max_batch = a.maxBatch;
   bo.step_tokens = a.stepTokens;
   bo.max_queue = int64_t(prompts.size());
-  applyKvPaging(a.kv, bo);
+  applyKvPaging(a.kv, a.engine.rowType(), bo);
   Batcher batcher(exec, bo); // throws invalid_argument for step_tokens <= max_batch
   std::vector<Result> results(prompts.size());
   std::vector<int32_t> stops;

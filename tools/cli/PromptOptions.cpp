@@ -24,17 +24,13 @@ void addKvPagingOptions(CLI::App *cmd, KvPagingChoice &k) {
                 "keep each sequence's KV cache in its own arrays instead of pool blocks");
   cmd->add_flag("--no-prefix-cache", k.no_prefix_cache,
                 "do not share the KV blocks of identical prompt prefixes");
-  cmd->add_option("--kv-type", k.row_type,
-                  "element type of the paged KV cache's rows: f32 (default) or f16 (half the "
-                  "memory and the bytes attention reads; each entry rounded to nearest)")
-      ->check(CLI::IsMember({"f32", "f16"}));
 }
 
-void applyKvPaging(const KvPagingChoice &k, BatcherOptions &bo) {
+void applyKvPaging(const KvPagingChoice &k, KvRowType rows, BatcherOptions &bo) {
   bo.paged_kv = !k.contiguous;
   bo.kv_block_tokens = k.block_tokens;
   bo.prefix_sharing = !k.no_prefix_cache;
-  bo.kv_row_type = k.row_type == "f16" ? KvRowType::F16 : KvRowType::F32;
+  bo.kv_row_type = rows;
 }
 
 std::vector<int32_t> encodePrompt(const Tokenizer &tok, const std::string &text,

@@ -103,7 +103,7 @@ int runServe(const ServeArgs &a) {
   so.batch.step_tokens = a.stepTokens;
   so.batch.max_queue = a.maxQueue;
   so.batch.kv_pool_bytes = a.kvPoolMiB << 20;
-  applyKvPaging(a.kv, so.batch);
+  applyKvPaging(a.kv, a.engine.rowType(), so.batch);
   so.model_name = a.name.empty() ? baseName(a.input) : a.name;
   so.default_max_tokens = a.maxTokens;
   so.request_timeout_s = a.requestTimeout;

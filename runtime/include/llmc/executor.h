@@ -44,6 +44,11 @@ using LinearInputHook = std::function<void(const LinearInput &)>;
 /// artifact has a plan and neither a hook nor stop_after_block is set.
 enum class Engine { Auto, Kernels, Reference };
 
+/// The element type of a paged KV pool's rows: f32, or IEEE f16 (half the
+/// bytes per entry; each key and value rounded to nearest on append).
+enum class KvRowType : uint8_t { F32, F16 };
+inline int64_t kvRowTypeBytes(KvRowType t) { return t == KvRowType::F16 ? 2 : 4; }
+
 struct ExecutorOptions {
   int threads = 0;          // 0: hardware concurrency
   int64_t max_context = 0;  // 0: the model's context length, capped at 4096
@@ -66,6 +71,10 @@ struct ExecutorOptions {
   /// prompt), a linear-input hook or stop_after_block: those run the
   /// prompt in one step. 0: one step.
   int64_t prefill_chunk = 0;
+  /// F16: the single sequence's KV caches keep f16 rows in blocks of a
+  /// private pool (usePagedKv's pool for batched sequences takes its own
+  /// row type). All attention layers must share one head size.
+  KvRowType kv_row_type = KvRowType::F32;
   Engine engine = Engine::Auto;
   /// The kernel engine runs the artifact's generated kernels (every product
   /// and op the artifact has a kernel for; the runtime's library kernels for
@@ -111,11 +120,6 @@ private:
 };
 
 /// A paged KV cache for the sequences of a batch (Executor::usePagedKv).
-/// The element type of a paged KV pool's rows: f32, or IEEE f16 (half the
-/// bytes per entry; each key and value rounded to nearest on append).
-enum class KvRowType : uint8_t { F32, F16 };
-inline int64_t kvRowTypeBytes(KvRowType t) { return t == KvRowType::F16 ? 2 : 4; }
-
 struct PagedKvOptions {
   int64_t block_tokens = 16; // entries per block (of one layer's KV head)
   int64_t pool_blocks = 0;   // the pool's capacity in blocks (>= 1)

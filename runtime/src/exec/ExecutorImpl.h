@@ -104,7 +104,30 @@ struct Executor::Impl {
     build();
     buildPlan(o);
     freshCaches = caches;
+    if (o.kv_row_type == KvRowType::F16)
+      useHalfRows();
     attachKvMeter();
+  }
+
+  /// The single sequence's caches in f16 rows, in blocks of a private pool
+  /// sized for the whole context (freshCaches, what batched sequences copy,
+  /// stay as they were).
+  void useHalfRows() {
+    constexpr int64_t kBlock = 16;
+    int64_t hd = -1, tables = 0;
+    for (const kv::LayerCache &c : caches) {
+      if (hd >= 0 && c.headDim() != hd)
+        throw std::runtime_error("f16 KV rows: attention layers of different head sizes (" +
+                                 std::to_string(hd) + ", " + std::to_string(c.headDim()) + ")");
+      hd = c.headDim();
+      tables += c.kvHeads();
+    }
+    if (hd < 0)
+      return; // no attention layer: nothing to store
+    auto pool = std::make_shared<kv::KvBlockPool>(
+        kBlock, hd, tables * ((maxCtx + kBlock - 1) / kBlock + 1), kv::KvElement::F16);
+    for (kv::LayerCache &c : caches)
+      c.usePool(pool);
   }
 
   /// (Re)starts the meter from the caches as they are now.
