@@ -24,10 +24,22 @@ namespace llmc::codegen {
 
 namespace {
 
-/// The (format, width) of every product weight of the lowered model.
-LogicalResult collectProducts(llm::ModelOp model, std::vector<CudaMatvecSpec> &specs,
-                              int &onCpu) {
+/// The (format, width) of every product weight of the lowered model, and
+/// the op kernels (norms, gates, adds) its ops need.
+LogicalResult collectKernels(llm::ModelOp model, std::vector<CudaMatvecSpec> &specs,
+                             std::vector<CudaOpSpec> &ops, int &onCpu) {
   std::set<std::pair<int, int64_t>> seen;
+  std::set<std::string> seenOps;
+  auto addOp = [&](const CudaOpSpec &o) {
+    if (seenOps.insert(o.symbol()).second)
+      ops.push_back(o);
+  };
+  auto norm = [&](Value x) {
+    CudaOpSpec o;
+    o.kind = CudaOpSpec::Kind::RmsNorm;
+    o.cols = cast<RankedTensorType>(x.getType()).getDimSize(1);
+    addOp(o);
+  };
   auto add = [&](Operation *op, ValueRange weights) -> LogicalResult {
     for (Value v : weights) {
       auto t = dyn_cast<RankedTensorType>(v.getType());
@@ -45,9 +57,30 @@ LogicalResult collectProducts(llm::ModelOp model, std::vector<CudaMatvecSpec> &s
   for (Operation &op : model.getBodyBlock()) {
     LogicalResult ok =
         llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-            .Case([&](llmk::NormMatmulOp m) { return add(&op, m.getWeights()); })
-            .Case([&](llmk::NormGatedMatmulOp m) { return add(&op, {m.getGate(), m.getUp()}); })
+            .Case([&](llmk::NormMatmulOp m) {
+              if (m.getNorm())
+                norm(m.getX());
+              return add(&op, m.getWeights());
+            })
+            .Case([&](llmk::NormGatedMatmulOp m) {
+              if (m.getNorm())
+                norm(m.getX());
+              CudaOpSpec g;
+              g.kind = CudaOpSpec::Kind::Gate;
+              g.activation = llm::stringifyActivation(m.getActivation()).str();
+              if (g.activation == "silu" || g.activation == "gelu")
+                addOp(g);
+              return add(&op, {m.getGate(), m.getUp()});
+            })
             .Case([&](llmk::MatmulAddOp m) { return add(&op, {m.getWeight()}); })
+            .Case([&](llmk::RMSNormOp n) {
+              norm(n.getX());
+              return success();
+            })
+            .Case([&](llmk::AddOp) {
+              addOp(CudaOpSpec{});
+              return success();
+            })
             .Default([](Operation *) { return success(); });
     if (failed(ok))
       return failure();
@@ -61,8 +94,9 @@ public:
 
   FailureOr<BackendOutput> generate(llm::ModelOp lowered) override {
     std::vector<CudaMatvecSpec> specs;
+    std::vector<CudaOpSpec> ops;
     int onCpu = 0;
-    if (failed(collectProducts(lowered, specs, onCpu)))
+    if (failed(collectKernels(lowered, specs, ops, onCpu)))
       return failure();
     BackendOutput out;
     if (specs.empty()) {
@@ -76,7 +110,7 @@ public:
       return out;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    std::string source = cudaKernelSource(specs);
+    std::string source = cudaKernelSource(specs, ops);
     nlohmann::json binaries = nlohmann::json::object(), ptx = nlohmann::json::object();
     try {
       for (const char *arch : {"sm_80", "sm_90", "compute_80"}) {
@@ -100,6 +134,16 @@ public:
                          {"cols", s.cols},
                          {"max_tokens", kCudaMaxTokens},
                          {"rows_per_block", kCudaRowsPerBlock}});
+    for (const CudaOpSpec &o : ops) {
+      nlohmann::json e = {{"symbol", o.symbol()}};
+      if (o.kind == CudaOpSpec::Kind::RmsNorm)
+        e.update({{"kind", "rms_norm"}, {"cols", o.cols}});
+      else if (o.kind == CudaOpSpec::Kind::Gate)
+        e.update({{"kind", "gate"}, {"activation", o.activation}});
+      else
+        e["kind"] = "add";
+      kernels.push_back(e);
+    }
     out.manifest = {{"abi", 1},           {"source", "codegen.cuda.kernels.cu"},
                     {"cubin", binaries},  {"ptx", ptx},
                     {"kernels", kernels}, {"compiler", "nvrtc " + *version}};
@@ -107,9 +151,10 @@ public:
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     char buf[256];
     snprintf(buf, sizeof buf,
-             "generated %zu CUDA kernels (%d products in other formats or widths have none) with NVRTC "
-             "%s: cubin for sm_80 and sm_90, PTX for compute_80, in %.2f s",
-             specs.size(), onCpu, version->c_str(), seconds);
+             "generated %zu CUDA kernels (%zu products, %zu ops; %d products in other formats or "
+             "widths have none) with NVRTC %s: cubin for sm_80 and sm_90, PTX for compute_80, "
+             "in %.2f s",
+             specs.size() + ops.size(), specs.size(), ops.size(), onCpu, version->c_str(), seconds);
     out.summary = buf;
     return out;
   }

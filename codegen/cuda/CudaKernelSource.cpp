@@ -29,6 +29,12 @@ __device__ __forceinline__ float llmcWarpSum(float v) {
     v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+// Every lane gets the sum (a butterfly: the same value in every lane).
+__device__ __forceinline__ double llmcWarpAllSum(double v) {
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
 } // namespace
 #endif
 namespace {
@@ -148,6 +154,58 @@ std::string decodeText(DType dtype) {
   }
 }
 
+std::string rmsNormKernel(const CudaOpSpec &s) {
+  if (s.cols < 1)
+    throw std::invalid_argument("bad RMSNorm width for CUDA");
+  const std::string D = std::to_string(s.cols);
+  return "\n// RMSNorm over rows of " + D + ", one warp per row\n"
+         "extern \"C\" __global__ void __launch_bounds__(32)\n" +
+         s.symbol() +
+         "(const float *x, const float *w, float *y, long long rows, float eps) {\n"
+         "  const long long r = blockIdx.x;\n"
+         "  const int lane = threadIdx.x & 31;\n"
+         "  if (r >= rows)\n"
+         "    return;\n"
+         "  const float *xr = x + r * " + D + ";\n"
+         "  float *yr = y + r * " + D + ";\n"
+         "  double ss = 0;\n"
+         "  for (int i = lane; i < " + D + "; i += 32)\n"
+         "    ss += (double)xr[i] * xr[i];\n"
+         "  ss = llmcWarpAllSum(ss);\n"
+         "  const float scale = (float)(1.0 / sqrt(ss / " + D + " + (double)eps));\n"
+         "  for (int i = lane; i < " + D + "; i += 32)\n"
+         "    yr[i] = xr[i] * scale * w[i];\n"
+         "}\n";
+}
+
+std::string gateKernel(const CudaOpSpec &s) {
+  std::string act;
+  if (s.activation == "silu")
+    act = "v / (1.0f + expf(-v))";
+  else if (s.activation == "gelu")
+    act = "0.5f * v * (1.0f + erff(v * 0.70710678118654752f))";
+  else
+    throw std::invalid_argument("no CUDA gate for activation '" + s.activation + "'");
+  return "\n// gated " + s.activation + ": g = act(g) * u\n"
+         "extern \"C\" __global__ void " + s.symbol() +
+         "(float *g, const float *u, long long n) {\n"
+         "  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+         "  if (i < n) {\n"
+         "    const float v = g[i];\n"
+         "    g[i] = " + act + " * u[i];\n"
+         "  }\n"
+         "}\n";
+}
+
+std::string addKernel(const CudaOpSpec &s) {
+  return "\n// residual add\nextern \"C\" __global__ void " + s.symbol() +
+         "(const float *a, const float *b, float *y, long long n) {\n"
+         "  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+         "  if (i < n)\n"
+         "    y[i] = a[i] + b[i];\n"
+         "}\n";
+}
+
 std::string replaceAll(std::string s, const std::string &from, const std::string &to) {
   for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
     s.replace(at, from.size(), to);
@@ -155,6 +213,18 @@ std::string replaceAll(std::string s, const std::string &from, const std::string
 }
 
 } // namespace
+
+std::string CudaOpSpec::symbol() const {
+  switch (kind) {
+  case Kind::RmsNorm:
+    return "llmc_cu_rms_norm_" + std::to_string(cols);
+  case Kind::Gate:
+    return "llmc_cu_gate_" + activation;
+  case Kind::Add:
+    return "llmc_cu_add";
+  }
+  return "";
+}
 
 std::string CudaMatvecSpec::symbol() const {
   return "llmc_cu_mv_" + std::string(dtypeName(dtype)) + "_" + std::to_string(cols);
@@ -173,7 +243,8 @@ bool canGenerateCuda(DType dtype, int64_t cols) {
   }
 }
 
-std::string cudaKernelSource(const std::vector<CudaMatvecSpec> &specs) {
+std::string cudaKernelSource(const std::vector<CudaMatvecSpec> &specs,
+                             const std::vector<CudaOpSpec> &ops) {
   std::string out = kCudaPrelude;
   std::set<std::string> seen;
   for (const CudaMatvecSpec &s : specs) {
@@ -189,6 +260,13 @@ std::string cudaKernelSource(const std::vector<CudaMatvecSpec> &specs) {
     k = replaceAll(k, "@RPB@", std::to_string(kCudaRowsPerBlock));
     out += "\n// " + std::string(dtypeName(s.dtype)) + " rows of " + std::to_string(s.cols) +
            ", f32 activations, up to " + std::to_string(kCudaMaxTokens) + " tokens" + k;
+  }
+  for (const CudaOpSpec &o : ops) {
+    if (!seen.insert(o.symbol()).second)
+      continue;
+    out += o.kind == CudaOpSpec::Kind::RmsNorm ? rmsNormKernel(o)
+           : o.kind == CudaOpSpec::Kind::Gate  ? gateKernel(o)
+                                               : addKernel(o);
   }
   return out;
 }

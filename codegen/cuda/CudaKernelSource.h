@@ -38,8 +38,27 @@ struct CudaMatvecSpec {
 /// q4_0, q4_1) at widths that are a multiple of 32.
 bool canGenerateCuda(DType dtype, int64_t cols);
 
-/// The translation unit: a kernel for each of `specs` (deduplicated, in
-/// order). std::invalid_argument for a spec canGenerateCuda() refuses.
-std::string cudaKernelSource(const std::vector<CudaMatvecSpec> &specs);
+/// The element-wise and per-row op kernels (f32 rows, out of place where
+/// they read and write rows):
+///   RmsNorm: llmc_cu_rms_norm_<cols>(const float *x, const float *w,
+///     float *y, long long rows, float eps): y = x * w / sqrt(mean(x^2) +
+///     eps), the sum of squares in double; one warp per row (gridDim.x =
+///     rows, blockDim.x = 32), all lanes given the warp's sum by shuffles.
+///   Gate: llmc_cu_gate_<silu|gelu>(float *g, const float *u, long long n):
+///     g = act(g) * u in place, one element per thread (any grid covering n).
+///   Add: llmc_cu_add(const float *a, const float *b, float *y, long long n).
+struct CudaOpSpec {
+  enum class Kind { RmsNorm, Gate, Add };
+  Kind kind = Kind::Add;
+  int64_t cols = 0;       // RmsNorm
+  std::string activation; // Gate: "silu" or "gelu"
+  std::string symbol() const;
+};
+
+/// The translation unit: a kernel for each of `specs` and `ops`
+/// (deduplicated, in order). std::invalid_argument for a spec
+/// canGenerateCuda() refuses, a norm width < 1 or an unknown activation.
+std::string cudaKernelSource(const std::vector<CudaMatvecSpec> &specs,
+                             const std::vector<CudaOpSpec> &ops = {});
 
 } // namespace llmc::codegen

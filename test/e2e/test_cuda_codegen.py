@@ -5,7 +5,7 @@ On SmolLM2-135M-Instruct (Q4_1 as shipped: q4_1 and q8_0 products of 576
 and 1536) and stories260K (f32; its 172-wide FFN rows get no kernel):
 - `--target cpu,cuda` writes one artifact carrying both: the manifest's
   "codegen_cuda" lists a matvec kernel per (format, width) of the model's
-  products, with cubin sections for sm_80 and sm_90 (ELF) and a PTX
+  products and the RMSNorm and gate kernels its ops need, with cubin sections for sm_80 and sm_90 (ELF) and a PTX
   section for compute_80 whose entries are the kernels; `llmc inspect`
   prints a "codegen cuda" line; the CUDA source is stored;
 - the artifact still runs on the CPU with its generated kernels and gives
@@ -48,8 +48,9 @@ def manifest(art):
     return json.loads(harness.run_llmc(["inspect", art, "--json", "--no-verify"]).stdout)
 
 
-def model_checks(checks, title, model, work, want):
-    """want: the (format, width) pairs the model's products must have kernels for."""
+def model_checks(checks, title, model, work, want, want_ops):
+    """want: the (format, width) pairs the model's products must have kernels
+    for; want_ops: op kernel symbols it must have."""
     both = os.path.join(work, f"{title}-both.llmc")
     cpu = os.path.join(work, f"{title}-cpu.llmc")
     cuda = os.path.join(work, f"{title}-cuda.llmc")
@@ -63,9 +64,12 @@ def model_checks(checks, title, model, work, want):
             return
     m = manifest(both)
     cg = m.get("codegen_cuda", {})
-    kernels = {(k["dtype"], k["cols"]) for k in cg.get("kernels", [])}
+    kernels = {(k["dtype"], k["cols"]) for k in cg.get("kernels", []) if k["kind"] == "matvec"}
     checks.check(kernels == want, f"{title}: a CUDA matvec kernel per (format, width) product",
                  f"kernels {sorted(kernels)}, want {sorted(want)}")
+    ops = {k["symbol"] for k in cg.get("kernels", []) if k["kind"] != "matvec"}
+    checks.check(want_ops <= ops, f"{title}: the op kernels its norms and gates need",
+                 f"ops {sorted(ops)}, want at least {sorted(want_ops)}")
     tensors = {t["name"]: t for t in m.get("tensors", [])}
     sections = dict(cg.get("cubin", {}), **cg.get("ptx", {}))
     checks.check(sorted(sections) == ["compute_80", "sm_80", "sm_90"] and
@@ -108,12 +112,14 @@ def main():
     work = harness.work_dir("cuda_codegen")
     if os.path.exists(harness.SMOLLM2_GGUF):
         model_checks(checks, "SmolLM2", harness.SMOLLM2_GGUF, work,
-                     {("q4_1", 576), ("q4_1", 1536), ("q8_0", 576)})
+                     {("q4_1", 576), ("q4_1", 1536), ("q8_0", 576)},
+                     {"llmc_cu_rms_norm_576", "llmc_cu_gate_silu"})
     else:
         harness.skip_part(f"{harness.SMOLLM2_GGUF} missing (scripts/setup.sh fetches it)")
     if os.path.exists(STORIES):
         # Its FFN down projection reads 172-wide rows: no kernel (widths % 32 only).
-        model_checks(checks, "stories260K", STORIES, work, {("f32", 64)})
+        model_checks(checks, "stories260K", STORIES, work, {("f32", 64)},
+                     {"llmc_cu_rms_norm_64", "llmc_cu_gate_silu"})
         for extra, what in ((["--target", "gpu"], "--target gpu"),
                             (["--target", "cuda", "--no-kernels"], "--target cuda --no-kernels")):
             art = os.path.join(work, "bad.llmc")

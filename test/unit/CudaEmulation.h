@@ -5,12 +5,14 @@
 // by lane, one warp after another (runKernel below).
 //
 // The shim makes the CUDA keywords plain C++, keeps blockIdx/threadIdx in
-// globals the runner sets (llmc_emu_set), decodes f16 in software, and
+// globals the runner sets (llmc_emu_set; blockDim too), decodes f16 in software, and
 // emulates llmcWarpSum for kernels whose warp sums are read by lane 0 only
 // (the generated kernels': only lane 0 writes): the runner calls lanes 31
 // down to 0, each call deposits its value, and lane 0's call returns the
 // butterfly (shfl_xor 16, 8, 4, 2, 1) of all 32, the GPU's order of
-// additions. The other lanes get 0, which they never use.
+// additions. The other lanes get 0, which they never use. llmcWarpAllSum
+// (every lane reads the sum) is replayed: runKernelTwice plays each warp
+// once to deposit the values and once more to hand out their butterfly.
 //===----------------------------------------------------------------------===//
 #pragma once
 #include <cstdint>
@@ -25,15 +27,23 @@ inline const char *kCudaHostShim = R"(
 #define __launch_bounds__(n)
 #define __restrict__ __restrict
 #include <cstring>
+#include <math.h>
 struct LlmcDim3 { unsigned x, y, z; };
-static LlmcDim3 blockIdx, threadIdx;
+static int llmcPass;                   // all-reduce replay: 0 deposit, 1 answer
+static int llmcCallsD[32][32];
+static double llmcPartsD[32][16][32];
+extern "C" void llmc_emu_pass(int pass) { llmcPass = pass; }
+static LlmcDim3 blockIdx, threadIdx, blockDim;
 static int llmcCalls[32][32];          // [warp][lane] warp sums called so far
 static float llmcParts[32][16][32];    // [warp][call][lane] deposited values
-extern "C" void llmc_emu_set(unsigned block, unsigned thread) {
+extern "C" void llmc_emu_set(unsigned block, unsigned thread, unsigned threads) {
   blockIdx.x = block;
+  blockDim.x = threads;
   threadIdx.x = thread;
-  if ((thread & 31) == 31) // a warp starts (lanes run 31 down to 0)
+  if ((thread & 31) == 31) { // a warp starts (lanes run 31 down to 0)
     std::memset(llmcCalls[thread >> 5], 0, sizeof llmcCalls[0]);
+    std::memset(llmcCallsD[thread >> 5], 0, sizeof llmcCallsD[0]);
+  }
 }
 namespace {
 float llmcHalf(unsigned short h) {
@@ -66,10 +76,30 @@ float llmcWarpSum(float v) {
   }
   return x[0];
 }
+// All lanes need the sum: the runner plays the warp twice (runKernelTwice);
+// the first pass deposits, the second returns the butterfly of the first's
+// values (the same in every lane). Kernels must be out of place.
+double llmcWarpAllSum(double v) {
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
+  const int call = llmcCallsD[warp][lane]++;
+  if (llmcPass == 0) {
+    llmcPartsD[warp][call][lane] = v;
+    return 0.0;
+  }
+  double x[32];
+  std::memcpy(x, llmcPartsD[warp][call], sizeof x);
+  for (int o = 16; o > 0; o >>= 1) {
+    double y[32];
+    for (int i = 0; i < 32; ++i)
+      y[i] = x[i] + x[i ^ o];
+    std::memcpy(x, y, sizeof x);
+  }
+  return x[lane];
+}
 } // namespace
 )";
 
-using CudaEmuSetFn = void (*)(unsigned block, unsigned thread);
+using CudaEmuSetFn = void (*)(unsigned block, unsigned thread, unsigned threads);
 
 /// Runs a kernel over `blocks` blocks of `threads` threads (a multiple of
 /// 32): warps in order, each warp's lanes 31 down to 0. `launch` calls the
@@ -79,9 +109,28 @@ void runKernel(CudaEmuSetFn set, unsigned blocks, unsigned threads, Launch launc
   for (unsigned b = 0; b < blocks; ++b)
     for (unsigned w = 0; w < threads / 32; ++w)
       for (int lane = 31; lane >= 0; --lane) {
-        set(b, w * 32 + unsigned(lane));
+        set(b, w * 32 + unsigned(lane), threads);
         launch();
       }
+}
+
+using CudaEmuPassFn = void (*)(int pass);
+
+/// runKernel for kernels with all-lane warp sums (llmcWarpAllSum): each
+/// warp is played twice, first depositing, then with the sums.
+template <typename Launch>
+void runKernelTwice(CudaEmuSetFn set, CudaEmuPassFn pass, unsigned blocks, unsigned threads,
+                    Launch launch) {
+  for (unsigned b = 0; b < blocks; ++b)
+    for (unsigned w = 0; w < threads / 32; ++w)
+      for (int p = 0; p < 2; ++p) {
+        pass(p);
+        for (int lane = 31; lane >= 0; --lane) {
+          set(b, w * 32 + unsigned(lane), threads);
+          launch();
+        }
+      }
+  pass(0);
 }
 
 } // namespace llmc::cgtest

@@ -92,6 +92,92 @@ TEST(CudaKernels, EmulatedMatvecMatchesDequantizedDoubleProduct) {
   }
 }
 
+static std::vector<CudaOpSpec> allOps() {
+  std::vector<CudaOpSpec> v;
+  for (int64_t c : {7, 64, 576}) {
+    CudaOpSpec s;
+    s.kind = CudaOpSpec::Kind::RmsNorm;
+    s.cols = c;
+    v.push_back(s);
+  }
+  for (const char *a : {"silu", "gelu"}) {
+    CudaOpSpec s;
+    s.kind = CudaOpSpec::Kind::Gate;
+    s.activation = a;
+    v.push_back(s);
+  }
+  v.push_back(CudaOpSpec{});
+  return v;
+}
+
+// RMSNorm (one warp per row, all lanes given the sum of squares), the SiLU
+// and GELU gates and the add, emulated on the host, against the same
+// formulas in double precision.
+TEST(CudaKernels, EmulatedOpKernelsMatchTheirFormulas) {
+  cgtest::GeneratedObject obj;
+  cgtest::loadGenerated(obj, std::string(cgtest::kCudaHostShim) + cudaKernelSource({}, allOps()),
+                        IsaLevel::X86_64);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  auto set = obj.fn<cgtest::CudaEmuSetFn>("llmc_emu_set");
+  auto pass = obj.fn<cgtest::CudaEmuPassFn>("llmc_emu_pass");
+  ASSERT_TRUE(set && pass);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  auto randoms = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float &x : v)
+      x = nd(rng);
+    return v;
+  };
+  for (const CudaOpSpec &s : allOps()) {
+    if (s.kind == CudaOpSpec::Kind::RmsNorm) {
+      using Fn = void (*)(const float *, const float *, float *, long long, float);
+      auto fn = obj.fn<Fn>(s.symbol());
+      ASSERT_NE(fn, nullptr) << s.symbol();
+      const int64_t rows = 3, D = s.cols;
+      const std::vector<float> x = randoms(size_t(rows * D)), w = randoms(size_t(D));
+      std::vector<float> y(x.size(), -1.0f);
+      cgtest::runKernelTwice(set, pass, unsigned(rows), 32, [&] { fn(x.data(), w.data(), y.data(), rows, 1e-5f); });
+      for (int64_t r = 0; r < rows; ++r) {
+        double ss = 0;
+        for (int64_t i = 0; i < D; ++i)
+          ss += double(x[size_t(r * D + i)]) * x[size_t(r * D + i)];
+        const double scale = 1.0 / std::sqrt(ss / double(D) + 1e-5);
+        for (int64_t i = 0; i < D; ++i)
+          ASSERT_NEAR(y[size_t(r * D + i)], x[size_t(r * D + i)] * scale * w[size_t(i)],
+                      1e-5 * (1 + std::fabs(x[size_t(r * D + i)] * scale * w[size_t(i)])))
+              << s.symbol() << " row " << r << " i " << i;
+      }
+    } else if (s.kind == CudaOpSpec::Kind::Gate) {
+      using Fn = void (*)(float *, const float *, long long);
+      auto fn = obj.fn<Fn>(s.symbol());
+      ASSERT_NE(fn, nullptr) << s.symbol();
+      const int64_t n = 77;
+      std::vector<float> g = randoms(size_t(n));
+      const std::vector<float> g0 = g, u = randoms(size_t(n));
+      cgtest::runKernel(set, 2, 64, [&] { fn(g.data(), u.data(), n); });
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = g0[size_t(i)];
+        const double act = s.activation == "silu" ? v / (1 + std::exp(-v))
+                                                  : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+        ASSERT_NEAR(g[size_t(i)], act * u[size_t(i)], 1e-5 * (1 + std::fabs(act * u[size_t(i)])))
+            << s.symbol() << " i " << i;
+      }
+    } else {
+      using Fn = void (*)(const float *, const float *, float *, long long);
+      auto fn = obj.fn<Fn>(s.symbol());
+      ASSERT_NE(fn, nullptr) << s.symbol();
+      const int64_t n = 70;
+      const std::vector<float> a = randoms(size_t(n)), b = randoms(size_t(n));
+      std::vector<float> y(size_t(n) + 1, -3.0f);
+      cgtest::runKernel(set, 3, 32, [&] { fn(a.data(), b.data(), y.data(), n); });
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(y[size_t(i)], a[size_t(i)] + b[size_t(i)]) << i;
+      ASSERT_EQ(y[size_t(n)], -3.0f); // nothing past n
+    }
+  }
+}
+
 TEST(CudaKernels, RefusesFormatsWithoutAKernel) {
   EXPECT_FALSE(canGenerateCuda(DType::Q4_K, 256));
   EXPECT_FALSE(canGenerateCuda(DType::Q8_0, 48));
@@ -102,7 +188,7 @@ TEST(CudaKernels, NvrtcBuildsCubinForSm80AndSm90AndPtxThatPtxasAssembles) {
   std::string why;
   if (!nvrtcVersion(&why))
     LLMC_MISSING_INPUT(why);
-  const std::string src = cudaKernelSource(allSpecs());
+  const std::string src = cudaKernelSource(allSpecs(), allOps());
   for (const char *arch : {"sm_80", "sm_90"}) {
     const std::string cubin = compileCuda(src, arch);
     ASSERT_GT(cubin.size(), 4u) << arch;
@@ -110,6 +196,7 @@ TEST(CudaKernels, NvrtcBuildsCubinForSm80AndSm90AndPtxThatPtxasAssembles) {
   }
   const std::string ptx = compileCuda(src, "compute_80");
   EXPECT_NE(ptx.find(".visible .entry llmc_cu_mv_q4_1_576"), std::string::npos);
+  EXPECT_NE(ptx.find(".visible .entry llmc_cu_rms_norm_576"), std::string::npos);
   EXPECT_THROW(compileCuda(src + "\nthis is not CUDA;\n", "sm_90"), std::runtime_error);
   const char *ptxas = "/usr/local/cuda/bin/ptxas";
   if (access(ptxas, X_OK) != 0)
