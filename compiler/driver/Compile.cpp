@@ -35,17 +35,24 @@ void generateKernels(ModuleOp lowered, const CompileOptions &opts, CompiledModel
   auto models = llvm::to_vector(lowered.getOps<llm::ModelOp>());
   if (models.size() != 1)
     throw CompileError("the lowered IR has no single llm.model");
-  std::vector<std::pair<std::unique_ptr<codegen::Backend>, const char *>> backends;
+  struct Target {
+    std::unique_ptr<codegen::Backend> backend;
+    const char *manifestKey;
+    bool required; // no kernels is an error (CUDA: only built when asked for)
+  };
+  std::vector<Target> targets;
   if (opts.targetCpu)
-    backends.emplace_back(codegen::createCpuBackend(), "codegen");
+    targets.push_back({codegen::createCpuBackend(), "codegen", false});
   if (opts.targetCuda)
-    backends.emplace_back(codegen::createCudaBackend(), "codegen_cuda");
-  for (auto &[backend, key] : backends) {
-    FailureOr<codegen::BackendOutput> gen = backend->generate(models.front());
+    targets.push_back({codegen::createCudaBackend(), "codegen_cuda", true});
+  for (Target &t : targets) {
+    codegen::Backend &backend = *t.backend;
+    const char *key = t.manifestKey;
+    FailureOr<codegen::BackendOutput> gen = backend.generate(models.front());
     if (failed(gen))
-      throw CompileError(std::string("the ") + backend->name() + " backend failed");
-    if (gen->manifest.is_null() && std::string(backend->name()) == "cuda")
-      throw CompileError("--target cuda: " + gen->summary);
+      throw CompileError(std::string("the ") + backend.name() + " backend failed");
+    if (gen->manifest.is_null() && t.required)
+      throw CompileError(std::string("--target ") + backend.name() + ": " + gen->summary);
     for (codegen::BackendOutput::Section &sec : gen->sections) {
       out.blobs.push_back(std::make_unique<std::string>(std::move(sec.bytes)));
       const std::string &b = *out.blobs.back();

@@ -60,21 +60,23 @@ float llmcHalf(unsigned short h) {
   std::memcpy(&f, &bits, 4);
   return f;
 }
-float llmcWarpSum(float v) {
-  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
-  const int call = llmcCalls[warp][lane]++;
-  llmcParts[warp][call][lane] = v;
-  if (lane != 0)
-    return 0.0f;
-  float x[32];
-  std::memcpy(x, llmcParts[warp][call], sizeof x);
+// Lane `lane`'s value after shfl_xor 16, 8, 4, 2, 1 over the 32 lanes' values.
+template <typename T> T llmcButterfly(const T (&lanes)[32], int lane) {
+  T x[32];
+  std::memcpy(x, lanes, sizeof x);
   for (int o = 16; o > 0; o >>= 1) {
-    float y[32];
+    T y[32];
     for (int i = 0; i < 32; ++i)
       y[i] = x[i] + x[i ^ o];
     std::memcpy(x, y, sizeof x);
   }
-  return x[0];
+  return x[lane];
+}
+float llmcWarpSum(float v) {
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
+  const int call = llmcCalls[warp][lane]++;
+  llmcParts[warp][call][lane] = v;
+  return lane == 0 ? llmcButterfly(llmcParts[warp][call], 0) : 0.0f;
 }
 // All lanes need the sum: the runner plays the warp twice (runKernelTwice);
 // the first pass deposits, the second returns the butterfly of the first's
@@ -86,15 +88,7 @@ double llmcWarpAllSum(double v) {
     llmcPartsD[warp][call][lane] = v;
     return 0.0;
   }
-  double x[32];
-  std::memcpy(x, llmcPartsD[warp][call], sizeof x);
-  for (int o = 16; o > 0; o >>= 1) {
-    double y[32];
-    for (int i = 0; i < 32; ++i)
-      y[i] = x[i] + x[i ^ o];
-    std::memcpy(x, y, sizeof x);
-  }
-  return x[lane];
+  return llmcButterfly(llmcPartsD[warp][call], lane);
 }
 } // namespace
 )";

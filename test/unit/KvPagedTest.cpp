@@ -209,12 +209,11 @@ TEST(KvPaged, LayerCacheMatchesContiguousUnderEveryStorageUse) {
 // rows or if the library's attention reads the rows as f32 (both checked).
 TEST(KvPaged, HalfRowPoolEqualsF32CacheOfRoundedRows) {
   using llmc::kv::Hook;
-  using llmc::kv::KvElement;
   for (const Policy &p : {Policy(), policyOf(Method::SnapKV, 14, 4, Hook::Both),
                           policyOf(Method::H2O, 10, 4, Hook::Both)}) {
     Layer L;
     llmc::ThreadPool threads(2);
-    auto pool = std::make_shared<KvBlockPool>(5, L.hd, 200, KvElement::F16);
+    auto pool = std::make_shared<KvBlockPool>(5, L.hd, 200, llmc::KvRowType::F16);
     EXPECT_EQ(pool->blockBytes(), 2 * 5 * L.hd * 2);
     LayerCache flat = L.make(p), half = L.make(p);
     half.usePool(pool);

@@ -36,7 +36,6 @@ struct KernelResult {
   double maxRelError = 0, ms = 0, gbps = 0;
 };
 
-/// One kernel on `rows` seeded rows, for T tokens.
 /// A matvec kernel entry of the manifest (codegen/cuda/CudaKernelSource.h's
 /// ABI and launch shape, as the entry states them).
 struct KernelEntry {
@@ -60,6 +59,7 @@ KernelEntry parseEntry(const nlohmann::json &k) {
   return e;
 }
 
+/// One kernel on `rows` seeded rows, for T tokens.
 KernelResult checkKernel(cuda::CudaDevice &dev, void *fn, const KernelEntry &e, int64_t rows,
                          int T, int reps) {
   const DType dtype = e.dtype;

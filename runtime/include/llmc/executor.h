@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "llmc/artifact.h"
+#include "llmc/kv_row_type.h"
 #include "llmc/signing.h"
 #include <cstdint>
 #include <functional>
@@ -43,11 +44,6 @@ using LinearInputHook = std::function<void(const LinearInput &)>;
 /// linear-input hook and block-by-block runs). Auto: kernels when the
 /// artifact has a plan and neither a hook nor stop_after_block is set.
 enum class Engine { Auto, Kernels, Reference };
-
-/// The element type of a paged KV pool's rows: f32, or IEEE f16 (half the
-/// bytes per entry; each key and value rounded to nearest on append).
-enum class KvRowType : uint8_t { F32, F16 };
-inline int64_t kvRowTypeBytes(KvRowType t) { return t == KvRowType::F16 ? 2 : 4; }
 
 struct ExecutorOptions {
   int threads = 0;          // 0: hardware concurrency

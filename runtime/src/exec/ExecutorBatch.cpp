@@ -106,18 +106,11 @@ void Executor::usePagedKv(const PagedKvOptions &opts) {
                              std::to_string(opts.block_tokens));
   if (opts.pool_blocks < 1)
     throw std::runtime_error("paged KV: the pool needs at least one block");
-  int64_t hd = -1;
-  for (const kv::LayerCache &c : m.freshCaches) {
-    if (hd >= 0 && c.headDim() != hd)
-      throw std::runtime_error("paged KV: layers of different head sizes (" + std::to_string(hd) +
-                               ", " + std::to_string(c.headDim()) + ") cannot share a pool");
-    hd = c.headDim();
-  }
+  const int64_t hd = m.poolHeadDim("paged KV");
   if (hd < 0)
     throw std::runtime_error("paged KV: the program has no attention layer");
-  m.kvPool = std::make_shared<kv::KvBlockPool>(
-      opts.block_tokens, hd, opts.pool_blocks,
-      opts.row_type == KvRowType::F16 ? kv::KvElement::F16 : kv::KvElement::F32);
+  m.kvPool = std::make_shared<kv::KvBlockPool>(opts.block_tokens, hd, opts.pool_blocks,
+                                               opts.row_type);
   m.prefixSharing = opts.prefix_sharing;
 }
 

@@ -114,20 +114,31 @@ struct Executor::Impl {
   /// stay as they were).
   void useHalfRows() {
     constexpr int64_t kBlock = 16;
-    int64_t hd = -1, tables = 0;
-    for (const kv::LayerCache &c : caches) {
-      if (hd >= 0 && c.headDim() != hd)
-        throw std::runtime_error("f16 KV rows: attention layers of different head sizes (" +
-                                 std::to_string(hd) + ", " + std::to_string(c.headDim()) + ")");
-      hd = c.headDim();
-      tables += c.kvHeads();
-    }
+    const int64_t hd = poolHeadDim("f16 KV rows");
     if (hd < 0)
       return; // no attention layer: nothing to store
+    int64_t tables = 0;
+    for (const kv::LayerCache &c : caches)
+      tables += c.kvHeads();
     auto pool = std::make_shared<kv::KvBlockPool>(
-        kBlock, hd, tables * ((maxCtx + kBlock - 1) / kBlock + 1), kv::KvElement::F16);
+        kBlock, hd, tables * ((maxCtx + kBlock - 1) / kBlock + 1), KvRowType::F16);
     for (kv::LayerCache &c : caches)
       c.usePool(pool);
+  }
+
+  /// The head size every attention layer shares (one pool holds them all),
+  /// -1 without attention layers; std::runtime_error naming `what` when
+  /// they differ.
+  int64_t poolHeadDim(const char *what) const {
+    int64_t hd = -1;
+    for (const kv::LayerCache &c : freshCaches) {
+      if (hd >= 0 && c.headDim() != hd)
+        throw std::runtime_error(std::string(what) + ": layers of different head sizes (" +
+                                 std::to_string(hd) + ", " + std::to_string(c.headDim()) +
+                                 ") cannot share a pool");
+      hd = c.headDim();
+    }
+    return hd;
   }
 
   /// (Re)starts the meter from the caches as they are now.

@@ -10,7 +10,7 @@
 namespace llmc::kv {
 
 KvBlockPool::KvBlockPool(int64_t block_entries, int64_t head_dim, int64_t max_blocks,
-                         KvElement element)
+                         KvRowType element)
     : B_(block_entries), hd_(head_dim), maxBlocks_(max_blocks), element_(element) {
   if (B_ < 1 || hd_ < 1 || maxBlocks_ < 1)
     throw std::invalid_argument("kv pool: block entries, head_dim and blocks must be >= 1");

@@ -2,8 +2,8 @@
 // The paged KV cache's storage. A block holds the keys and then the values
 // of `block_entries` consecutive entries of one KV head of one layer (rows
 // of head_dim elements: f32, or IEEE f16 to halve the bytes attention
-// reads per step; the pool's element type, one for all its blocks). Every sequence of a batcher draws its blocks from one
-// pool; a head's cache is a BlockTable (block ids in entry order). Blocks
+// reads per step; the pool's element type, one for all its blocks). Every
+// sequence of a batcher draws its blocks from one pool; a head's cache is a BlockTable (block ids in entry order). Blocks
 // are reference counted: copying a table (a snapshot, a shared prompt
 // prefix) shares its blocks, and a write to a shared block copies it first
 // (copy on write), so sharing never changes another sequence's entries.
@@ -22,6 +22,8 @@
 // keys()/values() of a block the caller holds need no lock.
 //===----------------------------------------------------------------------===//
 #pragma once
+#include "llmc/kv_row_type.h"
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -31,11 +33,6 @@
 #include <vector>
 
 namespace llmc::kv {
-
-/// The element type of a pool's key and value rows.
-enum class KvElement : uint8_t { F32, F16 };
-inline int64_t kvElementBytes(KvElement e) { return e == KvElement::F16 ? 2 : 4; }
-inline const char *kvElementName(KvElement e) { return e == KvElement::F16 ? "f16" : "f32"; }
 
 struct KvPoolStats {
   int64_t capacity_blocks = 0; // the pool's limit
@@ -51,15 +48,15 @@ class KvBlockPool {
 public:
   /// Throws std::invalid_argument for sizes < 1.
   KvBlockPool(int64_t block_entries, int64_t head_dim, int64_t max_blocks,
-              KvElement element = KvElement::F32);
+              KvRowType element = KvRowType::F32);
   KvBlockPool(const KvBlockPool &) = delete;
   KvBlockPool &operator=(const KvBlockPool &) = delete;
 
   int64_t blockEntries() const { return B_; }
   int64_t headDim() const { return hd_; }
-  KvElement element() const { return element_; }
+  KvRowType element() const { return element_; }
   /// Bytes of one key or value row.
-  int64_t rowBytes() const { return hd_ * kvElementBytes(element_); }
+  int64_t rowBytes() const { return hd_ * kvRowTypeBytes(element_); }
   /// Bytes of one block (keys and values).
   int64_t blockBytes() const { return 2 * B_ * rowBytes(); }
   int64_t capacityBlocks() const { return maxBlocks_; }
@@ -119,7 +116,7 @@ private:
 
   static constexpr int64_t kSlabBlocks = 64;
   const int64_t B_, hd_, maxBlocks_;
-  const KvElement element_;
+  const KvRowType element_;
   mutable std::mutex mu_;
   // Slabs hold f32 or f16 rows; operator new[] aligns them for either.
   std::vector<std::unique_ptr<unsigned char[]>> slabs_; // sized up front; filled on demand

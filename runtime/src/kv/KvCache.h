@@ -91,7 +91,7 @@ public:
   void usePool(std::shared_ptr<KvBlockPool> pool);
   bool paged() const { return pool_ && !quantized() && !rdStored_; }
   /// Whether its entries are f16 rows (a paged cache on an f16 pool).
-  bool halfRows() const { return paged() && pool_->element() == KvElement::F16; }
+  bool halfRows() const { return paged() && pool_->element() == KvRowType::F16; }
   /// Whether its policy lets leading blocks be shared once paged: the full
   /// cache in f32, recording nothing, its entries exactly positions 0..n-1.
   bool sharesPrefixes() const { return policy_.full() && !quantized() && !record_; }
@@ -146,7 +146,8 @@ private:
     return pool_->valueBytes(c.paged.id(size_t(j / blockEntries_))) +
            (j % blockEntries_) * pool_->rowBytes();
   }
-  /// Rows [first, last] of a paged head as f32, into dst (converted from f16).
+  /// Every key (values: value) row of a paged head as f32, into dst
+  /// (widened from f16 on an f16 pool).
   void pagedRowsF32(const HeadCache &c, bool values, std::vector<float> &dst) const;
   /// Attention of one query head over entries [first, last] of a paged
   /// cache, block by block (w: scores, then probabilities, by entry; f16
