@@ -15,6 +15,7 @@
 #include "dialects/llmk/IR/LlmkOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -24,10 +25,20 @@ namespace llmc::codegen {
 
 namespace {
 
-/// The (format, width) of every product weight of the lowered model, and
-/// the op kernels (norms, gates, adds) its ops need.
-LogicalResult collectKernels(llm::ModelOp model, std::vector<CudaMatvecSpec> &specs,
-                             std::vector<CudaOpSpec> &ops, int &onCpu) {
+struct CollectedKernels {
+  std::vector<CudaMatvecSpec> products, embeddings;
+  std::vector<CudaOpSpec> ops;
+  std::vector<CudaAttentionSpec> attention;
+  int onCpu = 0; // products, tables and attention shapes without a CUDA kernel
+};
+
+/// The (format, width) of every product weight of the lowered model, the
+/// embedding tables, the attention shapes, and the op kernels (norms,
+/// gates, adds) its ops need.
+LogicalResult collectKernels(llm::ModelOp model, CollectedKernels &out) {
+  std::vector<CudaMatvecSpec> &specs = out.products;
+  std::vector<CudaOpSpec> &ops = out.ops;
+  int &onCpu = out.onCpu;
   std::set<std::pair<int, int64_t>> seen;
   std::set<std::string> seenOps;
   auto addOp = [&](const CudaOpSpec &o) {
@@ -81,6 +92,38 @@ LogicalResult collectKernels(llm::ModelOp model, std::vector<CudaMatvecSpec> &sp
               addOp(CudaOpSpec{});
               return success();
             })
+            .Case([&](llmk::EmbedOp e) -> LogicalResult {
+              auto t = cast<RankedTensorType>(e.getTable().getType());
+              std::optional<DType> d = dtypeOfElementType(t.getElementType());
+              if (!d || t.getRank() != 2)
+                return op.emitOpError("has an embedding table of no stored type");
+              CudaMatvecSpec s{*d, t.getShape().back()};
+              if (!canGenerateCuda(s.dtype, s.cols))
+                ++onCpu;
+              else if (std::none_of(out.embeddings.begin(), out.embeddings.end(),
+                                    [&](const CudaMatvecSpec &o) {
+                                      return o.embedSymbol() == s.embedSymbol();
+                                    }))
+                out.embeddings.push_back(s);
+              return success();
+            })
+            .Case([&](llmk::RopeKvAppendOp r) {
+              CudaAttentionSpec a;
+              a.heads = int64_t(r.getNumHeads());
+              a.kvHeads = int64_t(r.getNumKvHeads());
+              a.headDim = int64_t(r.getHeadDim());
+              a.theta = r.getRopeTheta().convertToDouble();
+              a.style = r.getRopeStyle() == llm::RopeStyle::Interleaved ? RopeStyle::Interleaved
+                                                                        : RopeStyle::Half;
+              if (!canGenerateCudaAttention(a))
+                ++onCpu;
+              else if (std::none_of(out.attention.begin(), out.attention.end(),
+                                    [&](const CudaAttentionSpec &o) {
+                                      return o.ropeSymbol() == a.ropeSymbol();
+                                    }))
+                out.attention.push_back(a);
+              return success();
+            })
             .Default([](Operation *) { return success(); });
     if (failed(ok))
       return failure();
@@ -93,11 +136,12 @@ public:
   const char *name() const override { return "cuda"; }
 
   FailureOr<BackendOutput> generate(llm::ModelOp lowered) override {
-    std::vector<CudaMatvecSpec> specs;
-    std::vector<CudaOpSpec> ops;
-    int onCpu = 0;
-    if (failed(collectKernels(lowered, specs, ops, onCpu)))
+    CollectedKernels k;
+    if (failed(collectKernels(lowered, k)))
       return failure();
+    const std::vector<CudaMatvecSpec> &specs = k.products;
+    const std::vector<CudaOpSpec> &ops = k.ops;
+    const int onCpu = k.onCpu;
     BackendOutput out;
     if (specs.empty()) {
       out.summary = "no CUDA kernels: no product weight is in a format with a CUDA kernel";
@@ -110,7 +154,7 @@ public:
       return out;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    std::string source = cudaKernelSource(specs, ops);
+    std::string source = cudaKernelSource(specs, ops, k.embeddings, k.attention);
     nlohmann::json binaries = nlohmann::json::object(), ptx = nlohmann::json::object();
     try {
       for (const char *arch : {"sm_80", "sm_90", "compute_80"}) {
@@ -144,6 +188,27 @@ public:
         e["kind"] = "add";
       kernels.push_back(e);
     }
+    for (const CudaMatvecSpec &s : k.embeddings)
+      kernels.push_back({{"symbol", s.embedSymbol()},
+                         {"kind", "embed"},
+                         {"dtype", std::string(dtypeName(s.dtype))},
+                         {"cols", s.cols}});
+    for (const CudaAttentionSpec &a : k.attention) {
+      const nlohmann::json shape = {{"heads", a.heads},
+                                    {"kv_heads", a.kvHeads},
+                                    {"head_dim", a.headDim},
+                                    {"rope_theta", a.theta},
+                                    {"rope_style", std::string(spelling(a.style))},
+                                    {"kv_block", kCudaKvBlock},
+                                    {"kv_type", "f16"}};
+      nlohmann::json rope = shape, attend = shape, combine = shape;
+      rope.update({{"symbol", a.ropeSymbol()}, {"kind", "rope_kv_append"}});
+      attend.update({{"symbol", a.attendSymbol()}, {"kind", "attend_split"}});
+      combine.update({{"symbol", a.combineSymbol()}, {"kind", "attend_combine"}});
+      kernels.push_back(rope);
+      kernels.push_back(attend);
+      kernels.push_back(combine);
+    }
     out.manifest = {{"abi", 1},           {"source", "codegen.cuda.kernels.cu"},
                     {"cubin", binaries},  {"ptx", ptx},
                     {"kernels", kernels}, {"compiler", "nvrtc " + *version}};
@@ -151,10 +216,12 @@ public:
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     char buf[256];
     snprintf(buf, sizeof buf,
-             "generated %zu CUDA kernels (%zu products, %zu ops; %d products in other formats or "
-             "widths have none) with NVRTC %s: cubin for sm_80 and sm_90, PTX for compute_80, "
-             "in %.2f s",
-             specs.size() + ops.size(), specs.size(), ops.size(), onCpu, version->c_str(), seconds);
+             "generated %zu CUDA kernels (%zu products, %zu ops, %zu embeddings, %zu attention "
+             "shapes; %d weights or shapes have none) with NVRTC %s: cubin for sm_80 and sm_90, "
+             "PTX for compute_80, in %.2f s",
+             specs.size() + ops.size() + k.embeddings.size() + 3 * k.attention.size(),
+             specs.size(), ops.size(), k.embeddings.size(), k.attention.size(), onCpu,
+             version->c_str(), seconds);
     out.summary = buf;
     return out;
   }

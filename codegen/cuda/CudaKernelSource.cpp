@@ -35,6 +35,17 @@ __device__ __forceinline__ double llmcWarpAllSum(double v) {
     v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+__device__ __forceinline__ float llmcWarpAllSumF(float v) {
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+// f32 -> f16 bits, round to nearest even
+__device__ __forceinline__ unsigned short llmcToHalf(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
 } // namespace
 #endif
 namespace {
@@ -96,6 +107,40 @@ extern "C" __global__ void __launch_bounds__(32 * @RPB@)
   case 7: @NAME@_t<7>(w, rowStride, x, ldx, y, ldy, rows); break;
   case 8: @NAME@_t<8>(w, rowStride, x, ldx, y, ldy, rows); break;
   default: break;
+  }
+}
+)";
+
+/// @NAME@, @COLS@, @DECODE@: the rows of the step's tokens, one warp per
+/// token; an id outside the table gives a row of zeros (the host checks ids
+/// before they reach the GPU: this only keeps a bad one from reading past
+/// the table).
+const char *kEmbedTemplate = R"(
+extern "C" __global__ void __launch_bounds__(32)
+@NAME@(const unsigned char *table, long long rowStride, long long vocab, const int *tokens, int T,
+       float *out, long long ldo) {
+  constexpr int UNITS = @COLS@ / 8;
+  const int t = blockIdx.x;
+  const int lane = threadIdx.x & 31;
+  if (t >= T)
+    return;
+  float *o = out + (long long)t * ldo;
+  const long long tok = tokens[t];
+  if (tok < 0 || tok >= vocab) {
+    for (int c = lane; c < @COLS@; c += 32)
+      o[c] = 0.0f;
+    return;
+  }
+  const unsigned char *row = table + tok * rowStride;
+  for (int u = lane; u < UNITS; u += 32) {
+    float v[8];
+    int c0, c1;
+@DECODE@
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      o[c0 + i] = v[i];
+      o[c1 + i] = v[4 + i];
+    }
   }
 }
 )";
@@ -230,6 +275,10 @@ std::string CudaMatvecSpec::symbol() const {
   return "llmc_cu_mv_" + std::string(dtypeName(dtype)) + "_" + std::to_string(cols);
 }
 
+std::string CudaMatvecSpec::embedSymbol() const {
+  return "llmc_cu_embed_" + std::string(dtypeName(dtype)) + "_" + std::to_string(cols);
+}
+
 bool canGenerateCuda(DType dtype, int64_t cols) {
   switch (dtype) {
   case DType::F32:
@@ -244,9 +293,27 @@ bool canGenerateCuda(DType dtype, int64_t cols) {
 }
 
 std::string cudaKernelSource(const std::vector<CudaMatvecSpec> &specs,
-                             const std::vector<CudaOpSpec> &ops) {
+                             const std::vector<CudaOpSpec> &ops,
+                             const std::vector<CudaMatvecSpec> &embeddings,
+                             const std::vector<CudaAttentionSpec> &attention) {
   std::string out = kCudaPrelude;
   std::set<std::string> seen;
+  for (const CudaMatvecSpec &s : embeddings) {
+    if (!canGenerateCuda(s.dtype, s.cols))
+      throw std::invalid_argument("no CUDA embedding kernel for " +
+                                  std::string(dtypeName(s.dtype)) + " rows of " +
+                                  std::to_string(s.cols));
+    if (!seen.insert(s.embedSymbol()).second)
+      continue;
+    std::string k = replaceAll(kEmbedTemplate, "@DECODE@", decodeText(s.dtype));
+    k = replaceAll(k, "@NAME@", s.embedSymbol());
+    k = replaceAll(k, "@COLS@", std::to_string(s.cols));
+    out += "\n// embedding rows: " + std::string(dtypeName(s.dtype)) + " of " +
+           std::to_string(s.cols) + k;
+  }
+  for (const CudaAttentionSpec &a : attention)
+    if (seen.insert(a.ropeSymbol()).second)
+      out += cudaAttentionSource(a);
   for (const CudaMatvecSpec &s : specs) {
     if (!canGenerateCuda(s.dtype, s.cols))
       throw std::invalid_argument("no CUDA matrix-vector kernel for " +

@@ -17,6 +17,7 @@
 // lanes by shuffles.
 //===----------------------------------------------------------------------===//
 #pragma once
+#include "codegen/cuda/CudaAttentionSource.h"
 #include "llmc/dtype.h"
 
 #include <cstdint>
@@ -31,7 +32,8 @@ constexpr int kCudaRowsPerBlock = 4;
 struct CudaMatvecSpec {
   DType dtype;
   int64_t cols;
-  std::string symbol() const; // llmc_cu_mv_<format>_<cols>
+  std::string symbol() const;      // llmc_cu_mv_<format>_<cols>
+  std::string embedSymbol() const; // llmc_cu_embed_<format>_<cols>
 };
 
 /// Formats with a generated CUDA matrix-vector kernel (f32, f16, q8_0,
@@ -55,10 +57,22 @@ struct CudaOpSpec {
   std::string symbol() const;
 };
 
-/// The translation unit: a kernel for each of `specs` and `ops`
-/// (deduplicated, in order). std::invalid_argument for a spec
-/// canGenerateCuda() refuses, a norm width < 1 or an unknown activation.
+/// Embedding lookup (one per table format and width; the same formats as
+/// the products):
+///   llmc_cu_embed_<format>_<cols>(const unsigned char *table,
+///     long long rowStride, long long vocab, const int *tokens, int T,
+///     float *out, long long ldo): row tokens[t] of the table, dequantized,
+///     to out + t * ldo; one warp per token (gridDim.x = T, blockDim.x =
+///     32); an id outside [0, vocab) gives zeros.
+///
+/// The translation unit: a kernel for each of `specs`, `ops`, `embeddings`
+/// and the three kernels of each of `attention` (CudaAttentionSource.h),
+/// deduplicated, in order. std::invalid_argument for a spec
+/// canGenerateCuda() or canGenerateCudaAttention() refuses, a norm width <
+/// 1 or an unknown activation.
 std::string cudaKernelSource(const std::vector<CudaMatvecSpec> &specs,
-                             const std::vector<CudaOpSpec> &ops = {});
+                             const std::vector<CudaOpSpec> &ops = {},
+                             const std::vector<CudaMatvecSpec> &embeddings = {},
+                             const std::vector<CudaAttentionSpec> &attention = {});
 
 } // namespace llmc::codegen

@@ -5,7 +5,9 @@ On SmolLM2-135M-Instruct (Q4_1 as shipped: q4_1 and q8_0 products of 576
 and 1536) and stories260K (f32; its 172-wide FFN rows get no kernel):
 - `--target cpu,cuda` writes one artifact carrying both: the manifest's
   "codegen_cuda" lists a matvec kernel per (format, width) of the model's
-  products and the RMSNorm and gate kernels its ops need, with cubin sections for sm_80 and sm_90 (ELF) and a PTX
+  products, the RMSNorm and gate kernels its ops need, the embedding lookup
+  and (SmolLM2: heads of 64) RoPE + KV append and split-KV attention, with
+  cubin sections for sm_80 and sm_90 (ELF) and a PTX
   section for compute_80 whose entries are the kernels; `llmc inspect`
   prints a "codegen cuda" line; the CUDA source is stored;
 - the artifact still runs on the CPU with its generated kernels and gives
@@ -113,13 +115,16 @@ def main():
     if os.path.exists(harness.SMOLLM2_GGUF):
         model_checks(checks, "SmolLM2", harness.SMOLLM2_GGUF, work,
                      {("q4_1", 576), ("q4_1", 1536), ("q8_0", 576)},
-                     {"llmc_cu_rms_norm_576", "llmc_cu_gate_silu"})
+                     {"llmc_cu_rms_norm_576", "llmc_cu_gate_silu", "llmc_cu_embed_q8_0_576",
+                      "llmc_cu_rope_kv_9_3_64_interleaved_100000", "llmc_cu_attend_9_3_64",
+                      "llmc_cu_attend_combine_9_64"})
     else:
         harness.skip_part(f"{harness.SMOLLM2_GGUF} missing (scripts/setup.sh fetches it)")
     if os.path.exists(STORIES):
-        # Its FFN down projection reads 172-wide rows: no kernel (widths % 32 only).
+        # Its FFN down projection reads 172-wide rows: no kernel (widths % 32 only);
+        # its heads of 8 have no attention kernels (head sizes % 32 only).
         model_checks(checks, "stories260K", STORIES, work, {("f32", 64)},
-                     {"llmc_cu_rms_norm_64", "llmc_cu_gate_silu"})
+                     {"llmc_cu_rms_norm_64", "llmc_cu_gate_silu", "llmc_cu_embed_f32_64"})
         for extra, what in ((["--target", "gpu"], "--target gpu"),
                             (["--target", "cuda", "--no-kernels"], "--target cuda --no-kernels")):
             art = os.path.join(work, "bad.llmc")

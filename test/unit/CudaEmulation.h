@@ -5,14 +5,19 @@
 // by lane, one warp after another (runKernel below).
 //
 // The shim makes the CUDA keywords plain C++, keeps blockIdx/threadIdx in
-// globals the runner sets (llmc_emu_set; blockDim too), decodes f16 in software, and
-// emulates llmcWarpSum for kernels whose warp sums are read by lane 0 only
-// (the generated kernels': only lane 0 writes): the runner calls lanes 31
-// down to 0, each call deposits its value, and lane 0's call returns the
-// butterfly (shfl_xor 16, 8, 4, 2, 1) of all 32, the GPU's order of
-// additions. The other lanes get 0, which they never use. llmcWarpAllSum
-// (every lane reads the sum) is replayed: runKernelTwice plays each warp
-// once to deposit the values and once more to hand out their butterfly.
+// globals the runner sets (llmc_emu_set; blockDim too), converts f16 in
+// software (round to nearest even, as cvt.rn.f16.f32), and emulates the
+// warp sums. llmcWarpSum (read by lane 0 only, the products'): the runner
+// calls lanes 31 down to 0, each call deposits its value, and lane 0's call
+// returns the butterfly (shfl_xor 16, 8, 4, 2, 1) of all 32, the GPU's
+// order of additions; the other lanes get 0, which they never use.
+// llmcWarpAllSum / llmcWarpAllSumF (every lane reads the sum, and later
+// work depends on it) are replayed: runKernelReplay plays each warp again
+// and again; in play k the first k all-sums return the butterfly of the
+// values deposited for them, the (k+1)-th deposits, later ones return 0.
+// When a play deposits nothing new, every sum was answered with the GPU's
+// value and that play's writes are the kernel's result. Kernels must be out
+// of place (a play must not read what an earlier play wrote).
 //===----------------------------------------------------------------------===//
 #pragma once
 #include <cstdint>
@@ -29,21 +34,24 @@ inline const char *kCudaHostShim = R"(
 #include <cstring>
 #include <math.h>
 struct LlmcDim3 { unsigned x, y, z; };
-static int llmcPass;                   // all-reduce replay: 0 deposit, 1 answer
-static int llmcCallsD[32][32];
-static double llmcPartsD[32][16][32];
-extern "C" void llmc_emu_pass(int pass) { llmcPass = pass; }
+#define __constant__
 static LlmcDim3 blockIdx, threadIdx, blockDim;
-static int llmcCalls[32][32];          // [warp][lane] warp sums called so far
+static int llmcCalls[32][32];          // [warp][lane] lane-0 warp sums called so far
 static float llmcParts[32][16][32];    // [warp][call][lane] deposited values
+constexpr int kLlmcMaxAllSums = 4096;  // all-sums per warp a replay can answer
+static int llmcAnswered;               // all-sums answered in this play
+static int llmcDeposited;              // whether this play deposited a new one
+static int llmcAllCalls[32];           // [lane] all-sums called in this play
+static double llmcAllParts[kLlmcMaxAllSums][32];
+extern "C" void llmc_emu_play(int answered) { llmcAnswered = answered; llmcDeposited = 0; }
+extern "C" int llmc_emu_deposited() { return llmcDeposited; }
 extern "C" void llmc_emu_set(unsigned block, unsigned thread, unsigned threads) {
   blockIdx.x = block;
   blockDim.x = threads;
   threadIdx.x = thread;
-  if ((thread & 31) == 31) { // a warp starts (lanes run 31 down to 0)
+  if ((thread & 31) == 31) // a warp starts (lanes run 31 down to 0)
     std::memset(llmcCalls[thread >> 5], 0, sizeof llmcCalls[0]);
-    std::memset(llmcCallsD[thread >> 5], 0, sizeof llmcCallsD[0]);
-  }
+  llmcAllCalls[thread & 31] = 0;
 }
 namespace {
 float llmcHalf(unsigned short h) {
@@ -78,18 +86,47 @@ float llmcWarpSum(float v) {
   llmcParts[warp][call][lane] = v;
   return lane == 0 ? llmcButterfly(llmcParts[warp][call], 0) : 0.0f;
 }
-// All lanes need the sum: the runner plays the warp twice (runKernelTwice);
-// the first pass deposits, the second returns the butterfly of the first's
-// values (the same in every lane). Kernels must be out of place.
-double llmcWarpAllSum(double v) {
-  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
-  const int call = llmcCallsD[warp][lane]++;
-  if (llmcPass == 0) {
-    llmcPartsD[warp][call][lane] = v;
-    return 0.0;
+unsigned short llmcToHalf(float f) {
+  unsigned x;
+  std::memcpy(&x, &f, 4);
+  const unsigned sign = (x >> 16) & 0x8000u;
+  const unsigned ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) // inf, nan
+    return (unsigned short)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
+  if (ax >= 0x477ff000u) // rounds to >= 65520: inf
+    return (unsigned short)(sign | 0x7c00u);
+  if (ax < 0x38800000u) { // below the smallest normal: a subnormal (or 0)
+    float a;
+    std::memcpy(&a, &ax, 4);
+    return (unsigned short)(sign | (unsigned)nearbyintf(a * 16777216.0f)); // * 2^24, RNE
   }
-  return llmcButterfly(llmcPartsD[warp][call], lane);
+  const unsigned mant = ax & 0x7fffffu, e = (ax >> 23) - 112;
+  unsigned h = (e << 10) | (mant >> 13);
+  const unsigned rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+    ++h;
+  return (unsigned short)(sign | h);
 }
+// All lanes need the sum: replayed (runKernelReplay).
+template <typename T> T llmcAllSum(T v) {
+  const int lane = int(threadIdx.x & 31);
+  const int call = llmcAllCalls[lane]++;
+  if (call >= kLlmcMaxAllSums)
+    return T(0);
+  if (call < llmcAnswered) {
+    T x[32];
+    for (int i = 0; i < 32; ++i)
+      x[i] = T(llmcAllParts[call][i]);
+    return llmcButterfly(x, lane);
+  }
+  if (call == llmcAnswered) {
+    llmcAllParts[call][lane] = double(v);
+    llmcDeposited = 1;
+  }
+  return T(0);
+}
+double llmcWarpAllSum(double v) { return llmcAllSum<double>(v); }
+float llmcWarpAllSumF(float v) { return llmcAllSum<float>(v); }
 } // namespace
 )";
 
@@ -108,23 +145,27 @@ void runKernel(CudaEmuSetFn set, unsigned blocks, unsigned threads, Launch launc
       }
 }
 
-using CudaEmuPassFn = void (*)(int pass);
+using CudaEmuPlayFn = void (*)(int answered);
+using CudaEmuDepositedFn = int (*)();
 
-/// runKernel for kernels with all-lane warp sums (llmcWarpAllSum): each
-/// warp is played twice, first depositing, then with the sums.
+/// runKernel for kernels with all-lane warp sums (llmcWarpAllSum[F]): each
+/// warp is played until a play deposits no new sum (see the top). At most
+/// kLlmcMaxAllSums (4096) all-sums per warp.
 template <typename Launch>
-void runKernelTwice(CudaEmuSetFn set, CudaEmuPassFn pass, unsigned blocks, unsigned threads,
-                    Launch launch) {
+void runKernelReplay(CudaEmuSetFn set, CudaEmuPlayFn play, CudaEmuDepositedFn deposited,
+                     unsigned blocks, unsigned threads, Launch launch) {
   for (unsigned b = 0; b < blocks; ++b)
     for (unsigned w = 0; w < threads / 32; ++w)
-      for (int p = 0; p < 2; ++p) {
-        pass(p);
+      for (int answered = 0;; ++answered) {
+        play(answered);
         for (int lane = 31; lane >= 0; --lane) {
           set(b, w * 32 + unsigned(lane), threads);
           launch();
         }
+        if (!deposited())
+          break;
       }
-  pass(0);
+  play(0);
 }
 
 } // namespace llmc::cgtest

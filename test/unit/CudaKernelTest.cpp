@@ -119,8 +119,9 @@ TEST(CudaKernels, EmulatedOpKernelsMatchTheirFormulas) {
                         IsaLevel::X86_64);
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
   auto set = obj.fn<cgtest::CudaEmuSetFn>("llmc_emu_set");
-  auto pass = obj.fn<cgtest::CudaEmuPassFn>("llmc_emu_pass");
-  ASSERT_TRUE(set && pass);
+  auto play = obj.fn<cgtest::CudaEmuPlayFn>("llmc_emu_play");
+  auto deposited = obj.fn<cgtest::CudaEmuDepositedFn>("llmc_emu_deposited");
+  ASSERT_TRUE(set && play && deposited);
   std::mt19937 rng(9);
   std::normal_distribution<float> nd(0.0f, 2.0f);
   auto randoms = [&](size_t n) {
@@ -137,7 +138,8 @@ TEST(CudaKernels, EmulatedOpKernelsMatchTheirFormulas) {
       const int64_t rows = 3, D = s.cols;
       const std::vector<float> x = randoms(size_t(rows * D)), w = randoms(size_t(D));
       std::vector<float> y(x.size(), -1.0f);
-      cgtest::runKernelTwice(set, pass, unsigned(rows), 32, [&] { fn(x.data(), w.data(), y.data(), rows, 1e-5f); });
+      cgtest::runKernelReplay(set, play, deposited, unsigned(rows), 32,
+                              [&] { fn(x.data(), w.data(), y.data(), rows, 1e-5f); });
       for (int64_t r = 0; r < rows; ++r) {
         double ss = 0;
         for (int64_t i = 0; i < D; ++i)
@@ -188,7 +190,9 @@ TEST(CudaKernels, NvrtcBuildsCubinForSm80AndSm90AndPtxThatPtxasAssembles) {
   std::string why;
   if (!nvrtcVersion(&why))
     LLMC_MISSING_INPUT(why);
-  const std::string src = cudaKernelSource(allSpecs(), allOps());
+  const std::string src =
+      cudaKernelSource(allSpecs(), allOps(), allSpecs(),
+                       {{9, 3, 64, 1e5, RopeStyle::Half}, {8, 1, 128, 5e5, RopeStyle::Interleaved}});
   for (const char *arch : {"sm_80", "sm_90"}) {
     const std::string cubin = compileCuda(src, arch);
     ASSERT_GT(cubin.size(), 4u) << arch;
@@ -197,6 +201,10 @@ TEST(CudaKernels, NvrtcBuildsCubinForSm80AndSm90AndPtxThatPtxasAssembles) {
   const std::string ptx = compileCuda(src, "compute_80");
   EXPECT_NE(ptx.find(".visible .entry llmc_cu_mv_q4_1_576"), std::string::npos);
   EXPECT_NE(ptx.find(".visible .entry llmc_cu_rms_norm_576"), std::string::npos);
+  for (const char *k : {"llmc_cu_embed_q8_0_576", "llmc_cu_rope_kv_9_3_64_half_100000",
+                        "llmc_cu_attend_9_3_64", "llmc_cu_attend_combine_9_64",
+                        "llmc_cu_attend_8_1_128"})
+    EXPECT_NE(ptx.find(std::string(".visible .entry ") + k), std::string::npos) << k;
   EXPECT_THROW(compileCuda(src + "\nthis is not CUDA;\n", "sm_90"), std::runtime_error);
   const char *ptxas = "/usr/local/cuda/bin/ptxas";
   if (access(ptxas, X_OK) != 0)

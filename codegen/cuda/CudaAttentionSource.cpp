@@ -1,0 +1,246 @@
+//===- CudaAttentionSource.cpp - CUDA RoPE + KV append, flash decoding ----===//
+// Template texts with the shape as constants (@H@ heads, @KV@ KV heads,
+// @HD@ head size, @G@ query heads per KV head, @D@ = @HD@ / 32 dimensions
+// per lane, @BLK@ positions per cache block) and the RoPE frequencies as a
+// table of doubles, so the angle is computed as the CPU engine does (double
+// position times double frequency, cos and sin rounded to float). The
+// warp-wide sums go through llmcWarpAllSumF, so the host emulation
+// (test/unit/CudaEmulation.h) replays them.
+//===----------------------------------------------------------------------===//
+#include "codegen/cuda/CudaAttentionSource.h"
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+namespace llmc::codegen {
+
+namespace {
+
+const char *kRopeTemplate = R"(
+// RoPE (@STYLE@, base @THETA@) on @H@ query and @KV@ key heads of @HD@, k and v appended
+// to the paged f16 cache
+namespace {
+__constant__ const double @ROPE@_freq[@HALF@] = {@FREQS@};
+} // namespace
+extern "C" __global__ void @ROPE@(const float *qkv, long long ldqkv, int T, const int *pos,
+                                 const int *rowSeq, float *q, long long ldq,
+                                 unsigned short *kpool, unsigned short *vpool,
+                                 const int *blockTable, int maxBlocks) {
+  const int t = blockIdx.x;
+  if (t >= T)
+    return;
+  const float *src = qkv + (long long)t * ldqkv;
+  const int p = pos[t];
+  const int seq = rowSeq ? rowSeq[t] : 0;
+  const long long blk = blockTable[(long long)seq * maxBlocks + p / @BLK@];
+  const long long slot = p % @BLK@;
+  for (int i = threadIdx.x; i < (@H@ + @KV@) * @HALF@; i += blockDim.x) {
+    const int head = i / @HALF@, j = i % @HALF@;
+    const double a = (double)p * @ROPE@_freq[j];
+    const float c = (float)cos(a), s = (float)sin(a);
+    const int ia = @INTERLEAVED@ ? 2 * j : j, ib = @INTERLEAVED@ ? 2 * j + 1 : j + @HALF@;
+    const float x0 = src[head * @HD@ + ia], x1 = src[head * @HD@ + ib];
+    const float r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
+    if (head < @H@) {
+      float *d = q + (long long)t * ldq + head * @HD@;
+      d[ia] = r0;
+      d[ib] = r1;
+    } else {
+      unsigned short *d = kpool + ((blk * @KV@ + (head - @H@)) * @BLK@ + slot) * @HD@;
+      d[ia] = llmcToHalf(r0);
+      d[ib] = llmcToHalf(r1);
+    }
+  }
+  for (int i = threadIdx.x; i < @KV@ * @HD@; i += blockDim.x) {
+    const int kh = i / @HD@, d = i % @HD@;
+    vpool[((blk * @KV@ + kh) * @BLK@ + slot) * @HD@ + d] =
+        llmcToHalf(src[(@H@ + @KV@) * @HD@ + i]);
+  }
+}
+)";
+
+const char *kAttendTemplate = R"(
+// Flash decoding over the paged f16 cache: @H@ heads, @KV@ KV heads of @HD@, one warp per
+// (row, KV head, split), lane l holding dimensions l + 32 j (j < @D@)
+extern "C" __global__ void __launch_bounds__(32)
+@ATTEND@(const float *q, long long ldq, int T, const int *pos, const int *rowSeq,
+         const unsigned short *kpool, const unsigned short *vpool, const int *blockTable,
+         int maxBlocks, int nSplits, int splitLen, float *part) {
+  const long long b = blockIdx.x;
+  const int lane = threadIdx.x & 31;
+  const int split = (int)(b % nSplits), kh = (int)((b / nSplits) % @KV@);
+  const long long t = b / ((long long)nSplits * @KV@);
+  if (t >= T)
+    return;
+  const int p = pos[t];
+  const int seq = rowSeq ? rowSeq[t] : 0;
+  const int lo = split * splitLen;
+  const int hi = lo + splitLen < p + 1 ? lo + splitLen : p + 1;
+  const float scale = @SCALE@f;
+  float qv[@G@][@D@], acc[@G@][@D@], m[@G@], l[@G@];
+#pragma unroll
+  for (int g = 0; g < @G@; ++g) {
+    m[g] = -3.0e38f;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < @D@; ++j) {
+      qv[g][j] = q[t * ldq + (kh * @G@ + g) * @HD@ + lane + 32 * j];
+      acc[g][j] = 0.0f;
+    }
+  }
+  for (int pp = lo; pp < hi; ++pp) {
+    const long long blk = blockTable[(long long)seq * maxBlocks + pp / @BLK@];
+    const long long at = ((blk * @KV@ + kh) * @BLK@ + pp % @BLK@) * @HD@;
+    float kf[@D@], vf[@D@];
+#pragma unroll
+    for (int j = 0; j < @D@; ++j) {
+      kf[j] = llmcHalf(kpool[at + lane + 32 * j]);
+      vf[j] = llmcHalf(vpool[at + lane + 32 * j]);
+    }
+#pragma unroll
+    for (int g = 0; g < @G@; ++g) {
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < @D@; ++j)
+        s += qv[g][j] * kf[j];
+      s = llmcWarpAllSumF(s) * scale;
+      const float mNew = s > m[g] ? s : m[g];
+      const float corr = expf(m[g] - mNew), e = expf(s - mNew);
+      l[g] = l[g] * corr + e;
+#pragma unroll
+      for (int j = 0; j < @D@; ++j)
+        acc[g][j] = acc[g][j] * corr + e * vf[j];
+      m[g] = mNew;
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < @G@; ++g) {
+    float *dst = part + ((t * @H@ + kh * @G@ + g) * nSplits + split) * (@HD@ + 2);
+    if (lane == 0) {
+      dst[0] = m[g];
+      dst[1] = l[g];
+    }
+#pragma unroll
+    for (int j = 0; j < @D@; ++j)
+      dst[2 + lane + 32 * j] = acc[g][j];
+  }
+}
+
+// Merges the splits of each (row, head)
+extern "C" __global__ void __launch_bounds__(32)
+@COMBINE@(const float *part, int T, int nSplits, float *out, long long ldo) {
+  const long long b = blockIdx.x;
+  const int lane = threadIdx.x & 31;
+  const long long t = b / @H@;
+  const int h = (int)(b % @H@);
+  if (t >= T)
+    return;
+  const float *src = part + b * nSplits * (@HD@ + 2);
+  float mMax = -3.0e38f;
+  for (int s = 0; s < nSplits; ++s)
+    if (src[s * (@HD@ + 2) + 1] > 0.0f && src[s * (@HD@ + 2)] > mMax)
+      mMax = src[s * (@HD@ + 2)];
+  float sum = 0.0f, acc[@D@];
+#pragma unroll
+  for (int j = 0; j < @D@; ++j)
+    acc[j] = 0.0f;
+  for (int s = 0; s < nSplits; ++s) {
+    const float *ps = src + s * (@HD@ + 2);
+    if (ps[1] > 0.0f) {
+      const float w = expf(ps[0] - mMax);
+      sum += w * ps[1];
+#pragma unroll
+      for (int j = 0; j < @D@; ++j)
+        acc[j] += w * ps[2 + lane + 32 * j];
+    }
+  }
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma unroll
+  for (int j = 0; j < @D@; ++j)
+    out[t * ldo + h * @HD@ + lane + 32 * j] = acc[j] * inv;
+}
+)";
+
+std::string replaceAll(std::string s, const std::string &from, const std::string &to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
+}
+
+std::string exact(double v) {
+  char buf[40];
+  snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string thetaName(double theta) {
+  char buf[40];
+  snprintf(buf, sizeof buf, "%.10g", theta);
+  std::string s = buf;
+  for (char &c : s)
+    if (c == '.' || c == '+' || c == '-')
+      c = 'p';
+  return s;
+}
+
+} // namespace
+
+std::string CudaAttentionSpec::ropeSymbol() const {
+  return "llmc_cu_rope_kv_" + std::to_string(heads) + "_" + std::to_string(kvHeads) + "_" +
+         std::to_string(headDim) + "_" + std::string(spelling(style)) + "_" + thetaName(theta);
+}
+
+std::string CudaAttentionSpec::attendSymbol() const {
+  return "llmc_cu_attend_" + std::to_string(heads) + "_" + std::to_string(kvHeads) + "_" +
+         std::to_string(headDim);
+}
+
+std::string CudaAttentionSpec::combineSymbol() const {
+  return "llmc_cu_attend_combine_" + std::to_string(heads) + "_" + std::to_string(headDim);
+}
+
+bool canGenerateCudaAttention(const CudaAttentionSpec &s, std::string *why) {
+  std::string w;
+  if (s.heads < 1 || s.kvHeads < 1 || s.heads % s.kvHeads != 0)
+    w = "heads must be a positive multiple of the KV heads";
+  else if (s.heads / s.kvHeads > 8)
+    w = "more than 8 query heads per KV head";
+  else if (s.headDim < 32 || s.headDim > 256 || s.headDim % 32 != 0)
+    w = "head size must be a multiple of 32 up to 256";
+  else if (!(s.theta > 0) || !std::isfinite(s.theta))
+    w = "RoPE base must be positive";
+  if (why)
+    *why = w;
+  return w.empty();
+}
+
+std::string cudaAttentionSource(const CudaAttentionSpec &s) {
+  std::string why;
+  if (!canGenerateCudaAttention(s, &why))
+    throw std::invalid_argument("no CUDA attention kernels for " + std::to_string(s.heads) +
+                                " heads, " + std::to_string(s.kvHeads) + " KV heads of " +
+                                std::to_string(s.headDim) + ": " + why);
+  const int64_t half = s.headDim / 2;
+  std::string freqs;
+  for (int64_t i = 0; i < half; ++i) // as ops::ropeFrequencies
+    freqs += (i ? ", " : "") + exact(std::pow(s.theta, -2.0 * double(i) / double(s.headDim)));
+  std::string out = replaceAll(kRopeTemplate, "@FREQS@", freqs) + kAttendTemplate;
+  out = replaceAll(out, "@ROPE@", s.ropeSymbol());
+  out = replaceAll(out, "@ATTEND@", s.attendSymbol());
+  out = replaceAll(out, "@COMBINE@", s.combineSymbol());
+  out = replaceAll(out, "@STYLE@", std::string(spelling(s.style)));
+  out = replaceAll(out, "@INTERLEAVED@", s.style == RopeStyle::Interleaved ? "true" : "false");
+  out = replaceAll(out, "@THETA@", exact(s.theta));
+  out = replaceAll(out, "@SCALE@", exact(float(1.0 / std::sqrt(double(s.headDim)))));
+  out = replaceAll(out, "@HALF@", std::to_string(half));
+  out = replaceAll(out, "@HD@", std::to_string(s.headDim));
+  out = replaceAll(out, "@H@", std::to_string(s.heads));
+  out = replaceAll(out, "@KV@", std::to_string(s.kvHeads));
+  out = replaceAll(out, "@G@", std::to_string(s.heads / s.kvHeads));
+  out = replaceAll(out, "@D@", std::to_string(s.headDim / 32));
+  out = replaceAll(out, "@BLK@", std::to_string(kCudaKvBlock));
+  return out;
+}
+
+} // namespace llmc::codegen
