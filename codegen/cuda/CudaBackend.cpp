@@ -83,7 +83,10 @@ LogicalResult collectKernels(llm::ModelOp model, CollectedKernels &out) {
                 addOp(g);
               return add(&op, {m.getGate(), m.getUp()});
             })
-            .Case([&](llmk::MatmulAddOp m) { return add(&op, {m.getWeight()}); })
+            .Case([&](llmk::MatmulAddOp m) {
+              addOp(CudaOpSpec{}); // the residual add after the product
+              return add(&op, {m.getWeight()});
+            })
             .Case([&](llmk::RMSNormOp n) {
               norm(n.getX());
               return success();

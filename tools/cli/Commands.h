@@ -19,6 +19,7 @@ enum ExitCode : int {
   kError = 1,     // bad input: unreadable/malformed model or artifact, failed compile
   kUsage = 2,     // bad flags (CLI11 also uses non-zero codes for parse errors)
   kKldGate = 3,   // compile --max-kld: the compiled model's mean KLD exceeds the limit
+  kNoDevice = 4,  // --device cuda / cuda-check: no usable CUDA device (no driver or no GPU)
 };
 
 /// Each registers its subcommand and returns the function that runs it.

@@ -19,7 +19,6 @@ namespace llmc::tool {
 
 namespace {
 
-constexpr int kNoDevice = 4;
 constexpr double kMaxRelError = 1e-5; // of sum |w x|: the host emulation test's bound
 
 struct CudaCheckArgs {

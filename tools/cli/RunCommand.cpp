@@ -3,6 +3,7 @@
 // streaming the continuation to stdout; statistics go to stderr.
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
+#include "llmc/cuda_engine.h"
 #include "llmc/executor.h"
 #include "llmc/speculative.h"
 #include <chrono>
@@ -14,6 +15,8 @@ namespace llmc::tool {
 namespace {
 /// Drafters `llmc run --speculate` knows.
 enum class SpecMethod { None, Ngram };
+/// Where `llmc run` runs the model.
+enum class RunDevice { Cpu, Cuda };
 
 struct RunArgs {
   std::string input, prompt, promptTokens, dumpLogits, pipeline, tokenizer;
@@ -24,6 +27,8 @@ struct RunArgs {
   EngineChoice engine;
   SpecMethod speculate = SpecMethod::None;
   spec::SpecOptions spec;
+  RunDevice device = RunDevice::Cpu;
+  bool noGraphs = false;
 };
 
 std::vector<int32_t> parseTokenList(const std::string &s) {
@@ -110,6 +115,16 @@ void declareRunOptions(CLI::App &app, RunArgs &a) {
                       std::map<std::string, SpecMethod>{{"none", SpecMethod::None},
                                                         {"ngram", SpecMethod::Ngram}})
                       .description("one of: none, ngram"));
+  cmd->add_option("--device", a.device,
+                  "cpu (default) or cuda: run on this machine's GPU with the artifact's CUDA "
+                  "kernels (compiled with --target cuda or cpu,cuda, signed by a trusted key); "
+                  "exit 4 when there is no usable GPU")
+      ->transform(CLI::Transformer(std::map<std::string, RunDevice>{{"cpu", RunDevice::Cpu},
+                                                                    {"cuda", RunDevice::Cuda}})
+                      .description("one of: cpu, cuda"));
+  cmd->add_flag("--no-graphs", a.noGraphs,
+                "--device cuda: launch every decode step's kernels one by one instead of "
+                "replaying its captured CUDA Graph (for comparison)");
   cmd->add_option("--draft", a.spec.max_draft, "draft tokens per target pass (--speculate)")
       ->check(CLI::Range(1, 16));
   cmd->add_option("--ngram", a.spec.max_n, "longest context suffix prompt lookup matches")
@@ -121,7 +136,8 @@ void declareRunOptions(CLI::App &app, RunArgs &a) {
 /// (wrapped in the chat template with --chat) through the tokenizer;
 /// throws unless every id is in the vocabulary and the prompt plus -n new
 /// tokens fit the context.
-std::vector<int32_t> promptIds(const RunArgs &a, const Tokenizer *tok, const Executor &exec) {
+template <typename Engine>
+std::vector<int32_t> promptIds(const RunArgs &a, const Tokenizer *tok, const Engine &exec) {
   std::vector<int32_t> ids;
   if (!a.promptTokens.empty()) {
     ids = parseTokenList(a.promptTokens);
@@ -175,7 +191,8 @@ private:
 
 /// Samples up to -n tokens after the prompt's `logits`, stopping at a stop
 /// token, and streams them to stdout; returns how many were generated.
-int generateTokens(const RunArgs &a, Executor &exec, const Tokenizer *tok,
+template <typename Engine>
+int generateTokens(const RunArgs &a, Engine &exec, const Tokenizer *tok,
                    const std::vector<int32_t> &stops, Sampler &sampler,
                    std::vector<float> logits) {
   const int64_t vocab = exec.vocabSize();
@@ -230,11 +247,83 @@ void printRunStats(const RunArgs &a, const Executor &exec, double loadS, size_t 
                                         : "one step");
 }
 
+/// A flag combination CLI11 cannot check: a usage error (exit 2).
+int usage(const std::string &msg) {
+  fprintf(stderr, "llmc: error: %s\n", msg.c_str());
+  return int(kUsage);
+}
+
+/// Writes all rows' logits to --dump-logits and keeps the last row.
+void dumpLogits(const RunArgs &a, std::vector<float> &logits, int64_t rows, int64_t vocab) {
+  writeNpy(a.dumpLogits, logits, rows, vocab);
+  logits.erase(logits.begin(), logits.end() - vocab);
+}
+
+/// llmc run --device cuda: the artifact's kernel plan on the GPU (CudaEngine).
+int runOnCuda(const RunArgs &a) {
+  if (a.speculate != SpecMethod::None || a.engine.engine == Engine::Reference ||
+      a.engine.library || a.engine.kvType != "f32" || a.prefillChunk > 0 || a.threads > 0)
+    return usage("--device cuda runs the artifact's CUDA kernels with its own f16 paged KV "
+                     "cache and prompt chunks: --speculate, --engine reference, "
+                     "--library-kernels, --kv-type, --prefill-chunk and -t do not apply");
+  auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<Artifact> art = loadModelOrArtifact(a.input, a.pipeline, a.tokenizer, a.quiet,
+                                                      a.engine.verifyWeights);
+  cuda::CudaEngineOptions co;
+  co.max_context = a.ctx;
+  co.graphs = !a.noGraphs;
+  co.trust = signing::loadCodeTrust(a.engine.trustedKeys, /*requireSigned=*/true);
+  std::string why;
+  std::unique_ptr<cuda::CudaEngine> gpu = cuda::CudaEngine::open(*art, co, why);
+  if (!gpu) {
+    fprintf(stderr, "llmc run: no usable CUDA device: %s\n", why.c_str());
+    return kNoDevice;
+  }
+  std::unique_ptr<Tokenizer> tok;
+  if (!art->tokenizer().empty())
+    tok = std::make_unique<Tokenizer>(art->tokenizer());
+  const double loadS = secondsSince(t0);
+  const std::vector<int32_t> ids = promptIds(a, tok.get(), *gpu);
+  std::vector<int32_t> stops;
+  if (tok && !a.ignoreEos)
+    stops = tok->stopTokens();
+  Sampler sampler(a.p.sampling);
+  auto tp = std::chrono::steady_clock::now();
+  const bool all = !a.dumpLogits.empty();
+  std::vector<float> logits = gpu->forward(ids, all);
+  const double prefillS = secondsSince(tp);
+  if (all)
+    dumpLogits(a, logits, int64_t(ids.size()), gpu->vocabSize());
+  auto td = std::chrono::steady_clock::now();
+  const int generated = generateTokens(a, *gpu, tok.get(), stops, sampler, std::move(logits));
+  const double decodeS = secondsSince(td);
+  if (!a.quiet) {
+    const cuda::CudaEngineStats &st = gpu->stats();
+    fprintf(stderr,
+            "[llmc] load %.2f s | prompt %zu tokens, %.1f tok/s | generated %d tokens, "
+            "%.1f tok/s\n",
+            loadS, ids.size(), double(ids.size()) / std::max(prefillS, 1e-9), generated,
+            generated > 1 ? (generated - 1) / std::max(decodeS, 1e-9) : 0.0);
+    fprintf(stderr,
+            "[llmc] engine cuda on %s | weights %.1f MiB (uploaded in %.2f s), kv cache %.1f "
+            "MiB (f16, paged), activations %.1f MiB | steps: %lld graph replays (%lld "
+            "captured), %lld eager\n",
+            gpu->deviceInfo().c_str(), double(st.weight_bytes) / (1 << 20), st.upload_seconds,
+            double(st.kv_bytes) / (1 << 20), double(st.arena_bytes) / (1 << 20),
+            (long long)st.graph_steps, (long long)st.captures, (long long)st.eager_steps);
+  }
+  return kOk;
+}
+
 int runGeneration(const RunArgs &a) {
   if (a.prompt.empty() && a.promptTokens.empty() && !a.p.chat)
     throw std::runtime_error("give a prompt with -p TEXT or --prompt-tokens IDS");
   if (!a.promptTokens.empty() && (!a.prompt.empty() || a.p.chat))
     throw std::runtime_error("--prompt-tokens cannot be combined with -p or --chat");
+  if (a.device == RunDevice::Cuda)
+    return runOnCuda(a);
+  if (a.noGraphs)
+    return usage("--no-graphs applies to --device cuda");
   auto t0 = std::chrono::steady_clock::now();
   ExecutorOptions eo;
   eo.threads = a.threads;
@@ -258,10 +347,8 @@ int runGeneration(const RunArgs &a) {
   bool all = !a.dumpLogits.empty();
   std::vector<float> logits = exec.forward(ids, all);
   double prefillS = secondsSince(tp);
-  if (all) {
-    writeNpy(a.dumpLogits, logits, (int64_t)ids.size(), vocab);
-    logits.erase(logits.begin(), logits.end() - vocab);
-  }
+  if (all)
+    dumpLogits(a, logits, int64_t(ids.size()), vocab);
   if (!a.quiet && !tok && !a.printIds)
     fprintf(stderr, "[llmc] no tokenizer: printing token ids\n");
 

@@ -1,5 +1,6 @@
 //===- llmc/cuda.h - GPUs through the CUDA driver API -----------*- C++ -*-===//
-// libcuda is dlopen'ed (never linked), so the runtime starts on machines
+// libcuda is dlopen'ed (never linked; LLMC_CUDA_DRIVER names another
+// library, e.g. the tests' host emulation), so the runtime starts on machines
 // without a driver or GPU; CudaDevice::open() then says why there is none
 // and every GPU path reports it cleanly. Only what the runtime uses is
 // bound; calls throw std::runtime_error naming the call and the driver's
@@ -39,7 +40,27 @@ private:
   size_t bytes_ = 0;
 };
 
-/// One GPU (device 0) with its primary context current on the calling thread.
+/// An instantiated CUDA Graph (a captured sequence of launches and copies),
+/// destroyed with this object.
+class CudaGraph {
+public:
+  CudaGraph() = default;
+  CudaGraph(CudaGraph &&o) noexcept { *this = std::move(o); }
+  CudaGraph &operator=(CudaGraph &&o) noexcept;
+  CudaGraph(const CudaGraph &) = delete;
+  CudaGraph &operator=(const CudaGraph &) = delete;
+  ~CudaGraph();
+  explicit operator bool() const { return exec_ != nullptr; }
+
+private:
+  friend class CudaDevice;
+  const DriverApi *api_ = nullptr;
+  void *exec_ = nullptr;
+};
+
+/// One GPU (device 0) with its primary context current on the calling
+/// thread, and one stream that every launch, copy and graph of it uses (in
+/// order).
 class CudaDevice {
 public:
   /// The device, or nullptr with `why` saying why none can be used (no
@@ -60,7 +81,19 @@ public:
   void *function(void *module, const std::string &name) const;
   /// Launches f on a 1-D grid; args are pointers to each argument's value.
   void launch(void *f, unsigned grid, unsigned block, void **args) const;
+  /// Waits for everything queued on the stream.
   void synchronize() const;
+  /// Copies queued on the stream (the host memory must stay valid until a
+  /// synchronize); bounds-checked against the buffer.
+  void uploadAsync(const DeviceBuffer &dst, size_t offset, const void *src, size_t bytes) const;
+  void downloadAsync(void *dst, const DeviceBuffer &src, size_t offset, size_t bytes) const;
+  void zero(const DeviceBuffer &dst) const;
+  /// Records what `launches` queues on the stream (nothing runs) into a
+  /// graph; replay() then queues all of it with one call. Arguments are
+  /// captured by value: what changes between replays must live in device
+  /// memory the kernels read.
+  CudaGraph capture(const std::function<void()> &launches) const;
+  void replay(const CudaGraph &g) const;
   /// Milliseconds `run` takes on the GPU (events around it, after a sync).
   float timeMs(const std::function<void()> &run) const;
 
@@ -69,6 +102,7 @@ private:
   const DriverApi *api_ = nullptr;
   int device_ = 0;
   void *ctx_ = nullptr;
+  void *stream_ = nullptr;
   std::vector<void *> modules_;
   std::string name_;
   int major_ = 0, minor_ = 0;

@@ -38,6 +38,18 @@ struct DriverApi {
   int (*eventSynchronize)(void *) = nullptr;
   int (*eventElapsed)(float *, void *, void *) = nullptr;
   int (*eventDestroy)(void *) = nullptr;
+  int (*streamCreate)(void **, unsigned) = nullptr;
+  int (*streamDestroy)(void *) = nullptr;
+  int (*streamSynchronize)(void *) = nullptr;
+  int (*memcpyHtoDAsync)(uint64_t, const void *, size_t, void *) = nullptr;
+  int (*memcpyDtoHAsync)(void *, uint64_t, size_t, void *) = nullptr;
+  int (*memsetD8Async)(uint64_t, unsigned char, size_t, void *) = nullptr;
+  int (*beginCapture)(void *, int) = nullptr;
+  int (*endCapture)(void *, void **) = nullptr;
+  int (*graphInstantiate)(void **, void *, unsigned long long) = nullptr;
+  int (*graphLaunch)(void *, void *) = nullptr;
+  int (*graphExecDestroy)(void *) = nullptr;
+  int (*graphDestroy)(void *) = nullptr;
 
   void check(int rc, const char *what) const {
     if (rc == 0)
@@ -53,6 +65,8 @@ struct DriverApi {
 namespace {
 
 constexpr int kAttrCcMajor = 75, kAttrCcMinor = 76; // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_*
+constexpr unsigned kStreamNonBlocking = 1;          // CU_STREAM_NON_BLOCKING
+constexpr int kCaptureModeRelaxed = 2;              // CU_STREAM_CAPTURE_MODE_RELAXED
 
 template <typename F> bool bind(void *lib, const char *name, F &fn) {
   fn = reinterpret_cast<F>(dlsym(lib, name));
@@ -65,9 +79,14 @@ const DriverApi *driver(std::string &why) {
   static std::string error;
   static std::once_flag once;
   std::call_once(once, [] {
-    api.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    // LLMC_CUDA_DRIVER: another driver library (the tests' host-emulating
+    // stand-in, test/fakecuda); whoever sets the environment could preload
+    // any library anyway.
+    const char *path = std::getenv("LLMC_CUDA_DRIVER");
+    const std::string lib = path && *path ? path : "libcuda.so.1";
+    api.lib = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!api.lib) {
-      error = "no CUDA driver (libcuda.so.1 not found)";
+      error = "no CUDA driver (" + lib + " not found)";
       return;
     }
     void *l = api.lib;
@@ -90,7 +109,19 @@ const DriverApi *driver(std::string &why) {
         bind(l, "cuEventCreate", api.eventCreate) && bind(l, "cuEventRecord", api.eventRecord) &&
         bind(l, "cuEventSynchronize", api.eventSynchronize) &&
         bind(l, "cuEventElapsedTime", api.eventElapsed) &&
-        bind(l, "cuEventDestroy_v2", api.eventDestroy);
+        bind(l, "cuEventDestroy_v2", api.eventDestroy) &&
+        bind(l, "cuStreamCreate", api.streamCreate) &&
+        bind(l, "cuStreamDestroy_v2", api.streamDestroy) &&
+        bind(l, "cuStreamSynchronize", api.streamSynchronize) &&
+        bind(l, "cuMemcpyHtoDAsync_v2", api.memcpyHtoDAsync) &&
+        bind(l, "cuMemcpyDtoHAsync_v2", api.memcpyDtoHAsync) &&
+        bind(l, "cuMemsetD8Async", api.memsetD8Async) &&
+        bind(l, "cuStreamBeginCapture_v2", api.beginCapture) &&
+        bind(l, "cuStreamEndCapture", api.endCapture) &&
+        bind(l, "cuGraphInstantiateWithFlags", api.graphInstantiate) &&
+        bind(l, "cuGraphLaunch", api.graphLaunch) &&
+        bind(l, "cuGraphExecDestroy", api.graphExecDestroy) &&
+        bind(l, "cuGraphDestroy", api.graphDestroy);
     if (!ok)
       error = "the CUDA driver lacks an entry point llmc needs (driver too old)";
     else if (int rc = api.init(0); rc != 0)
@@ -143,6 +174,7 @@ std::unique_ptr<CudaDevice> CudaDevice::open(std::string &why) {
     d->name_ = name;
     api->check(api->ctxRetain(&d->ctx_, d->device_), "cuDevicePrimaryCtxRetain");
     api->check(api->ctxSetCurrent(d->ctx_), "cuCtxSetCurrent");
+    api->check(api->streamCreate(&d->stream_, kStreamNonBlocking), "cuStreamCreate");
   } catch (const std::exception &e) {
     why = e.what();
     return nullptr;
@@ -151,6 +183,10 @@ std::unique_ptr<CudaDevice> CudaDevice::open(std::string &why) {
 }
 
 CudaDevice::~CudaDevice() {
+  if (stream_) {
+    api_->streamSynchronize(stream_);
+    api_->streamDestroy(stream_);
+  }
   for (void *m : modules_)
     api_->moduleUnload(m);
   if (ctx_)
@@ -167,6 +203,7 @@ void CudaDevice::upload(const DeviceBuffer &dst, const void *src, size_t bytes) 
   if (bytes > dst.bytes())
     throw std::runtime_error("cuda: upload of " + std::to_string(bytes) + " bytes into " +
                              std::to_string(dst.bytes()));
+  api_->check(api_->streamSynchronize(stream_), "cuStreamSynchronize"); // in stream order
   api_->check(api_->memcpyHtoD(dst.ptr(), src, bytes), "cuMemcpyHtoD");
 }
 
@@ -174,6 +211,7 @@ void CudaDevice::download(void *dst, const DeviceBuffer &src, size_t bytes) cons
   if (bytes > src.bytes())
     throw std::runtime_error("cuda: download of " + std::to_string(bytes) + " bytes from " +
                              std::to_string(src.bytes()));
+  api_->check(api_->streamSynchronize(stream_), "cuStreamSynchronize"); // in stream order
   api_->check(api_->memcpyDtoH(dst, src.ptr(), bytes), "cuMemcpyDtoH");
 }
 
@@ -192,11 +230,74 @@ void *CudaDevice::function(void *module, const std::string &name) const {
 }
 
 void CudaDevice::launch(void *f, unsigned grid, unsigned block, void **args) const {
-  api_->check(api_->launchKernel(f, grid, 1, 1, block, 1, 1, 0, nullptr, args, nullptr),
+  api_->check(api_->launchKernel(f, grid, 1, 1, block, 1, 1, 0, stream_, args, nullptr),
               "cuLaunchKernel");
 }
 
-void CudaDevice::synchronize() const { api_->check(api_->ctxSynchronize(), "cuCtxSynchronize"); }
+void CudaDevice::synchronize() const {
+  api_->check(api_->streamSynchronize(stream_), "cuStreamSynchronize");
+  api_->check(api_->ctxSynchronize(), "cuCtxSynchronize");
+}
+
+void CudaDevice::uploadAsync(const DeviceBuffer &dst, size_t offset, const void *src,
+                             size_t bytes) const {
+  if (offset > dst.bytes() || bytes > dst.bytes() - offset)
+    throw std::runtime_error("cuda: upload past the end of a device buffer");
+  api_->check(api_->memcpyHtoDAsync(dst.ptr() + offset, src, bytes, stream_), "cuMemcpyHtoDAsync");
+}
+
+void CudaDevice::downloadAsync(void *dst, const DeviceBuffer &src, size_t offset,
+                               size_t bytes) const {
+  if (offset > src.bytes() || bytes > src.bytes() - offset)
+    throw std::runtime_error("cuda: download past the end of a device buffer");
+  api_->check(api_->memcpyDtoHAsync(dst, src.ptr() + offset, bytes, stream_), "cuMemcpyDtoHAsync");
+}
+
+void CudaDevice::zero(const DeviceBuffer &dst) const {
+  api_->check(api_->memsetD8Async(dst.ptr(), 0, dst.bytes(), stream_), "cuMemsetD8Async");
+}
+
+CudaGraph::~CudaGraph() {
+  if (api_ && exec_)
+    api_->graphExecDestroy(exec_);
+}
+
+CudaGraph &CudaGraph::operator=(CudaGraph &&o) noexcept {
+  if (this != &o) {
+    if (api_ && exec_)
+      api_->graphExecDestroy(exec_);
+    api_ = o.api_;
+    exec_ = o.exec_;
+    o.exec_ = nullptr;
+  }
+  return *this;
+}
+
+CudaGraph CudaDevice::capture(const std::function<void()> &launches) const {
+  api_->check(api_->beginCapture(stream_, kCaptureModeRelaxed), "cuStreamBeginCapture");
+  void *graph = nullptr;
+  try {
+    launches();
+  } catch (...) {
+    api_->endCapture(stream_, &graph);
+    if (graph)
+      api_->graphDestroy(graph);
+    throw;
+  }
+  api_->check(api_->endCapture(stream_, &graph), "cuStreamEndCapture");
+  void *exec = nullptr;
+  const int rc = api_->graphInstantiate(&exec, graph, 0);
+  api_->graphDestroy(graph);
+  api_->check(rc, "cuGraphInstantiate");
+  CudaGraph g;
+  g.api_ = api_;
+  g.exec_ = exec;
+  return g;
+}
+
+void CudaDevice::replay(const CudaGraph &g) const {
+  api_->check(api_->graphLaunch(g.exec_, stream_), "cuGraphLaunch");
+}
 
 float CudaDevice::timeMs(const std::function<void()> &run) const {
   void *a = nullptr, *b = nullptr;
@@ -205,9 +306,9 @@ float CudaDevice::timeMs(const std::function<void()> &run) const {
   float ms = 0;
   try {
     synchronize();
-    api_->check(api_->eventRecord(a, nullptr), "cuEventRecord");
+    api_->check(api_->eventRecord(a, stream_), "cuEventRecord");
     run();
-    api_->check(api_->eventRecord(b, nullptr), "cuEventRecord");
+    api_->check(api_->eventRecord(b, stream_), "cuEventRecord");
     api_->check(api_->eventSynchronize(b), "cuEventSynchronize");
     api_->check(api_->eventElapsed(&ms, a, b), "cuEventElapsedTime");
   } catch (...) {

@@ -113,6 +113,8 @@ public:
                 std::vector<float> &logits);
 
   int64_t vocab() const { return steps_.back().out.width; }
+  /// The parsed, checked steps (for engines on other devices).
+  const std::vector<PlanStep> &steps() const { return steps_; }
   int64_t arenaFloatsPerToken() const { return arenaPerToken_; }
   size_t size() const { return steps_.size(); }
   /// Products (weights) that run generated kernels: with int8 activations

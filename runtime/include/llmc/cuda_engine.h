@@ -1,0 +1,68 @@
+//===- llmc/cuda_engine.h - An artifact's kernel plan on a GPU --*- C++ -*-===//
+// Runs a compiled artifact (--target cuda or cpu,cuda) on the GPU: the
+// kernel plan's steps as launches of the artifact's own CUDA kernels
+// (signed, checked against their digests), weights uploaded once in their
+// stored formats (row-major; the CPU's eight-row copies are unpacked on the
+// way), the activations in one device arena, the KV cache paged f16 in
+// device memory at fixed addresses. A decode step (one token) is captured
+// into a CUDA Graph the first time and replayed after: the position it
+// reads is in device memory, written before each replay, and the split-KV
+// attention's grid covers the whole context, so one graph serves every
+// position. Prompts run eagerly, in chunks of up to kCudaPrefillChunk
+// tokens (the products by groups of up to 8 tokens). Single sequence.
+//===----------------------------------------------------------------------===//
+#pragma once
+#include "llmc/artifact.h"
+#include "llmc/signing.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llmc::cuda {
+
+constexpr int64_t kCudaPrefillChunk = 256;
+
+struct CudaEngineOptions {
+  int64_t max_context = 0; // 0: the model's context length, capped at 4096
+  bool graphs = true;      // false: every step launched eagerly (--no-graphs)
+  signing::CodeTrust trust;
+};
+
+struct CudaEngineStats {
+  int64_t weight_bytes = 0, kv_bytes = 0, arena_bytes = 0;
+  int64_t graph_steps = 0, eager_steps = 0, captures = 0;
+  int kernels = 0; // distinct kernels the plan launches
+  double upload_seconds = 0;
+};
+
+class CudaEngine {
+public:
+  /// The engine on this machine's GPU, or nullptr with `why` when there is
+  /// no usable device. std::runtime_error when the artifact cannot run on
+  /// one: no CUDA kernels or none for this GPU, not signed by a trusted
+  /// key, a weight or shape its kernels do not cover, a malformed plan.
+  static std::unique_ptr<CudaEngine> open(const Artifact &art, const CudaEngineOptions &opts,
+                                          std::string &why);
+  ~CudaEngine();
+
+  /// Feeds tokens at positions pos()..; returns the last row's logits (all
+  /// rows' when all_logits, [n, vocab]). Throws on ids outside the
+  /// vocabulary or a context overflow (the cache is then unchanged).
+  std::vector<float> forward(const std::vector<int32_t> &tokens, bool all_logits = false);
+  void reset();
+  int64_t pos() const;
+  int64_t vocabSize() const;
+  int64_t maxContext() const;
+  /// "NVIDIA H200 (compute capability 9.0, image sm_90)"
+  std::string deviceInfo() const;
+  const CudaEngineStats &stats() const;
+
+private:
+  struct Impl;
+  explicit CudaEngine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace llmc::cuda

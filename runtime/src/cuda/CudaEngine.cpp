@@ -1,0 +1,441 @@
+//===- CudaEngine.cpp - The kernel plan as CUDA launches -------------------===//
+// The plan is parsed and checked by the CPU's PlanEngine (same slots, same
+// weights, same errors), then each step becomes launches of the kernels
+// named in codegen/cuda/CudaKernelSource.h and CudaAttentionSource.h (their
+// ABI; this file mirrors it). A slot of the plan holds T tokens at
+// arena + offset * T floats as a [T, width] matrix, as on the CPU.
+//===----------------------------------------------------------------------===//
+#include "llmc/cuda_engine.h"
+#include "llmc/cuda.h"
+#include "llmc/dtype.h"
+#include "llmc/program.h"
+#include "../exec/KernelPlan.h"
+#include "../exec/PackedWeights.h"
+#include "../kernels/rows8.h"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <stdexcept>
+
+namespace llmc::cuda {
+
+namespace {
+
+// The generated kernels' launch shapes (codegen/cuda/CudaKernelSource.h).
+constexpr int kMatvecMaxTokens = 8, kMatvecRowsPerBlock = 4, kKvBlock = 16;
+constexpr int kSplitLen = 64; // positions per attention split
+
+unsigned blocksFor(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }
+
+std::string symbolPart(DType t) { return std::string(dtypeName(t)); }
+
+/// The row-major bytes of w in its own format (rows8 copies unpacked).
+std::vector<uint8_t> rowMajorBytes(const WeightMatrix &w) {
+  const int64_t stride = rowBytes(w.dtype, w.cols);
+  std::vector<uint8_t> out(size_t(w.rows * stride));
+  if (w.data) {
+    for (int64_t r = 0; r < w.rows; ++r)
+      std::copy(w.row(r), w.row(r) + stride, out.data() + r * stride);
+    return out;
+  }
+  if (!w.rows8 || w.rows8Type != w.dtype || w.rows % kernels::kRows8 != 0)
+    throw std::runtime_error("a weight stored only in a CPU layout the GPU cannot read");
+  const int64_t gb = kernels::rows8GroupBytes(w.rows8Type, w.cols);
+  for (int64_t r = 0; r < w.rows; ++r)
+    kernels::unpackRows8Row(w.dtype, w.rows8 + (r / kernels::kRows8) * gb,
+                            int(r % kernels::kRows8), w.cols, out.data() + r * stride);
+  return out;
+}
+
+} // namespace
+
+struct CudaEngine::Impl {
+  const Artifact &art;
+  CudaEngineOptions opts;
+  std::unique_ptr<CudaDevice> dev;
+  std::string image;
+  std::unique_ptr<PlanEngine> plan;
+  CudaEngineStats stats;
+  int64_t maxCtx = 0, pos = 0, vocab = 0, maxBlocks = 0, nSplits = 0;
+
+  struct GpuMatrix {
+    const DeviceBuffer *buf = nullptr;
+    DType dtype = DType::F32;
+    int64_t rows = 0, cols = 0, stride = 0;
+    void *matvec = nullptr;
+  };
+  struct GpuStep {
+    std::vector<GpuMatrix> w;
+    const DeviceBuffer *norm = nullptr;
+    void *embed = nullptr, *norm_k = nullptr, *gate = nullptr, *add = nullptr;
+    void *rope = nullptr, *attend = nullptr, *combine = nullptr;
+    int cache = -1;
+  };
+  std::vector<GpuStep> gsteps;
+  std::map<const void *, DeviceBuffer> weights; // by host address: tied weights once
+  std::deque<DeviceBuffer> norms; // steps point at their norms: addresses stay put
+  std::vector<DeviceBuffer> kpool, vpool; // per cache
+  DeviceBuffer arena, logits, normBuf, tmpBuf, part, tokensBuf, posBuf, blockTable;
+  int64_t normW = 0, tmpW = 0;
+  int64_t maxHeads = 0, maxHeadDim = 0;
+  std::vector<int32_t> hostTokens, hostPos;
+  CudaGraph decodeGraph;
+
+  Impl(const Artifact &a, const CudaEngineOptions &o) : art(a), opts(o) {}
+
+  void *kernel(void *module, const std::string &symbol, const std::string &ctx) {
+    try {
+      return dev->function(module, symbol);
+    } catch (const std::exception &) {
+      throw std::runtime_error(ctx + ": the artifact's CUDA kernels have no " + symbol +
+                               ": no CUDA kernel covers this format or shape yet (the CPU "
+                               "engine runs it), or the artifact predates it (recompile with "
+                               "--target cuda)");
+    }
+  }
+  void build(void *module);
+  void bindStep(void *module, const PlanStep &s, GpuStep &g);
+  uint64_t slotPtr(const PlanSlot &s, int64_t T) const {
+    return s.offset < 0 ? logits.ptr() : arena.ptr() + uint64_t(s.offset * T) * 4;
+  }
+  void matvec(const GpuMatrix &m, uint64_t x, int64_t ldx, int64_t T, uint64_t y, int64_t ldy);
+  void runStep(const PlanStep &s, const GpuStep &g, int64_t T, int64_t rowsOut);
+  void launchAll(int64_t T, bool allLogits);
+};
+
+void CudaEngine::Impl::build(void *module) {
+  PackedWeights packed(art);
+  PlanBindings bind;
+  bind.matrix = [&](const std::string &name, const std::string &ctx) {
+    const TensorView *t = packed.find(name);
+    if (!t || t->shape.size() != 2)
+      throw std::runtime_error(ctx + ": weight '" + name + "' is not a matrix of " + art.path());
+    WeightMatrix w =
+        WeightMatrix::of(*t, needsAux(t->dtype) ? art.tensor(t->name + kAuxSuffix) : nullptr);
+    packed.attach(t->name, w);
+    return w;
+  };
+  bind.vector = [&](const std::string &name, const std::string &ctx) {
+    const TensorView *t = art.tensor(name);
+    if (!t || t->shape.size() != 1)
+      throw std::runtime_error(ctx + ": weight '" + name + "' is not a vector of " + art.path());
+    WeightMatrix w = WeightMatrix::of(*t);
+    std::vector<float> v(size_t(w.rows * w.cols));
+    for (int64_t r = 0; r < w.rows; ++r)
+      loadRow(w, r, v.data() + r * w.cols);
+    return v;
+  };
+  std::map<int64_t, int> caches;
+  bind.cache = [&](int64_t layer, const std::string &) {
+    auto it = caches.find(layer);
+    if (it != caches.end())
+      return it->second;
+    const int idx = int(caches.size());
+    caches[layer] = idx;
+    return idx;
+  };
+  bind.int8_activations = false; // the GPU kernels read f32 activations
+  plan = std::make_unique<PlanEngine>(art.manifest()["kernel_plan"], bind);
+  vocab = plan->vocab();
+  const auto t0 = std::chrono::steady_clock::now();
+  gsteps.resize(plan->steps().size());
+  for (size_t i = 0; i < gsteps.size(); ++i)
+    bindStep(module, plan->steps()[i], gsteps[i]);
+  stats.upload_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Buffers at fixed addresses, sized for the largest step.
+  const int64_t T = kCudaPrefillChunk;
+  arena = dev->alloc(size_t(plan->arenaFloatsPerToken() * T * 4));
+  logits = dev->alloc(size_t(vocab * T * 4));
+  normBuf = dev->alloc(size_t(std::max<int64_t>(normW, 1) * T * 4));
+  tmpBuf = dev->alloc(size_t(std::max<int64_t>(tmpW, 1) * T * 4));
+  tokensBuf = dev->alloc(size_t(T * 4));
+  posBuf = dev->alloc(size_t(T * 4));
+  maxBlocks = (maxCtx + kKvBlock - 1) / kKvBlock;
+  nSplits = (maxCtx + kSplitLen - 1) / kSplitLen;
+  part = dev->alloc(size_t(std::max<int64_t>(T * maxHeads * nSplits * (maxHeadDim + 2), 1) * 4));
+  std::vector<int32_t> table(static_cast<size_t>(maxBlocks));
+  for (int64_t b = 0; b < maxBlocks; ++b)
+    table[size_t(b)] = int32_t(b);
+  blockTable = dev->alloc(table.size() * 4);
+  dev->upload(blockTable, table.data(), table.size() * 4);
+  stats.arena_bytes = int64_t(arena.bytes() + logits.bytes() + normBuf.bytes() + tmpBuf.bytes() +
+                              part.bytes());
+  for (const PlanStep &s : plan->steps())
+    if (s.kernel == PlanKernel::RopeKvAppend) {
+      if (size_t(s.cache) >= kpool.size()) {
+        kpool.resize(size_t(s.cache) + 1);
+        vpool.resize(size_t(s.cache) + 1);
+      }
+      const size_t bytes = size_t(maxBlocks * s.kvHeads * kKvBlock * s.headDim * 2);
+      kpool[size_t(s.cache)] = dev->alloc(bytes);
+      vpool[size_t(s.cache)] = dev->alloc(bytes);
+      stats.kv_bytes += int64_t(2 * bytes);
+    }
+  for (size_t c = 0; c < kpool.size(); ++c)
+    if (!kpool[c].ptr())
+      throw std::runtime_error("kernel_plan: attention over KV cache " + std::to_string(c) +
+                               " that no rope_kv_append step fills");
+  hostTokens.resize(size_t(T));
+  hostPos.resize(size_t(T));
+}
+
+void CudaEngine::Impl::bindStep(void *module, const PlanStep &s, GpuStep &g) {
+  const std::string &ctx = s.desc;
+  for (const WeightMatrix &w : s.w) {
+    const void *key = w.data ? static_cast<const void *>(w.data) : w.rows8;
+    auto it = weights.find(key);
+    if (it == weights.end()) {
+      const std::vector<uint8_t> bytes = rowMajorBytes(w);
+      DeviceBuffer b = dev->alloc(bytes.size());
+      dev->upload(b, bytes.data(), bytes.size());
+      stats.weight_bytes += int64_t(bytes.size());
+      it = weights.emplace(key, std::move(b)).first;
+    }
+    GpuMatrix m{&it->second, w.dtype, w.rows, w.cols, rowBytes(w.dtype, w.cols), nullptr};
+    if (s.kernel != PlanKernel::Embed)
+      m.matvec = kernel(module, "llmc_cu_mv_" + symbolPart(w.dtype) + "_" + std::to_string(w.cols),
+                        ctx);
+    g.w.push_back(m);
+  }
+  const int64_t inW = s.in.empty() ? 0 : s.in[0].width;
+  if (!s.norm.empty()) {
+    norms.push_back(dev->alloc(s.norm.size() * 4));
+    dev->upload(norms.back(), s.norm.data(), s.norm.size() * 4);
+    g.norm = &norms.back();
+    g.norm_k = kernel(module, "llmc_cu_rms_norm_" + std::to_string(inW), ctx);
+    normW = std::max(normW, inW);
+  }
+  switch (s.kernel) {
+  case PlanKernel::Embed:
+    g.embed = kernel(module, "llmc_cu_embed_" + symbolPart(s.w[0].dtype) + "_" +
+                                 std::to_string(s.w[0].cols), ctx);
+    break;
+  case PlanKernel::NormGatedMatmul:
+    g.gate = kernel(module, std::string("llmc_cu_gate_") + std::string(spelling(s.act)), ctx);
+    tmpW = std::max(tmpW, s.out.width);
+    break;
+  case PlanKernel::MatmulAdd:
+    g.add = kernel(module, "llmc_cu_add", ctx);
+    tmpW = std::max(tmpW, s.out.width);
+    break;
+  case PlanKernel::Add:
+    g.add = kernel(module, "llmc_cu_add", ctx);
+    break;
+  case PlanKernel::RopeKvAppend: {
+    char theta[40];
+    snprintf(theta, sizeof theta, "%.10g", s.theta);
+    std::string t = theta;
+    for (char &c : t)
+      if (c == '.' || c == '+' || c == '-')
+        c = 'p';
+    g.rope = kernel(module, "llmc_cu_rope_kv_" + std::to_string(s.heads) + "_" +
+                                std::to_string(s.kvHeads) + "_" + std::to_string(s.headDim) +
+                                "_" + std::string(spelling(s.rope)) + "_" + t, ctx);
+    break;
+  }
+  case PlanKernel::Attend:
+    g.attend = kernel(module, "llmc_cu_attend_" + std::to_string(s.heads) + "_" +
+                                  std::to_string(s.kvHeads) + "_" + std::to_string(s.headDim), ctx);
+    g.combine = kernel(module, "llmc_cu_attend_combine_" + std::to_string(s.heads) + "_" +
+                                   std::to_string(s.headDim), ctx);
+    maxHeads = std::max(maxHeads, s.heads);
+    maxHeadDim = std::max(maxHeadDim, s.headDim);
+    break;
+  default:
+    break;
+  }
+  if (s.kernel == PlanKernel::RopeKvAppend || s.kernel == PlanKernel::Attend)
+    g.cache = s.cache;
+  ++stats.kernels;
+}
+
+void CudaEngine::Impl::matvec(const GpuMatrix &m, uint64_t x, int64_t ldx, int64_t T, uint64_t y,
+                              int64_t ldy) {
+  for (int64_t t0 = 0; t0 < T; t0 += kMatvecMaxTokens) {
+    uint64_t w = m.buf->ptr(), xp = x + uint64_t(t0 * ldx) * 4, yp = y + uint64_t(t0 * ldy) * 4;
+    long long stride = m.stride, lx = ldx, ly = ldy, rows = m.rows;
+    int n = int(std::min<int64_t>(kMatvecMaxTokens, T - t0));
+    void *args[] = {&w, &stride, &xp, &lx, &n, &yp, &ly, &rows};
+    dev->launch(m.matvec, blocksFor(m.rows, kMatvecRowsPerBlock), 32 * kMatvecRowsPerBlock, args);
+  }
+}
+
+/// One step over T rows; rowsOut < T (the logits step without all_logits)
+/// computes only the last rowsOut rows, written from the output's start.
+void CudaEngine::Impl::runStep(const PlanStep &s, const GpuStep &g, int64_t T, int64_t rowsOut) {
+  const int64_t inW = s.in.empty() ? 0 : s.in[0].width, outW = s.out.width;
+  const int64_t skip = T - rowsOut; // leading rows not computed
+  uint64_t in = s.in.empty() ? 0 : slotPtr(s.in[0], T) + uint64_t(skip * inW) * 4;
+  uint64_t out = s.out.offset < 0 ? logits.ptr() : slotPtr(s.out, T);
+  long long n = rowsOut;
+  if (g.norm) { // RMSNorm into normBuf (or the output, for rms_norm)
+    uint64_t w = g.norm->ptr(), y = s.kernel == PlanKernel::RmsNorm ? out : normBuf.ptr();
+    float eps = s.eps;
+    void *args[] = {&in, &w, &y, &n, &eps};
+    dev->launch(g.norm_k, unsigned(rowsOut), 32, args);
+    in = y;
+  }
+  switch (s.kernel) {
+  case PlanKernel::Embed: {
+    uint64_t table = g.w[0].buf->ptr(), tok = tokensBuf.ptr();
+    long long stride = g.w[0].stride, rows = g.w[0].rows, ldo = outW;
+    int nt = int(T);
+    void *args[] = {&table, &stride, &rows, &tok, &nt, &out, &ldo};
+    dev->launch(g.embed, unsigned(T), 32, args);
+    break;
+  }
+  case PlanKernel::NormMatmul: {
+    int64_t col = 0;
+    for (const GpuMatrix &m : g.w) {
+      matvec(m, in, inW, rowsOut, out + uint64_t(col) * 4, outW);
+      col += m.rows;
+    }
+    break;
+  }
+  case PlanKernel::NormGatedMatmul: {
+    matvec(g.w[0], in, inW, rowsOut, out, outW);
+    matvec(g.w[1], in, inW, rowsOut, tmpBuf.ptr(), outW);
+    uint64_t u = tmpBuf.ptr();
+    long long count = rowsOut * outW;
+    void *args[] = {&out, &u, &count};
+    dev->launch(g.gate, blocksFor(count, 256), 256, args);
+    break;
+  }
+  case PlanKernel::MatmulAdd: {
+    matvec(g.w[0], in, inW, rowsOut, tmpBuf.ptr(), outW);
+    uint64_t res = slotPtr(s.in[1], T) + uint64_t(skip * outW) * 4, tmp = tmpBuf.ptr();
+    long long count = rowsOut * outW;
+    void *args[] = {&res, &tmp, &out, &count};
+    dev->launch(g.add, blocksFor(count, 256), 256, args);
+    break;
+  }
+  case PlanKernel::Add: {
+    uint64_t b = slotPtr(s.in[1], T) + uint64_t(skip * inW) * 4;
+    long long count = rowsOut * outW;
+    void *args[] = {&in, &b, &out, &count};
+    dev->launch(g.add, blocksFor(count, 256), 256, args);
+    break;
+  }
+  case PlanKernel::RmsNorm:
+    break; // done above
+  case PlanKernel::RopeKvAppend: {
+    long long ld = inW, ldq = outW;
+    int nt = int(T), mb = int(maxBlocks);
+    uint64_t pos = posBuf.ptr(), seq = 0, k = kpool[size_t(g.cache)].ptr(),
+             v = vpool[size_t(g.cache)].ptr(), table = blockTable.ptr();
+    void *args[] = {&in, &ld, &nt, &pos, &seq, &out, &ldq, &k, &v, &table, &mb};
+    dev->launch(g.rope, unsigned(T), 128, args);
+    break;
+  }
+  case PlanKernel::Attend: {
+    long long ldq = inW, ldo = outW;
+    int nt = int(T), mb = int(maxBlocks), ns = int(nSplits), sl = kSplitLen;
+    uint64_t pos = posBuf.ptr(), seq = 0, k = kpool[size_t(g.cache)].ptr(),
+             v = vpool[size_t(g.cache)].ptr(), table = blockTable.ptr(), p = part.ptr();
+    void *args[] = {&in, &ldq, &nt, &pos, &seq, &k, &v, &table, &mb, &ns, &sl, &p};
+    dev->launch(g.attend, unsigned(T * s.kvHeads * nSplits), 32, args);
+    void *cargs[] = {&p, &nt, &ns, &out, &ldo};
+    dev->launch(g.combine, unsigned(T * s.heads), 32, cargs);
+    break;
+  }
+  }
+}
+
+void CudaEngine::Impl::launchAll(int64_t T, bool allLogits) {
+  const std::vector<PlanStep> &steps = plan->steps();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const bool last = i + 1 == steps.size();
+    runStep(steps[i], gsteps[i], T, last && !allLogits ? 1 : T);
+  }
+}
+
+CudaEngine::CudaEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaEngine::~CudaEngine() = default;
+
+std::unique_ptr<CudaEngine> CudaEngine::open(const Artifact &art, const CudaEngineOptions &opts,
+                                             std::string &why) {
+  if (!art.manifest().contains("kernel_plan"))
+    throw std::runtime_error(art.path() + ": no kernel plan (compile with kernels)");
+  verifyCudaSections(art, opts.trust); // the same refusals with or without a GPU
+  for (const ProgramNode &n : art.program().nodes) {
+    if (n.op != "attention")
+      continue;
+    const nlohmann::json *kp = n.attrs.contains("kv_policy") ? &n.attrs["kv_policy"] : nullptr;
+    if ((kp && !kp->is_null()) || !n.attrs.value("causal", true))
+      throw std::runtime_error(art.path() + ": attention with a KV policy or without a causal "
+                               "mask does not run on the GPU yet (the CPU engine runs it)");
+  }
+  auto impl = std::make_unique<Impl>(art, opts);
+  impl->dev = CudaDevice::open(why);
+  if (!impl->dev)
+    return nullptr;
+  const CudaImage img =
+      trustedCudaImage(art, opts.trust, impl->dev->ccMajor(), impl->dev->ccMinor());
+  impl->image = img.arch;
+  void *module = impl->dev->loadModule(img.bytes);
+  const int64_t ctx = art.config().context_length;
+  impl->maxCtx = opts.max_context > 0 ? opts.max_context
+                                      : (ctx > 0 ? std::min<int64_t>(ctx, 4096) : 4096);
+  impl->build(module);
+  return std::unique_ptr<CudaEngine>(new CudaEngine(std::move(impl)));
+}
+
+std::vector<float> CudaEngine::forward(const std::vector<int32_t> &tokens, bool allLogits) {
+  Impl &m = *impl_;
+  if (tokens.empty())
+    throw std::runtime_error("forward: no tokens");
+  for (int32_t t : tokens)
+    if (t < 0 || t >= m.vocab)
+      throw std::runtime_error("forward: token id " + std::to_string(t) + " outside [0, " +
+                               std::to_string(m.vocab) + ")");
+  if (m.pos + int64_t(tokens.size()) > m.maxCtx)
+    throw std::runtime_error("forward: context overflow: " + std::to_string(m.pos) + " + " +
+                             std::to_string(tokens.size()) + " > " + std::to_string(m.maxCtx));
+  std::vector<float> out(size_t((allLogits ? tokens.size() : 1) * size_t(m.vocab)));
+  for (size_t at = 0; at < tokens.size(); at += size_t(kCudaPrefillChunk)) {
+    const int64_t T = std::min<int64_t>(kCudaPrefillChunk, int64_t(tokens.size() - at));
+    const bool lastChunk = at + size_t(T) == tokens.size();
+    for (int64_t t = 0; t < T; ++t) {
+      m.hostTokens[size_t(t)] = tokens[at + size_t(t)];
+      m.hostPos[size_t(t)] = int32_t(m.pos + t);
+    }
+    m.dev->uploadAsync(m.tokensBuf, 0, m.hostTokens.data(), size_t(T * 4));
+    m.dev->uploadAsync(m.posBuf, 0, m.hostPos.data(), size_t(T * 4));
+    if (T == 1 && !allLogits && m.opts.graphs) {
+      if (!m.decodeGraph) {
+        m.decodeGraph = m.dev->capture([&] { m.launchAll(1, false); });
+        ++m.stats.captures;
+      }
+      m.dev->replay(m.decodeGraph);
+      ++m.stats.graph_steps;
+    } else {
+      m.launchAll(T, allLogits);
+      ++m.stats.eager_steps;
+    }
+    if (allLogits)
+      m.dev->downloadAsync(out.data() + at * size_t(m.vocab), m.logits, 0,
+                           size_t(T * m.vocab * 4));
+    else if (lastChunk)
+      m.dev->downloadAsync(out.data(), m.logits, 0, size_t(m.vocab * 4));
+    m.dev->synchronize(); // the staging vectors are rewritten by the next chunk
+    m.pos += T;
+  }
+  return out;
+}
+
+void CudaEngine::reset() { impl_->pos = 0; }
+int64_t CudaEngine::pos() const { return impl_->pos; }
+int64_t CudaEngine::vocabSize() const { return impl_->vocab; }
+int64_t CudaEngine::maxContext() const { return impl_->maxCtx; }
+const CudaEngineStats &CudaEngine::stats() const { return impl_->stats; }
+
+std::string CudaEngine::deviceInfo() const {
+  const Impl &m = *impl_;
+  return m.dev->name() + " (compute capability " + std::to_string(m.dev->ccMajor()) + "." +
+         std::to_string(m.dev->ccMinor()) + ", image " + m.image + ")";
+}
+
+} // namespace llmc::cuda

@@ -1,0 +1,379 @@
+//===- FakeCudaDriver.cpp - A CUDA driver that runs kernels on the host ---===//
+// Test-only stand-in for libcuda.so.1 (selected with LLMC_CUDA_DRIVER=path
+// of this library): one "GPU" of compute capability 9.0 whose memory is
+// host memory and whose kernels are the artifact's generated CUDA source
+// run by the host emulation (test/unit/CudaEmulation.h). So the whole GPU
+// engine (uploads, slot addresses, launch arguments, graph capture and
+// replay, paged KV) runs end to end on a machine without a GPU.
+//
+// cuModuleLoadData ignores the image it is given (cubin or PTX: not
+// runnable here) and builds the CUDA source named by LLMC_FAKECUDA_SOURCE
+// (the artifact's codegen.cuda.kernels.cu) with the system C++ compiler
+// ($CXX, else c++) and the emulation shim. Launches are dispatched by the
+// kernel's name to its ABI (codegen/cuda/CudaKernelSource.h,
+// CudaAttentionSource.h); a launch during stream capture is recorded with
+// its argument values and run by cuGraphLaunch.
+//===----------------------------------------------------------------------===//
+#include "../unit/CudaEmulation.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace llmc::cgtest;
+
+namespace {
+
+using ll = long long;
+using us = unsigned short;
+
+enum Error { kSuccess = 0, kInvalidValue = 1, kNotFound = 500, kInvalidImage = 200, kUnknown = 999 };
+
+struct Module {
+  void *so = nullptr;
+  std::string path;
+  CudaEmuSetFn set = nullptr;
+  CudaEmuPlayFn play = nullptr;
+  CudaEmuDepositedFn deposited = nullptr;
+};
+
+struct Function {
+  Module *m = nullptr;
+  void *sym = nullptr;
+  std::string name;
+};
+
+bool capturing = false;
+std::vector<std::function<void()>> recorded;
+std::string lastError;
+
+template <typename T> T arg(void **args, int i) { return *static_cast<T *>(args[i]); }
+bool startsWith(const std::string &s, const char *p) { return s.rfind(p, 0) == 0; }
+
+/// The launch of f with these arguments' values, as a closure.
+std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned block, void **a) {
+  Module &m = *f.m;
+  const std::string &n = f.name;
+  if (startsWith(n, "llmc_cu_mv_")) {
+    auto fn = reinterpret_cast<void (*)(const unsigned char *, ll, const float *, ll, int, float *,
+                                        ll, ll)>(f.sym);
+    auto w = arg<const unsigned char *>(a, 0);
+    auto stride = arg<ll>(a, 1);
+    auto x = arg<const float *>(a, 2);
+    auto ldx = arg<ll>(a, 3);
+    auto T = arg<int>(a, 4);
+    auto y = arg<float *>(a, 5);
+    auto ldy = arg<ll>(a, 6);
+    auto rows = arg<ll>(a, 7);
+    return [=, &m] { runKernel(m.set, grid, block, [&] { fn(w, stride, x, ldx, T, y, ldy, rows); }); };
+  }
+  if (startsWith(n, "llmc_cu_rms_norm_")) {
+    auto fn = reinterpret_cast<void (*)(const float *, const float *, float *, ll, float)>(f.sym);
+    auto x = arg<const float *>(a, 0);
+    auto w = arg<const float *>(a, 1);
+    auto y = arg<float *>(a, 2);
+    auto rows = arg<ll>(a, 3);
+    auto eps = arg<float>(a, 4);
+    return [=, &m] {
+      runKernelReplay(m.set, m.play, m.deposited, grid, block, [&] { fn(x, w, y, rows, eps); });
+    };
+  }
+  if (startsWith(n, "llmc_cu_gate_")) {
+    auto fn = reinterpret_cast<void (*)(float *, const float *, ll)>(f.sym);
+    auto g = arg<float *>(a, 0);
+    auto u = arg<const float *>(a, 1);
+    auto cnt = arg<ll>(a, 2);
+    return [=, &m] { runKernel(m.set, grid, block, [&] { fn(g, u, cnt); }); };
+  }
+  if (n == "llmc_cu_add") {
+    auto fn = reinterpret_cast<void (*)(const float *, const float *, float *, ll)>(f.sym);
+    auto x = arg<const float *>(a, 0);
+    auto b = arg<const float *>(a, 1);
+    auto y = arg<float *>(a, 2);
+    auto cnt = arg<ll>(a, 3);
+    return [=, &m] { runKernel(m.set, grid, block, [&] { fn(x, b, y, cnt); }); };
+  }
+  if (startsWith(n, "llmc_cu_embed_")) {
+    auto fn = reinterpret_cast<void (*)(const unsigned char *, ll, ll, const int *, int, float *,
+                                        ll)>(f.sym);
+    auto t = arg<const unsigned char *>(a, 0);
+    auto stride = arg<ll>(a, 1);
+    auto vocab = arg<ll>(a, 2);
+    auto tok = arg<const int *>(a, 3);
+    auto T = arg<int>(a, 4);
+    auto out = arg<float *>(a, 5);
+    auto ldo = arg<ll>(a, 6);
+    return [=, &m] { runKernel(m.set, grid, block, [&] { fn(t, stride, vocab, tok, T, out, ldo); }); };
+  }
+  if (startsWith(n, "llmc_cu_rope_kv_")) {
+    auto fn = reinterpret_cast<void (*)(const float *, ll, int, const int *, const int *, float *,
+                                        ll, us *, us *, const int *, int)>(f.sym);
+    auto qkv = arg<const float *>(a, 0);
+    auto ld = arg<ll>(a, 1);
+    auto T = arg<int>(a, 2);
+    auto pos = arg<const int *>(a, 3);
+    auto seq = arg<const int *>(a, 4);
+    auto q = arg<float *>(a, 5);
+    auto ldq = arg<ll>(a, 6);
+    auto k = arg<us *>(a, 7);
+    auto v = arg<us *>(a, 8);
+    auto table = arg<const int *>(a, 9);
+    auto mb = arg<int>(a, 10);
+    return [=, &m] {
+      runKernel(m.set, grid, block, [&] { fn(qkv, ld, T, pos, seq, q, ldq, k, v, table, mb); });
+    };
+  }
+  if (startsWith(n, "llmc_cu_attend_combine_")) {
+    auto fn = reinterpret_cast<void (*)(const float *, int, int, float *, ll)>(f.sym);
+    auto part = arg<const float *>(a, 0);
+    auto T = arg<int>(a, 1);
+    auto ns = arg<int>(a, 2);
+    auto out = arg<float *>(a, 3);
+    auto ldo = arg<ll>(a, 4);
+    return [=, &m] { runKernel(m.set, grid, block, [&] { fn(part, T, ns, out, ldo); }); };
+  }
+  if (startsWith(n, "llmc_cu_attend_")) {
+    auto fn = reinterpret_cast<void (*)(const float *, ll, int, const int *, const int *,
+                                        const us *, const us *, const int *, int, int, int,
+                                        float *)>(f.sym);
+    auto q = arg<const float *>(a, 0);
+    auto ldq = arg<ll>(a, 1);
+    auto T = arg<int>(a, 2);
+    auto pos = arg<const int *>(a, 3);
+    auto seq = arg<const int *>(a, 4);
+    auto k = arg<const us *>(a, 5);
+    auto v = arg<const us *>(a, 6);
+    auto table = arg<const int *>(a, 7);
+    auto mb = arg<int>(a, 8);
+    auto ns = arg<int>(a, 9);
+    auto sl = arg<int>(a, 10);
+    auto part = arg<float *>(a, 11);
+    return [=, &m] {
+      runKernelReplay(m.set, m.play, m.deposited, grid, block,
+                      [&] { fn(q, ldq, T, pos, seq, k, v, table, mb, ns, sl, part); });
+    };
+  }
+  return nullptr;
+}
+
+std::string readFile(const char *path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return f ? s.str() : std::string();
+}
+
+} // namespace
+
+extern "C" {
+
+int cuInit(unsigned) { return kSuccess; }
+int cuGetErrorString(int rc, const char **s) {
+  *s = lastError.empty() ? "fake CUDA driver error" : lastError.c_str();
+  (void)rc;
+  return kSuccess;
+}
+int cuDeviceGetCount(int *n) {
+  *n = 1;
+  return kSuccess;
+}
+int cuDeviceGet(int *d, int) {
+  *d = 0;
+  return kSuccess;
+}
+int cuDeviceGetAttribute(int *v, int attr, int) {
+  *v = attr == 75 ? 9 : 0; // compute capability 9.0
+  return kSuccess;
+}
+int cuDeviceGetName(char *name, int len, int) {
+  snprintf(name, size_t(len), "llmc host emulation (fake CUDA driver)");
+  return kSuccess;
+}
+int cuDevicePrimaryCtxRetain(void **ctx, int) {
+  static int token;
+  *ctx = &token;
+  return kSuccess;
+}
+int cuDevicePrimaryCtxRelease_v2(int) { return kSuccess; }
+int cuCtxSetCurrent(void *) { return kSuccess; }
+int cuCtxSynchronize() { return kSuccess; }
+
+int cuModuleLoadData(void **module, const void *) {
+  const char *src = getenv("LLMC_FAKECUDA_SOURCE");
+  const std::string source = src ? readFile(src) : std::string();
+  if (source.empty()) {
+    lastError = "fake CUDA driver: set LLMC_FAKECUDA_SOURCE to the artifact's CUDA source";
+    return kInvalidImage;
+  }
+  auto m = std::make_unique<Module>();
+  char dir[] = "/tmp/llmc-fakecuda-XXXXXX";
+  if (!mkdtemp(dir))
+    return kUnknown;
+  const std::string cpp = std::string(dir) + "/k.cpp";
+  m->path = std::string(dir) + "/k.so";
+  std::ofstream(cpp) << kCudaHostShim << source;
+  const char *cxx = getenv("CXX");
+  const std::string cmd = std::string(cxx && *cxx ? cxx : "c++") +
+                          " -std=c++17 -O2 -fPIC -shared -w -o " + m->path + " " + cpp;
+  const int rc = std::system(cmd.c_str());
+  unlink(cpp.c_str());
+  if (rc != 0) {
+    lastError = "fake CUDA driver: the host build of the CUDA source failed: " + cmd;
+    rmdir(dir);
+    return kInvalidImage;
+  }
+  m->so = dlopen(m->path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  unlink(m->path.c_str());
+  rmdir(dir);
+  if (!m->so)
+    return kInvalidImage;
+  m->set = reinterpret_cast<CudaEmuSetFn>(dlsym(m->so, "llmc_emu_set"));
+  m->play = reinterpret_cast<CudaEmuPlayFn>(dlsym(m->so, "llmc_emu_play"));
+  m->deposited = reinterpret_cast<CudaEmuDepositedFn>(dlsym(m->so, "llmc_emu_deposited"));
+  *module = m.release();
+  return kSuccess;
+}
+int cuModuleUnload(void *module) {
+  auto *m = static_cast<Module *>(module);
+  if (m->so)
+    dlclose(m->so);
+  delete m;
+  return kSuccess;
+}
+int cuModuleGetFunction(void **fn, void *module, const char *name) {
+  auto *m = static_cast<Module *>(module);
+  void *sym = dlsym(m->so, name);
+  if (!sym)
+    return kNotFound;
+  static std::vector<std::unique_ptr<Function>> functions; // live as long as the process
+  functions.push_back(std::make_unique<Function>(Function{m, sym, name}));
+  *fn = functions.back().get();
+  return kSuccess;
+}
+
+int cuMemAlloc_v2(uint64_t *p, size_t bytes) {
+  void *m = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (!m)
+    return 2; // out of memory
+  std::memset(m, 0xff, bytes); // garbage, as fresh device memory may be
+  *p = uint64_t(reinterpret_cast<uintptr_t>(m));
+  return kSuccess;
+}
+int cuMemFree_v2(uint64_t p) {
+  std::free(reinterpret_cast<void *>(uintptr_t(p)));
+  return kSuccess;
+}
+int cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) {
+  std::memcpy(reinterpret_cast<void *>(uintptr_t(dst)), src, n);
+  return kSuccess;
+}
+int cuMemcpyDtoH_v2(void *dst, uint64_t src, size_t n) {
+  std::memcpy(dst, reinterpret_cast<const void *>(uintptr_t(src)), n);
+  return kSuccess;
+}
+int cuMemcpyHtoDAsync_v2(uint64_t dst, const void *src, size_t n, void *) {
+  if (capturing)
+    return kInvalidValue; // the engine copies outside graphs
+  return cuMemcpyHtoD_v2(dst, src, n);
+}
+int cuMemcpyDtoHAsync_v2(void *dst, uint64_t src, size_t n, void *) {
+  if (capturing)
+    return kInvalidValue;
+  return cuMemcpyDtoH_v2(dst, src, n);
+}
+int cuMemsetD8Async(uint64_t dst, unsigned char v, size_t n, void *) {
+  std::memset(reinterpret_cast<void *>(uintptr_t(dst)), v, n);
+  return kSuccess;
+}
+
+int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                   unsigned bz, unsigned shmem, void *, void **args, void **extra) {
+  if (gy != 1 || gz != 1 || by != 1 || bz != 1 || shmem != 0 || extra || bx % 32 != 0) {
+    lastError = "fake CUDA driver: only 1-D launches of whole warps without shared memory";
+    return kInvalidValue;
+  }
+  std::function<void()> run = bindLaunch(*static_cast<Function *>(f), gx, bx, args);
+  if (!run) {
+    lastError = "fake CUDA driver: no ABI known for " + static_cast<Function *>(f)->name;
+    return kInvalidValue;
+  }
+  if (capturing)
+    recorded.push_back(std::move(run));
+  else
+    run();
+  return kSuccess;
+}
+
+int cuEventCreate(void **e, unsigned) {
+  *e = new std::chrono::steady_clock::time_point();
+  return kSuccess;
+}
+int cuEventRecord(void *e, void *) {
+  *static_cast<std::chrono::steady_clock::time_point *>(e) = std::chrono::steady_clock::now();
+  return kSuccess;
+}
+int cuEventSynchronize(void *) { return kSuccess; }
+int cuEventElapsedTime(float *ms, void *a, void *b) {
+  using TP = std::chrono::steady_clock::time_point;
+  *ms = std::chrono::duration<float, std::milli>(*static_cast<TP *>(b) - *static_cast<TP *>(a))
+            .count();
+  return kSuccess;
+}
+int cuEventDestroy_v2(void *e) {
+  delete static_cast<std::chrono::steady_clock::time_point *>(e);
+  return kSuccess;
+}
+
+int cuStreamCreate(void **s, unsigned) {
+  static int token;
+  *s = &token;
+  return kSuccess;
+}
+int cuStreamDestroy_v2(void *) { return kSuccess; }
+int cuStreamSynchronize(void *) { return kSuccess; }
+
+int cuStreamBeginCapture_v2(void *, int) {
+  if (capturing)
+    return kInvalidValue;
+  capturing = true;
+  recorded.clear();
+  return kSuccess;
+}
+int cuStreamEndCapture(void *, void **graph) {
+  if (!capturing)
+    return kInvalidValue;
+  capturing = false;
+  *graph = new std::vector<std::function<void()>>(std::move(recorded));
+  recorded.clear();
+  return kSuccess;
+}
+int cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long) {
+  *exec = new std::vector<std::function<void()>>(
+      *static_cast<std::vector<std::function<void()>> *>(graph));
+  return kSuccess;
+}
+int cuGraphLaunch(void *exec, void *) {
+  for (const auto &run : *static_cast<std::vector<std::function<void()>> *>(exec))
+    run();
+  return kSuccess;
+}
+int cuGraphExecDestroy(void *exec) {
+  delete static_cast<std::vector<std::function<void()>> *>(exec);
+  return kSuccess;
+}
+int cuGraphDestroy(void *graph) {
+  delete static_cast<std::vector<std::function<void()>> *>(graph);
+  return kSuccess;
+}
+
+} // extern "C"
