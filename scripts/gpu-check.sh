@@ -4,20 +4,36 @@
 # under 8 minutes. Writes into $OUT (default /tmp/gpu-check):
 #   nvidia-smi.txt, cuda-check-<artifact>.jsonl (one JSON line per kernel
 #   and token count: largest relative error against the CPU, ms per call,
-#   GB/s), gpu-check.md (a table of all of them, with the device).
-# Exit 0 when every kernel passed; 1 otherwise (the table says which).
+#   GB/s), engine-<artifact>.json (scripts/gpu_engine_check.py: the GPU
+#   engine's greedy tokens and prompt logits against the CPU engine's,
+#   prefill and decode tok/s with and without CUDA Graphs), gpu-check.md
+#   (tables of all of them, with the device).
+# Exit 0 when every kernel and engine check passed; 1 otherwise.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check}
-DEV=.cache/device
+DEV=${GPU_CHECK_DEV:-.cache/device}
+# Sizes (smaller ones for a dry run here through the host-emulating driver,
+# LLMC_CUDA_DRIVER=build/lib/libllmc_fakecuda.so; see the README).
+ROWS=${GPU_CHECK_ROWS:-16384} REPS=${GPU_CHECK_REPS:-50}
+PROMPT=${GPU_CHECK_PROMPT:-64} TOKENS=${GPU_CHECK_TOKENS:-256}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/$DEV/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 status=0
 for art in "$DEV"/*.llmc; do
   name=$(basename "$art" .llmc)
-  if ! "$DEV/llmc-rt" cuda-check "$art" --json --rows 16384 --reps 50 \
+  if ! "$DEV/llmc-rt" cuda-check "$art" --json --rows "$ROWS" --reps "$REPS" \
       --trusted-key "$DEV/signing.pub" > "$OUT/cuda-check-$name.jsonl" 2> "$OUT/cuda-check-$name.err"; then
+    status=1
+  fi
+done
+# The whole engine on the SmolLM2 cut (its kernels are the whole model's).
+for art in "$DEV"/smollm2-*.llmc; do
+  name=$(basename "$art" .llmc)
+  if ! python3 scripts/gpu_engine_check.py --rt "$DEV/llmc-rt" --artifact "$art" \
+      --key "$DEV/signing.pub" --out "$OUT/engine" --prompt "$PROMPT" --tokens "$TOKENS" \
+      > "$OUT/engine-$name.json" 2> "$OUT/engine-$name.err"; then
     status=1
   fi
 done
@@ -41,6 +57,23 @@ for r in rows:
     L.append(f"| {r['artifact']} | {r['kernel']} | {r['tokens']} | {r['rows']} | "
              f"{r['max_rel_error']:.2e} | {r['ms']:.4f} | {r['gbps']:.1f} | "
              f"{'yes' if r['pass'] else 'NO'} |")
+L += ["", "## The GPU engine against the CPU engine (llmc-rt run --device cuda)", "",
+      "| Artifact | Prompt | Tokens | KLD (prompt rows) | Top-1 | Tokens equal | "
+      "Prefill tok/s | Decode tok/s, graphs | Decode tok/s, no graphs | Graphs speedup | Pass |",
+      "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
+for f in sorted(glob.glob(os.path.join(out, "engine-*.json"))):
+    try:
+        r = json.load(open(f))
+    except ValueError:
+        L.append(f"| {os.path.basename(f)} | no result (see the .err file) |")
+        continue
+    g, n = r.get("graphs", {}), r.get("no_graphs", {})
+    same = r["checks"].get("greedy tokens equal the CPU's")
+    L.append(f"| {r['artifact']} | {r['prompt']} | {r['tokens']} | {r.get('kld', float('nan')):.2e} | "
+             f"{r.get('top1', 0):.3f} | {same} | "
+             f"{g.get('prefill_tok_s', '-')} | {g.get('decode_tok_s', '-')} | "
+             f"{n.get('decode_tok_s', '-')} | {r.get('graphs_speedup', float('nan')):.2f} | "
+             f"{'yes' if r.get('pass') else 'NO'} |")
 open(os.path.join(out, "gpu-check.md"), "w").write("\n".join(L) + "\n")
 print("\n".join(L))
 PY
