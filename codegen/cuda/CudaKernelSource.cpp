@@ -52,6 +52,19 @@ namespace {
 __device__ __forceinline__ unsigned short llmcU16(const unsigned char *p) {
   return (unsigned short)(p[0] | (p[1] << 8));
 }
+__device__ __forceinline__ unsigned llmcU32(const unsigned char *p) {
+  return p[0] | (p[1] << 8) | (p[2] << 16) | ((unsigned)p[3] << 24);
+}
+// Q4_K: the 6-bit scale and minimum of sub-block j (0..7) from the 12 packed bytes
+__device__ __forceinline__ void llmcScaleMinK4(int j, const unsigned char *q, int &sc, int &m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 15) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
 } // namespace
 )";
 
@@ -193,6 +206,64 @@ std::string decodeText(DType dtype) {
            "      v[i] = d * (float)(q & 15) + m;\n"
            "      v[4 + i] = d * (float)(q >> 4) + m;\n"
            "    }\n";
+  case DType::Q5_0: // blocks of 22 bytes: f16 d, 32 fifth bits, 16 bytes of nibbles
+  case DType::Q5_1: { // blocks of 24 bytes: f16 d, f16 m, the same
+    const bool q51 = dtype == DType::Q5_1;
+    return std::string("    const unsigned char *blk = row + (u >> 2) * ") + (q51 ? "24" : "22") +
+           ";\n"
+           "    const float d = llmcHalf(llmcU16(blk));\n" +
+           (q51 ? "    const float m = llmcHalf(llmcU16(blk + 2));\n" : "") +
+           "    const unsigned qh = llmcU32(blk + " + (q51 ? "4" : "2") + ");\n"
+           "    const int p = u & 3;\n"
+           "    c0 = (u >> 2) * 32 + p * 4;\n"
+           "    c1 = c0 + 16;\n"
+           "#pragma unroll\n"
+           "    for (int i = 0; i < 4; ++i) {\n"
+           "      const int j = p * 4 + i;\n"
+           "      const int q = blk[" + (q51 ? "8" : "6") + " + j];\n"
+           "      const int lo = (q & 15) | (((qh >> j) & 1) << 4);\n"
+           "      const int hi = (q >> 4) | (((qh >> (j + 16)) & 1) << 4);\n" +
+           (q51 ? "      v[i] = d * (float)lo + m;\n"
+                  "      v[4 + i] = d * (float)hi + m;\n"
+                : "      v[i] = d * (float)(lo - 16);\n"
+                  "      v[4 + i] = d * (float)(hi - 16);\n") +
+           "    }\n";
+  }
+  case DType::Q4_K: // 144 bytes per 256: f16 d, f16 dmin, 12 bytes of 6-bit scales/mins,
+                    // 128 bytes: chunk j's low nibbles sub-block 2j, high ones 2j + 1
+    return "    const unsigned char *blk = row + (u >> 5) * 144;\n"
+           "    const float d = llmcHalf(llmcU16(blk)), dmin = llmcHalf(llmcU16(blk + 2));\n"
+           "    const int w = u & 31, j = w >> 3, p = w & 7;\n"
+           "    int s0, m0, s1, m1;\n"
+           "    llmcScaleMinK4(2 * j, blk + 4, s0, m0);\n"
+           "    llmcScaleMinK4(2 * j + 1, blk + 4, s1, m1);\n"
+           "    const float d0 = d * (float)s0, n0 = dmin * (float)m0;\n"
+           "    const float d1 = d * (float)s1, n1 = dmin * (float)m1;\n"
+           "    c0 = (u >> 5) * 256 + 64 * j + 4 * p;\n"
+           "    c1 = c0 + 32;\n"
+           "#pragma unroll\n"
+           "    for (int i = 0; i < 4; ++i) {\n"
+           "      const int q = blk[16 + 32 * j + 4 * p + i];\n"
+           "      v[i] = d0 * (float)(q & 15) - n0;\n"
+           "      v[4 + i] = d1 * (float)(q >> 4) - n1;\n"
+           "    }\n";
+  case DType::Q6_K: // 210 bytes per 256: ql[128], qh[64], int8 scales[16], f16 d; per
+                    // half of 128: y[l], y[l+32], y[l+64], y[l+96] from ql[l], ql[l+32], qh[l]
+    return "    const unsigned char *blk = row + (u >> 5) * 210;\n"
+           "    const float d = llmcHalf(llmcU16(blk + 208));\n"
+           "    const int w = u & 31, half = w >> 4, g = (w >> 3) & 1, p = w & 7;\n"
+           "    const unsigned char *ql = blk + 64 * half + 32 * g, *qh = blk + 128 + 32 * half;\n"
+           "    const signed char *sc = (const signed char *)(blk + 192 + 8 * half);\n"
+           "    const float dA = d * (float)sc[(p >> 2) + 2 * g];\n"
+           "    const float dB = d * (float)sc[(p >> 2) + 4 + 2 * g];\n"
+           "    c0 = (u >> 5) * 256 + 128 * half + 32 * g + 4 * p;\n"
+           "    c1 = c0 + 64;\n"
+           "#pragma unroll\n"
+           "    for (int i = 0; i < 4; ++i) {\n"
+           "      const int l = 4 * p + i, b = ql[l], h = qh[l];\n"
+           "      v[i] = dA * (float)(((b & 15) | (((h >> (2 * g)) & 3) << 4)) - 32);\n"
+           "      v[4 + i] = dB * (float)(((b >> 4) | (((h >> (4 + 2 * g)) & 3) << 4)) - 32);\n"
+           "    }\n";
   default:
     throw std::invalid_argument(std::string("no CUDA matrix-vector kernel for ") +
                                 std::string(dtypeName(dtype)));
@@ -286,7 +357,12 @@ bool canGenerateCuda(DType dtype, int64_t cols) {
   case DType::Q8_0:
   case DType::Q4_0:
   case DType::Q4_1:
+  case DType::Q5_0:
+  case DType::Q5_1:
     return cols > 0 && cols % 32 == 0;
+  case DType::Q4_K:
+  case DType::Q6_K:
+    return cols > 0 && cols % 256 == 0;
   default:
     return false;
   }

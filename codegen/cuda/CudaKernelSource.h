@@ -36,8 +36,9 @@ struct CudaMatvecSpec {
   std::string embedSymbol() const; // llmc_cu_embed_<format>_<cols>
 };
 
-/// Formats with a generated CUDA matrix-vector kernel (f32, f16, q8_0,
-/// q4_0, q4_1) at widths that are a multiple of 32.
+/// Formats with a generated CUDA matrix-vector kernel: f32, f16, q8_0,
+/// q4_0, q4_1, q5_0 and q5_1 at widths that are a multiple of 32, q4_k and
+/// q6_k at multiples of 256.
 bool canGenerateCuda(DType dtype, int64_t cols);
 
 /// The element-wise and per-row op kernels (f32 rows, out of place where

@@ -14,6 +14,7 @@
 #include "MissingInput.h"
 #include "llmc/cuda.h"
 #include "llmc/dtype.h"
+#include "llmc/random_rows.h"
 
 #include <gtest/gtest.h>
 
@@ -31,15 +32,19 @@ namespace {
 using CudaMatvecFn = void (*)(const unsigned char *w, long long rowStride, const float *x,
                               long long ldx, int T, float *y, long long ldy, long long rows);
 
-const std::vector<DType> kFormats = {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0,
-                                     DType::Q4_1};
+const std::vector<DType> kFormats = {DType::F32,  DType::F16,  DType::Q8_0, DType::Q4_0,
+                                     DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
+                                     DType::Q6_K};
 const std::vector<int64_t> kWidths = {32, 96, 576, 1536};
 
 std::vector<CudaMatvecSpec> allSpecs() {
   std::vector<CudaMatvecSpec> v;
   for (DType t : kFormats)
     for (int64_t c : kWidths)
-      v.push_back({t, c});
+      if (canGenerateCuda(t, c))
+        v.push_back({t, c});
+  v.push_back({DType::Q4_K, 256}); // one super-block a row
+  v.push_back({DType::Q6_K, 256});
   return v;
 }
 
@@ -60,11 +65,10 @@ TEST(CudaKernels, EmulatedMatvecMatchesDequantizedDoubleProduct) {
     ASSERT_NE(fn, nullptr) << s.symbol();
     const int64_t stride = rowBytes(s.dtype, s.cols);
     std::vector<unsigned char> w(size_t(rows * stride));
-    std::vector<float> deq(size_t(rows * s.cols)), src(size_t(s.cols));
+    std::vector<float> deq(size_t(rows * s.cols));
     for (int64_t r = 0; r < rows; ++r) {
-      for (float &v : src)
-        v = nd(rng);
-      quantizeRowRef(s.dtype, src.data(), w.data() + r * stride, s.cols);
+      const std::vector<uint8_t> bytes = randomRow(s.dtype, s.cols, rng);
+      std::copy(bytes.begin(), bytes.end(), w.begin() + r * stride);
       dequantizeRow(s.dtype, w.data() + r * stride, deq.data() + r * s.cols, s.cols);
     }
     for (int T : {1, 3, 8}) {
@@ -181,9 +185,12 @@ TEST(CudaKernels, EmulatedOpKernelsMatchTheirFormulas) {
 }
 
 TEST(CudaKernels, RefusesFormatsWithoutAKernel) {
-  EXPECT_FALSE(canGenerateCuda(DType::Q4_K, 256));
+  EXPECT_FALSE(canGenerateCuda(DType::Q4_K, 576)); // not whole super-blocks
+  EXPECT_FALSE(canGenerateCuda(DType::Q6_K, 96));
   EXPECT_FALSE(canGenerateCuda(DType::Q8_0, 48));
-  EXPECT_THROW(cudaKernelSource({{DType::Q4_K, 256}}), std::invalid_argument);
+  EXPECT_FALSE(canGenerateCuda(DType::Q3_K, 256));
+  EXPECT_THROW(cudaKernelSource({{DType::Q3_K, 256}}), std::invalid_argument);
+  EXPECT_THROW(cudaKernelSource({{DType::Q4_K, 576}}), std::invalid_argument);
 }
 
 TEST(CudaKernels, NvrtcBuildsCubinForSm80AndSm90AndPtxThatPtxasAssembles) {

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
 #include "llmc/dtype.h"
+#include "llmc/random_rows.h"
 #include "llmc/cuda.h"
 
 #include <cmath>
@@ -68,12 +69,11 @@ KernelResult checkKernel(cuda::CudaDevice &dev, void *fn, const KernelEntry &e, 
   std::mt19937 rng(uint32_t(cols * 31 + T));
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<unsigned char> w(size_t(rows * stride));
-  std::vector<float> src(static_cast<size_t>(cols)), deq(static_cast<size_t>(rows * cols)),
+  std::vector<float> deq(static_cast<size_t>(rows * cols)),
       x(static_cast<size_t>(T * cols)), y(static_cast<size_t>(T * rows));
   for (int64_t r = 0; r < rows; ++r) {
-    for (float &v : src)
-      v = nd(rng);
-    quantizeRowRef(dtype, src.data(), w.data() + r * stride, cols);
+    const std::vector<uint8_t> bytes = randomRow(dtype, cols, rng);
+    std::copy(bytes.begin(), bytes.end(), w.begin() + r * stride);
     dequantizeRow(dtype, w.data() + r * stride, deq.data() + r * cols, cols);
   }
   for (float &v : x)
