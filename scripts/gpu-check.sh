@@ -6,7 +6,8 @@
 #   and token count: largest relative error against the CPU, ms per call,
 #   GB/s), engine-<artifact>.json (scripts/gpu_engine_check.py: the GPU
 #   engine's greedy tokens and prompt logits against the CPU engine's,
-#   prefill and decode tok/s with and without CUDA Graphs), gpu-check.md
+#   prefill and decode tok/s with and without CUDA Graphs), bench-*.json
+#   (llmc-rt bench: GPU with and without graphs, CPU), gpu-check.md
 #   (tables of all of them, with the device).
 # Exit 0 when every kernel and engine check passed; 1 otherwise.
 set -uo pipefail
@@ -17,6 +18,7 @@ DEV=${GPU_CHECK_DEV:-.cache/device}
 # LLMC_CUDA_DRIVER=build/lib/libllmc_fakecuda.so; see the README).
 ROWS=${GPU_CHECK_ROWS:-16384} REPS=${GPU_CHECK_REPS:-50}
 PROMPT=${GPU_CHECK_PROMPT:-64} TOKENS=${GPU_CHECK_TOKENS:-256}
+BENCH_PROMPT=${GPU_CHECK_BENCH_PROMPT:-512} BENCH_TOKENS=${GPU_CHECK_BENCH_TOKENS:-128}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/$DEV/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
@@ -36,6 +38,21 @@ for art in "$DEV"/smollm2-*.llmc; do
       > "$OUT/engine-$name.json" 2> "$OUT/engine-$name.err"; then
     status=1
   fi
+done
+# llama-bench style speed (median of 3): GPU with and without graphs, and
+# the CPU engine on the device machine's cores, same artifact.
+for art in "$DEV"/smollm2-*.llmc; do
+  name=$(basename "$art" .llmc)
+  for mode in graphs no-graphs cpu; do
+    case $mode in
+      graphs) flags=(--device cuda) ;;
+      no-graphs) flags=(--device cuda --no-graphs) ;;
+      cpu) flags=() ;;
+    esac
+    "$DEV/llmc-rt" bench "$art" -p "$BENCH_PROMPT" -n "$BENCH_TOKENS" -r 3 --json -q \
+      --trusted-key "$DEV/signing.pub" "${flags[@]}" > "$OUT/bench-$name-$mode.json" \
+      2> "$OUT/bench-$name-$mode.err" || status=1
+  done
 done
 python3 - "$OUT" <<'PY'
 import glob, json, os, sys
@@ -74,6 +91,17 @@ for f in sorted(glob.glob(os.path.join(out, "engine-*.json"))):
              f"{g.get('prefill_tok_s', '-')} | {g.get('decode_tok_s', '-')} | "
              f"{n.get('decode_tok_s', '-')} | {r.get('graphs_speedup', float('nan')):.2f} | "
              f"{'yes' if r.get('pass') else 'NO'} |")
+L += ["", "## Speed: llmc-rt bench (median of 3)", "",
+      "| Artifact | Mode | Prefill tok/s | Decode tok/s | Engine |", "|---|---|---:|---:|---|"]
+for f in sorted(glob.glob(os.path.join(out, "bench-*.json"))):
+    label = os.path.basename(f)[len("bench-"):-len(".json")]
+    try:
+        r = json.load(open(f))
+    except ValueError:
+        L.append(f"| {label} | no result (see the .err file) | | | |")
+        continue
+    L.append(f"| {label} | {r.get('engine')} | {r.get('prefill_tok_s')} | "
+             f"{r.get('decode_tok_s')} | {r.get('generated_kernels')} |")
 open(os.path.join(out, "gpu-check.md"), "w").write("\n".join(L) + "\n")
 print("\n".join(L))
 PY

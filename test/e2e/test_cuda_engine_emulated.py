@@ -17,6 +17,7 @@ On SmolLM2-135M-Instruct compiled with --target cuda, a 20-token prompt
 - no driver (LLMC_CUDA_DRIVER naming a missing library): exit 4 with a
   message; stories260K (heads of 8: no CUDA attention kernels): exit 1
   naming the missing kernel, never a crash;
+- `llmc bench --device cuda` measures prefill and decode (graphs);
 - bad flags: --device tpu, --device cuda --speculate ngram, --no-graphs
   without --device cuda: exit 2.
 Skipped without NVRTC (compile --target cuda needs it), the stand-in
@@ -104,6 +105,17 @@ def smollm2_checks(checks, work):
                  m.groups() == ("0", "0", "4") and np.array_equal(np.load(eager_npy), gl),
                  "SmolLM2: --no-graphs launches all 4 steps eagerly, same tokens and logits",
                  m.group(0) if m else e.stderr.strip()[-300:])
+    b = harness.run_llmc(["bench", art, "--device", "cuda", "-p", "8", "-n", "4", "-r", "1",
+                          "--json", "-q"], check=False, timeout=900, env=env)
+    try:
+        bj = json.loads(b.stdout)
+    except ValueError:
+        bj = {}
+    checks.check(b.returncode == 0 and bj.get("engine") == "cuda" and
+                 bj.get("prefill_tok_s", 0) > 0 and bj.get("decode_tok_s", 0) > 0 and
+                 "CUDA Graphs" in bj.get("generated_kernels", ""),
+                 "SmolLM2: llmc bench --device cuda measures prefill and decode (graphs)",
+                 f"exit {b.returncode}: {b.stdout.strip()[:300]} {b.stderr.strip()[-200:]}")
     n = run(art, ["--device", "cuda"], {"LLMC_CUDA_DRIVER": os.path.join(work, "no-such.so")})
     checks.check(n.returncode == 4 and "no usable CUDA device" in n.stderr and not n.stdout,
                  "no CUDA driver: exit 4 with a message", f"exit {n.returncode}: {n.stderr.strip()}")

@@ -17,6 +17,7 @@
 // position (f32 K and V of every attention node).
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
+#include "llmc/cuda_engine.h"
 #include "llmc/executor.h"
 #include <algorithm>
 #include <chrono>
@@ -35,6 +36,22 @@ struct BenchArgs {
   int64_t ctx = 0;
   bool json = false, quiet = false, noWarmup = false;
   EngineChoice engine;
+  bool cuda = false, noGraphs = false; // --device cuda, --no-graphs
+};
+
+/// The GPU engine seen as bench sees the CPU executor.
+struct CudaBenchEngine {
+  cuda::CudaEngine &gpu;
+  bool graphs;
+  std::string info = gpu.deviceInfo() + (graphs ? ", decode steps as CUDA Graphs"
+                                                : ", no graphs");
+  std::vector<float> forward(const std::vector<int32_t> &t) { return gpu.forward(t); }
+  void reset() { gpu.reset(); }
+  int64_t vocabSize() const { return gpu.vocabSize(); }
+  int64_t maxContext() const { return gpu.maxContext(); }
+  const char *engineName() const { return "cuda"; }
+  std::string generatedKernelsInfo() const { return info; }
+  std::string activationsInfo() const { return "f32 (KV cache f16, paged)"; }
 };
 
 using Clock = std::chrono::steady_clock;
@@ -188,6 +205,14 @@ void declareBenchOptions(CLI::App &app, BenchArgs &a) {
   cmd->add_flag("--json", a.json, "print one JSON object instead of the table");
   cmd->add_flag("--no-warmup", a.noWarmup, "skip the untimed warm-up step");
   cmd->add_flag("-q,--quiet", a.quiet, "no progress on stderr");
+  cmd->add_option_function<std::string>(
+         "--device", [&a](const std::string &d) { a.cuda = d == "cuda"; },
+         "cpu (default) or cuda: the artifact's CUDA kernels on this machine's GPU (exit 4 "
+         "without a usable one)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_flag("--no-graphs", a.noGraphs,
+                "--device cuda: launch each decode step's kernels instead of replaying its "
+                "CUDA Graph");
   addEngineOptions(cmd, a.engine);
 }
 
@@ -203,7 +228,8 @@ struct BenchResult {
 /// The timed repetitions: a -p token prefill from an empty cache, then -n
 /// greedy one-token decode steps from an empty cache (each skipped at 0).
 /// `bos`: the tokenizer's BOS id, which starts the prompt (-1: none).
-void measureRates(const BenchArgs &a, Executor &exec, int32_t bos, BenchResult &r) {
+template <typename Engine>
+void measureRates(const BenchArgs &a, Engine &exec, int32_t bos, BenchResult &r) {
   const int64_t vocab = exec.vocabSize();
   std::vector<int32_t> prompt = benchTokens(std::max<int64_t>(a.prompt, 1), vocab, bos);
   Sampler greedy({});
@@ -247,8 +273,9 @@ std::string jsonArray(const std::vector<double> &v) {
   return s + "]";
 }
 
+template <typename Engine>
 void printBenchJson(const BenchArgs &a, const BenchResult &r, const Artifact &art,
-                    const Executor &exec) {
+                    const Engine &exec) {
   const ModelStats &st = r.stats;
   const double prefillMed = r.prefill.empty() ? NAN : median(r.prefill);
   const double decodeMed = r.decode.empty() ? NAN : median(r.decode);
@@ -280,7 +307,8 @@ void printBenchJson(const BenchArgs &a, const BenchResult &r, const Artifact &ar
 }
 
 /// The llama-bench style table: one row per test, then a summary line.
-void printBenchTable(const BenchArgs &a, const BenchResult &r, const Executor &exec) {
+template <typename Engine>
+void printBenchTable(const BenchArgs &a, const BenchResult &r, const Engine &exec) {
   char size[32], bpwS[32];
   snprintf(size, sizeof size, "%.2f MiB", double(r.stats.weightBytes) / (1 << 20));
   snprintf(bpwS, sizeof bpwS, "%.2f", r.bpw);
@@ -314,6 +342,12 @@ int runBench(const BenchArgs &a) {
   };
   if (need == 0)
     return usage("nothing to measure: -p and -n are both 0");
+  if (a.noGraphs && !a.cuda)
+    return usage("--no-graphs applies to --device cuda");
+  if (a.cuda && (a.threads > 0 || a.engine.library || a.engine.engine == Engine::Reference ||
+                 a.engine.kvType != "f32"))
+    return usage("--device cuda runs the artifact's CUDA kernels: -t, --library-kernels, "
+                 "--engine reference and --kv-type do not apply");
   if (a.ctx > 0 && a.ctx < need)
     return usage("--ctx " + std::to_string(a.ctx) + " is smaller than the " +
                  std::to_string(need) + " positions the test needs");
@@ -325,25 +359,45 @@ int runBench(const BenchArgs &a) {
     throw std::runtime_error(a.input + ": the test needs " + std::to_string(need) +
                              " positions but the model's context is " +
                              std::to_string(modelCtx) + " (lower -p / -n)");
+  BenchResult r;
+  r.threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int32_t bos = art->tokenizer().tokens.empty() ? -1 : art->tokenizer().bos_id;
+  auto report = [&](auto &engine) {
+    measureRates(a, engine, bos, r);
+    r.rss = peakRssMiB();
+    r.stats = modelStats(*art);
+    r.bpw = r.stats.params > 0 ? 8.0 * double(r.stats.weightBytes) / double(r.stats.params) : 0.0;
+    r.name = modelName(*art, a.input);
+    if (a.json)
+      printBenchJson(a, r, *art, engine);
+    else
+      printBenchTable(a, r, engine);
+  };
+  if (a.cuda) {
+    cuda::CudaEngineOptions co;
+    co.max_context = a.ctx > 0 ? a.ctx : need;
+    co.graphs = !a.noGraphs;
+    co.trust = signing::loadCodeTrust(a.engine.trustedKeys, /*requireSigned=*/true);
+    std::string why;
+    std::unique_ptr<cuda::CudaEngine> gpu = cuda::CudaEngine::open(*art, co, why);
+    if (!gpu) {
+      fprintf(stderr, "llmc bench: no usable CUDA device: %s\n", why.c_str());
+      return kNoDevice;
+    }
+    r.loadS = secondsSince(t0);
+    r.threads = 0; // the GPU's
+    CudaBenchEngine engine{*gpu, co.graphs};
+    report(engine);
+    return kOk;
+  }
   ExecutorOptions eo;
   eo.threads = a.threads;
   eo.max_context = a.ctx > 0 ? a.ctx : need;
   a.engine.apply(eo);
   Executor exec(*art, eo);
   warnUntrustedCode(exec);
-  BenchResult r;
   r.loadS = secondsSince(t0);
-  r.threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-
-  measureRates(a, exec, art->tokenizer().tokens.empty() ? -1 : art->tokenizer().bos_id, r);
-  r.rss = peakRssMiB();
-  r.stats = modelStats(*art);
-  r.bpw = r.stats.params > 0 ? 8.0 * double(r.stats.weightBytes) / double(r.stats.params) : 0.0;
-  r.name = modelName(*art, a.input);
-  if (a.json)
-    printBenchJson(a, r, *art, exec);
-  else
-    printBenchTable(a, r, exec);
+  report(exec);
   return kOk;
 }
 } // namespace
