@@ -7,7 +7,8 @@
 #   GB/s), engine-<artifact>.json (scripts/gpu_engine_check.py: the GPU
 #   engine's greedy tokens and prompt logits against the CPU engine's,
 #   prefill and decode tok/s with and without CUDA Graphs), bench-*.json
-#   (llmc-rt bench: GPU with and without graphs, CPU), gpu-check.md
+#   (llmc-rt bench: GPU with and without graphs at batch 1 and 16, CPU),
+#   gpu-check.md
 #   (tables of all of them, with the device).
 # Exit 0 when every kernel and engine check passed; 1 otherwise.
 set -uo pipefail
@@ -43,10 +44,12 @@ done
 # the CPU engine on the device machine's cores, same artifact.
 for art in "$DEV"/smollm2-*.llmc; do
   name=$(basename "$art" .llmc)
-  for mode in graphs no-graphs cpu; do
+  for mode in graphs no-graphs graphs-b16 no-graphs-b16 cpu; do
     case $mode in
       graphs) flags=(--device cuda) ;;
       no-graphs) flags=(--device cuda --no-graphs) ;;
+      graphs-b16) flags=(--device cuda --batch 16) ;;
+      no-graphs-b16) flags=(--device cuda --no-graphs --batch 16) ;;
       cpu) flags=() ;;
     esac
     "$DEV/llmc-rt" bench "$art" -p "$BENCH_PROMPT" -n "$BENCH_TOKENS" -r 3 --json -q \
@@ -92,16 +95,18 @@ for f in sorted(glob.glob(os.path.join(out, "engine-*.json"))):
              f"{n.get('decode_tok_s', '-')} | {r.get('graphs_speedup', float('nan')):.2f} | "
              f"{'yes' if r.get('pass') else 'NO'} |")
 L += ["", "## Speed: llmc-rt bench (median of 3)", "",
-      "| Artifact | Mode | Prefill tok/s | Decode tok/s | Engine |", "|---|---|---:|---:|---|"]
+      "| Artifact | Mode | Prefill tok/s | Decode tok/s (all sequences) | Batch | "
+      "Batched vs alone, max abs diff | Engine |", "|---|---|---:|---:|---:|---:|---|"]
 for f in sorted(glob.glob(os.path.join(out, "bench-*.json"))):
     label = os.path.basename(f)[len("bench-"):-len(".json")]
     try:
         r = json.load(open(f))
     except ValueError:
-        L.append(f"| {label} | no result (see the .err file) | | | |")
+        L.append(f"| {label} | no result (see the .err file) | | | | | |")
         continue
     L.append(f"| {label} | {r.get('engine')} | {r.get('prefill_tok_s')} | "
-             f"{r.get('decode_tok_s')} | {r.get('generated_kernels')} |")
+             f"{r.get('decode_tok_s')} | {r.get('batch', 1)} | {r.get('batch_max_abs_diff')} | "
+             f"{r.get('generated_kernels')} |")
 open(os.path.join(out, "gpu-check.md"), "w").write("\n".join(L) + "\n")
 print("\n".join(L))
 PY

@@ -17,7 +17,9 @@ On SmolLM2-135M-Instruct compiled with --target cuda, a 20-token prompt
 - no driver (LLMC_CUDA_DRIVER naming a missing library): exit 4 with a
   message; stories260K (heads of 8: no CUDA attention kernels): exit 1
   naming the missing kernel, never a crash;
-- `llmc bench --device cuda` measures prefill and decode (graphs);
+- `llmc bench --device cuda` measures prefill and decode (graphs); with
+  --batch 3 (a graph of 4 rows, one padding) every sequence's logits equal
+  its logits decoded alone;
 - bad flags: --device tpu, --device cuda --speculate ngram, --no-graphs
   without --device cuda: exit 2.
 Skipped without NVRTC (compile --target cuda needs it), the stand-in
@@ -116,6 +118,17 @@ def smollm2_checks(checks, work):
                  "CUDA Graphs" in bj.get("generated_kernels", ""),
                  "SmolLM2: llmc bench --device cuda measures prefill and decode (graphs)",
                  f"exit {b.returncode}: {b.stdout.strip()[:300]} {b.stderr.strip()[-200:]}")
+    b = harness.run_llmc(["bench", art, "--device", "cuda", "-p", "4", "-n", "3", "-r", "1",
+                          "--batch", "3", "--json", "-q"], check=False, timeout=900, env=env)
+    try:
+        bj = json.loads(b.stdout)
+    except ValueError:
+        bj = {}
+    checks.check(b.returncode == 0 and bj.get("batch") == 3 and
+                 bj.get("batch_max_abs_diff") == 0 and bj.get("decode_tok_s", 0) > 0,
+                 "SmolLM2: a batch of 3 sequences (bucket 4, one padding row) decodes each "
+                 "exactly as alone", f"exit {b.returncode}: batch_max_abs_diff "
+                 f"{bj.get('batch_max_abs_diff')} {b.stderr.strip()[-200:]}")
     n = run(art, ["--device", "cuda"], {"LLMC_CUDA_DRIVER": os.path.join(work, "no-such.so")})
     checks.check(n.returncode == 4 and "no usable CUDA device" in n.stderr and not n.stdout,
                  "no CUDA driver: exit 4 with a message", f"exit {n.returncode}: {n.stderr.strip()}")

@@ -27,6 +27,7 @@
 #include <set>
 #include <sys/resource.h>
 #include <thread>
+#include <type_traits>
 
 namespace llmc::tool {
 namespace {
@@ -37,6 +38,7 @@ struct BenchArgs {
   bool json = false, quiet = false, noWarmup = false;
   EngineChoice engine;
   bool cuda = false, noGraphs = false; // --device cuda, --no-graphs
+  int batch = 1;                        // --batch: sequences decoded together (cuda)
 };
 
 /// The GPU engine seen as bench sees the CPU executor.
@@ -213,6 +215,11 @@ void declareBenchOptions(CLI::App &app, BenchArgs &a) {
   cmd->add_flag("--no-graphs", a.noGraphs,
                 "--device cuda: launch each decode step's kernels instead of replaying its "
                 "CUDA Graph");
+  cmd->add_option("--batch", a.batch,
+                  "--device cuda: sequences decoded together in each step (1-32); the decode "
+                  "rate counts all their tokens, and an untimed first pass checks the batched "
+                  "logits against each sequence decoded alone")
+      ->check(CLI::Range(1, 32));
   addEngineOptions(cmd, a.engine);
 }
 
@@ -220,6 +227,7 @@ void declareBenchOptions(CLI::App &app, BenchArgs &a) {
 struct BenchResult {
   std::vector<double> prefill, decode; // tokens/s of each repetition
   double loadS = 0, rss = 0, bpw = 0;
+  double batchMaxDiff = -1; // --batch > 1: batched vs one-by-one logits, max |diff|
   int threads = 0;
   ModelStats stats;
   std::string name;
@@ -265,6 +273,60 @@ void measureRates(const BenchArgs &a, Engine &exec, int32_t bos, BenchResult &r)
   }
 }
 
+/// --device cuda --batch B: B sequences, each started from its own prompt
+/// token, decode -n greedy steps together; the rate counts B tokens a step.
+/// First (untimed) three steps of each sequence alone, then the same three
+/// batched with the same tokens: r.batchMaxDiff is the largest logit
+/// difference (the rows of a batched step are computed as alone: 0).
+void measureBatchDecode(const BenchArgs &a, cuda::CudaEngine &gpu, int32_t bos, BenchResult &r) {
+  const int64_t vocab = gpu.vocabSize(), B = a.batch;
+  const std::vector<int32_t> starts = benchTokens(B + 1, vocab, bos);
+  std::vector<int64_t> seqs(static_cast<size_t>(B));
+  for (int64_t i = 0; i < B; ++i)
+    seqs[size_t(i)] = i;
+  Sampler greedy({});
+  const int checkSteps = int(std::min<int64_t>(3, gpu.maxContext()));
+  std::vector<std::vector<int32_t>> fed(static_cast<size_t>(B));
+  std::vector<std::vector<float>> alone(static_cast<size_t>(B));
+  for (int64_t i = 0; i < B; ++i) {
+    gpu.resetSequence(i);
+    int32_t tok = starts[size_t(i + 1)];
+    for (int k = 0; k < checkSteps; ++k) {
+      fed[size_t(i)].push_back(tok);
+      std::vector<float> l = gpu.forwardSequence(i, {tok});
+      alone[size_t(i)].insert(alone[size_t(i)].end(), l.begin(), l.end());
+      tok = greedy.sample(l.data(), vocab);
+    }
+    gpu.resetSequence(i);
+  }
+  r.batchMaxDiff = 0;
+  for (int k = 0; k < checkSteps; ++k) {
+    std::vector<int32_t> toks(static_cast<size_t>(B));
+    for (int64_t i = 0; i < B; ++i)
+      toks[size_t(i)] = fed[size_t(i)][size_t(k)];
+    const std::vector<float> l = gpu.decodeBatch(seqs, toks);
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t v = 0; v < vocab; ++v)
+        r.batchMaxDiff = std::max<double>(
+            r.batchMaxDiff, std::fabs(l[size_t(i * vocab + v)] -
+                                      alone[size_t(i)][size_t(k * vocab + v)]));
+  }
+  for (int rep = 0; rep < a.reps; ++rep) {
+    std::vector<int32_t> toks(starts.begin() + 1, starts.end());
+    for (int64_t i = 0; i < B; ++i)
+      gpu.resetSequence(i);
+    auto td = Clock::now();
+    for (int step = 0; step < a.gen; ++step) {
+      const std::vector<float> l = gpu.decodeBatch(seqs, toks);
+      for (int64_t i = 0; i < B; ++i)
+        toks[size_t(i)] = greedy.sample(l.data() + i * vocab, vocab);
+    }
+    r.decode.push_back(double(B) * a.gen / std::max(secondsSince(td), 1e-9));
+    if (!a.quiet)
+      fprintf(stderr, "[llmc] rep %d/%d done\n", rep + 1, a.reps);
+  }
+}
+
 /// "[r0, r1, ...]" with jsonNumber's formatting.
 std::string jsonArray(const std::vector<double> &v) {
   std::string s = "[";
@@ -292,7 +354,7 @@ void printBenchJson(const BenchArgs &a, const BenchResult &r, const Artifact &ar
          "\"decode_weight_bytes_per_token\": %lld, \"kv_bytes_per_position\": %lld, "
          "\"bytes_by_type\": %s, \"prefill_runs\": %s, \"decode_runs\": %s, "
          "\"engine\": \"%s\", \"generated_kernels\": %s, \"other_bytes\": %lld, "
-         "\"activations\": %s}\n",
+         "\"activations\": %s, \"batch\": %d, \"batch_max_abs_diff\": %s}\n",
          jsonNumber(prefillMed).c_str(), jsonNumber(decodeMed).c_str(),
          jsonNumber(r.loadS).c_str(), jsonNumber(r.rss).c_str(), r.threads,
          nlohmann::json(r.name).dump().c_str(), nlohmann::json(a.input).dump().c_str(),
@@ -302,7 +364,8 @@ void printBenchJson(const BenchArgs &a, const BenchResult &r, const Artifact &ar
          (long long)st.kvBytesPerPos, types.c_str(), jsonArray(r.prefill).c_str(),
          jsonArray(r.decode).c_str(), exec.engineName(),
          nlohmann::json(exec.generatedKernelsInfo()).dump().c_str(), (long long)st.otherBytes,
-         nlohmann::json(exec.activationsInfo()).dump().c_str());
+         nlohmann::json(exec.activationsInfo()).dump().c_str(), a.batch,
+         r.batchMaxDiff < 0 ? "null" : jsonNumber(r.batchMaxDiff).c_str());
   fflush(stdout);
 }
 
@@ -325,7 +388,11 @@ void printBenchTable(const BenchArgs &a, const BenchResult &r, const Engine &exe
   if (!r.prefill.empty())
     printRow("pp" + std::to_string(a.prompt), r.prefill);
   if (!r.decode.empty())
-    printRow("tg" + std::to_string(a.gen), r.decode);
+    printRow("tg" + std::to_string(a.gen) + (a.batch > 1 ? " x" + std::to_string(a.batch) : ""),
+             r.decode);
+  if (r.batchMaxDiff >= 0)
+    printf("batch of %d: logits within %.3g of each sequence decoded alone\n", a.batch,
+           r.batchMaxDiff);
   printf("load %.3f s | peak RSS %.1f MiB | %d rep%s | engine %s | generated kernels: %s | "
          "activations: %s\n",
          r.loadS, r.rss, a.reps, a.reps == 1 ? "" : "s", exec.engineName(),
@@ -342,8 +409,8 @@ int runBench(const BenchArgs &a) {
   };
   if (need == 0)
     return usage("nothing to measure: -p and -n are both 0");
-  if (a.noGraphs && !a.cuda)
-    return usage("--no-graphs applies to --device cuda");
+  if ((a.noGraphs || a.batch > 1) && !a.cuda)
+    return usage("--no-graphs and --batch apply to --device cuda");
   if (a.cuda && (a.threads > 0 || a.engine.library || a.engine.engine == Engine::Reference ||
                  a.engine.kvType != "f32"))
     return usage("--device cuda runs the artifact's CUDA kernels: -t, --library-kernels, "
@@ -363,7 +430,19 @@ int runBench(const BenchArgs &a) {
   r.threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   const int32_t bos = art->tokenizer().tokens.empty() ? -1 : art->tokenizer().bos_id;
   auto report = [&](auto &engine) {
-    measureRates(a, engine, bos, r);
+    bool batched = false;
+    if constexpr (std::is_same_v<std::decay_t<decltype(engine)>, CudaBenchEngine>) {
+      if (a.batch > 1) { // the prompt test alone, then the batched decode
+        BenchArgs prefillOnly = a;
+        prefillOnly.gen = 0;
+        measureRates(prefillOnly, engine, bos, r);
+        if (a.gen > 0)
+          measureBatchDecode(a, engine.gpu, bos, r);
+        batched = true;
+      }
+    }
+    if (!batched)
+      measureRates(a, engine, bos, r);
     r.rss = peakRssMiB();
     r.stats = modelStats(*art);
     r.bpw = r.stats.params > 0 ? 8.0 * double(r.stats.weightBytes) / double(r.stats.params) : 0.0;
@@ -377,6 +456,7 @@ int runBench(const BenchArgs &a) {
     cuda::CudaEngineOptions co;
     co.max_context = a.ctx > 0 ? a.ctx : need;
     co.graphs = !a.noGraphs;
+    co.max_sequences = a.batch;
     co.trust = signing::loadCodeTrust(a.engine.trustedKeys, /*requireSigned=*/true);
     std::string why;
     std::unique_ptr<cuda::CudaEngine> gpu = cuda::CudaEngine::open(*art, co, why);

@@ -9,7 +9,11 @@
 // reads is in device memory, written before each replay, and the split-KV
 // attention's grid covers the whole context, so one graph serves every
 // position. Prompts run eagerly, in chunks of up to kCudaPrefillChunk
-// tokens (the products by groups of up to 8 tokens). Single sequence.
+// tokens (the products by groups of up to 8 tokens). Several sequences
+// (max_sequences, each with the whole context's KV blocks) decode together
+// in one step (decodeBatch): the step of each power-of-two batch size up to
+// kCudaMaxBatch (the bucket; padding rows go to a scratch sequence) is
+// captured once into its own graph.
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "llmc/artifact.h"
@@ -23,10 +27,12 @@
 namespace llmc::cuda {
 
 constexpr int64_t kCudaPrefillChunk = 256;
+constexpr int64_t kCudaMaxBatch = 32;
 
 struct CudaEngineOptions {
   int64_t max_context = 0; // 0: the model's context length, capped at 4096
   bool graphs = true;      // false: every step launched eagerly (--no-graphs)
+  int64_t max_sequences = 1; // sequences with their own KV cache (1..1024)
   signing::CodeTrust trust;
 };
 
@@ -53,6 +59,16 @@ public:
   std::vector<float> forward(const std::vector<int32_t> &tokens, bool all_logits = false);
   void reset();
   int64_t pos() const;
+  /// forward() of sequence `seq` (0..maxSequences()-1; forward() is 0's).
+  std::vector<float> forwardSequence(int64_t seq, const std::vector<int32_t> &tokens,
+                                     bool all_logits = false);
+  /// One decode step of several distinct sequences, one token each (at
+  /// most kCudaMaxBatch); returns their logits [seqs, vocab] in order.
+  std::vector<float> decodeBatch(const std::vector<int64_t> &seqs,
+                                 const std::vector<int32_t> &tokens);
+  void resetSequence(int64_t seq);
+  int64_t sequencePos(int64_t seq) const;
+  int64_t maxSequences() const;
   int64_t vocabSize() const;
   int64_t maxContext() const;
   /// "NVIDIA H200 (compute capability 9.0, image sm_90)"

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <deque>
 #include <map>
 #include <stdexcept>
@@ -58,7 +59,9 @@ struct CudaEngine::Impl {
   std::string image;
   std::unique_ptr<PlanEngine> plan;
   CudaEngineStats stats;
-  int64_t maxCtx = 0, pos = 0, vocab = 0, maxBlocks = 0, nSplits = 0;
+  int64_t maxCtx = 0, vocab = 0, maxBlocks = 0, nSplits = 0;
+  int64_t maxSeqs = 1;          // sequences 0..maxSeqs-1; maxSeqs is padding rows' scratch
+  std::vector<int64_t> seqPos; // next position of each sequence
 
   struct GpuMatrix {
     const DeviceBuffer *buf = nullptr;
@@ -77,11 +80,11 @@ struct CudaEngine::Impl {
   std::map<const void *, DeviceBuffer> weights; // by host address: tied weights once
   std::deque<DeviceBuffer> norms; // steps point at their norms: addresses stay put
   std::vector<DeviceBuffer> kpool, vpool; // per cache
-  DeviceBuffer arena, logits, normBuf, tmpBuf, part, tokensBuf, posBuf, blockTable;
+  DeviceBuffer arena, logits, normBuf, tmpBuf, part, tokensBuf, posBuf, seqBuf, blockTable;
   int64_t normW = 0, tmpW = 0;
   int64_t maxHeads = 0, maxHeadDim = 0;
-  std::vector<int32_t> hostTokens, hostPos;
-  CudaGraph decodeGraph;
+  std::vector<int32_t> hostTokens, hostPos, hostSeq;
+  std::map<int64_t, CudaGraph> graphs; // decode step per batch bucket
 
   Impl(const Artifact &a, const CudaEngineOptions &o) : art(a), opts(o) {}
 
@@ -103,6 +106,14 @@ struct CudaEngine::Impl {
   void matvec(const GpuMatrix &m, uint64_t x, int64_t ldx, int64_t T, uint64_t y, int64_t ldy);
   void runStep(const PlanStep &s, const GpuStep &g, int64_t T, int64_t rowsOut);
   void launchAll(int64_t T, bool allLogits);
+  /// Uploads the rows (token, position, sequence) and runs one step of
+  /// their count (a graph when `bucket`), logits downloaded to `out`.
+  void step(int64_t T, bool bucket, bool allLogits, float *out);
+  void checkSequence(int64_t seq) const {
+    if (seq < 0 || seq >= maxSeqs)
+      throw std::runtime_error("cuda engine: no sequence " + std::to_string(seq) + " (0.." +
+                               std::to_string(maxSeqs - 1) + ")");
+  }
 };
 
 void CudaEngine::Impl::build(void *module) {
@@ -153,11 +164,17 @@ void CudaEngine::Impl::build(void *module) {
   tmpBuf = dev->alloc(size_t(std::max<int64_t>(tmpW, 1) * T * 4));
   tokensBuf = dev->alloc(size_t(T * 4));
   posBuf = dev->alloc(size_t(T * 4));
+  seqBuf = dev->alloc(size_t(T * 4));
   maxBlocks = (maxCtx + kKvBlock - 1) / kKvBlock;
   nSplits = (maxCtx + kSplitLen - 1) / kSplitLen;
   part = dev->alloc(size_t(std::max<int64_t>(T * maxHeads * nSplits * (maxHeadDim + 2), 1) * 4));
-  std::vector<int32_t> table(static_cast<size_t>(maxBlocks));
-  for (int64_t b = 0; b < maxBlocks; ++b)
+  // Sequence q owns blocks [q * maxBlocks, (q + 1) * maxBlocks); one more
+  // sequence takes the padding rows of a batch bucket.
+  const int64_t blocks = (maxSeqs + 1) * maxBlocks;
+  if (blocks > INT32_MAX)
+    throw std::runtime_error("cuda engine: too many KV blocks for the sequences and context");
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  for (int64_t b = 0; b < blocks; ++b)
     table[size_t(b)] = int32_t(b);
   blockTable = dev->alloc(table.size() * 4);
   dev->upload(blockTable, table.data(), table.size() * 4);
@@ -169,7 +186,7 @@ void CudaEngine::Impl::build(void *module) {
         kpool.resize(size_t(s.cache) + 1);
         vpool.resize(size_t(s.cache) + 1);
       }
-      const size_t bytes = size_t(maxBlocks * s.kvHeads * kKvBlock * s.headDim * 2);
+      const size_t bytes = size_t(blocks * s.kvHeads * kKvBlock * s.headDim * 2);
       kpool[size_t(s.cache)] = dev->alloc(bytes);
       vpool[size_t(s.cache)] = dev->alloc(bytes);
       stats.kv_bytes += int64_t(2 * bytes);
@@ -180,6 +197,8 @@ void CudaEngine::Impl::build(void *module) {
                                " that no rope_kv_append step fills");
   hostTokens.resize(size_t(T));
   hostPos.resize(size_t(T));
+  hostSeq.resize(size_t(T));
+  seqPos.assign(size_t(maxSeqs), 0);
 }
 
 void CudaEngine::Impl::bindStep(void *module, const PlanStep &s, GpuStep &g) {
@@ -324,7 +343,7 @@ void CudaEngine::Impl::runStep(const PlanStep &s, const GpuStep &g, int64_t T, i
   case PlanKernel::RopeKvAppend: {
     long long ld = inW, ldq = outW;
     int nt = int(T), mb = int(maxBlocks);
-    uint64_t pos = posBuf.ptr(), seq = 0, k = kpool[size_t(g.cache)].ptr(),
+    uint64_t pos = posBuf.ptr(), seq = seqBuf.ptr(), k = kpool[size_t(g.cache)].ptr(),
              v = vpool[size_t(g.cache)].ptr(), table = blockTable.ptr();
     void *args[] = {&in, &ld, &nt, &pos, &seq, &out, &ldq, &k, &v, &table, &mb};
     dev->launch(g.rope, unsigned(T), 128, args);
@@ -333,7 +352,7 @@ void CudaEngine::Impl::runStep(const PlanStep &s, const GpuStep &g, int64_t T, i
   case PlanKernel::Attend: {
     long long ldq = inW, ldo = outW;
     int nt = int(T), mb = int(maxBlocks), ns = int(nSplits), sl = kSplitLen;
-    uint64_t pos = posBuf.ptr(), seq = 0, k = kpool[size_t(g.cache)].ptr(),
+    uint64_t pos = posBuf.ptr(), seq = seqBuf.ptr(), k = kpool[size_t(g.cache)].ptr(),
              v = vpool[size_t(g.cache)].ptr(), table = blockTable.ptr(), p = part.ptr();
     void *args[] = {&in, &ldq, &nt, &pos, &seq, &k, &v, &table, &mb, &ns, &sl, &p};
     dev->launch(g.attend, unsigned(T * s.kvHeads * nSplits), 32, args);
@@ -379,20 +398,51 @@ std::unique_ptr<CudaEngine> CudaEngine::open(const Artifact &art, const CudaEngi
   const int64_t ctx = art.config().context_length;
   impl->maxCtx = opts.max_context > 0 ? opts.max_context
                                       : (ctx > 0 ? std::min<int64_t>(ctx, 4096) : 4096);
+  if (opts.max_sequences < 1 || opts.max_sequences > 1024)
+    throw std::runtime_error("cuda engine: max_sequences must be in [1, 1024]");
+  impl->maxSeqs = opts.max_sequences;
   impl->build(module);
   return std::unique_ptr<CudaEngine>(new CudaEngine(std::move(impl)));
 }
 
+void CudaEngine::Impl::step(int64_t T, bool bucket, bool allLogits, float *out) {
+  dev->uploadAsync(tokensBuf, 0, hostTokens.data(), size_t(T * 4));
+  dev->uploadAsync(posBuf, 0, hostPos.data(), size_t(T * 4));
+  dev->uploadAsync(seqBuf, 0, hostSeq.data(), size_t(T * 4));
+  if (bucket && opts.graphs) {
+    CudaGraph &g = graphs[T];
+    if (!g) {
+      g = dev->capture([&] { launchAll(T, true); });
+      ++stats.captures;
+    }
+    dev->replay(g);
+    ++stats.graph_steps;
+  } else {
+    launchAll(T, allLogits);
+    ++stats.eager_steps;
+  }
+  if (out)
+    dev->downloadAsync(out, logits, 0, size_t((allLogits ? T : 1) * vocab * 4));
+  dev->synchronize(); // the staging vectors are rewritten by the next step
+}
+
 std::vector<float> CudaEngine::forward(const std::vector<int32_t> &tokens, bool allLogits) {
+  return forwardSequence(0, tokens, allLogits);
+}
+
+std::vector<float> CudaEngine::forwardSequence(int64_t seq, const std::vector<int32_t> &tokens,
+                                               bool allLogits) {
   Impl &m = *impl_;
+  m.checkSequence(seq);
   if (tokens.empty())
     throw std::runtime_error("forward: no tokens");
   for (int32_t t : tokens)
     if (t < 0 || t >= m.vocab)
       throw std::runtime_error("forward: token id " + std::to_string(t) + " outside [0, " +
                                std::to_string(m.vocab) + ")");
-  if (m.pos + int64_t(tokens.size()) > m.maxCtx)
-    throw std::runtime_error("forward: context overflow: " + std::to_string(m.pos) + " + " +
+  int64_t &pos = m.seqPos[size_t(seq)];
+  if (pos + int64_t(tokens.size()) > m.maxCtx)
+    throw std::runtime_error("forward: context overflow: " + std::to_string(pos) + " + " +
                              std::to_string(tokens.size()) + " > " + std::to_string(m.maxCtx));
   std::vector<float> out(size_t((allLogits ? tokens.size() : 1) * size_t(m.vocab)));
   for (size_t at = 0; at < tokens.size(); at += size_t(kCudaPrefillChunk)) {
@@ -400,34 +450,67 @@ std::vector<float> CudaEngine::forward(const std::vector<int32_t> &tokens, bool 
     const bool lastChunk = at + size_t(T) == tokens.size();
     for (int64_t t = 0; t < T; ++t) {
       m.hostTokens[size_t(t)] = tokens[at + size_t(t)];
-      m.hostPos[size_t(t)] = int32_t(m.pos + t);
+      m.hostPos[size_t(t)] = int32_t(pos + t);
+      m.hostSeq[size_t(t)] = int32_t(seq);
     }
-    m.dev->uploadAsync(m.tokensBuf, 0, m.hostTokens.data(), size_t(T * 4));
-    m.dev->uploadAsync(m.posBuf, 0, m.hostPos.data(), size_t(T * 4));
-    if (T == 1 && !allLogits && m.opts.graphs) {
-      if (!m.decodeGraph) {
-        m.decodeGraph = m.dev->capture([&] { m.launchAll(1, false); });
-        ++m.stats.captures;
-      }
-      m.dev->replay(m.decodeGraph);
-      ++m.stats.graph_steps;
-    } else {
-      m.launchAll(T, allLogits);
-      ++m.stats.eager_steps;
-    }
-    if (allLogits)
-      m.dev->downloadAsync(out.data() + at * size_t(m.vocab), m.logits, 0,
-                           size_t(T * m.vocab * 4));
-    else if (lastChunk)
-      m.dev->downloadAsync(out.data(), m.logits, 0, size_t(m.vocab * 4));
-    m.dev->synchronize(); // the staging vectors are rewritten by the next chunk
-    m.pos += T;
+    // A lone decode token replays bucket 1's graph (its one row's logits).
+    float *dst = allLogits ? out.data() + at * size_t(m.vocab) : lastChunk ? out.data() : nullptr;
+    m.step(T, T == 1 && !allLogits, allLogits, dst);
+    pos += T;
   }
   return out;
 }
 
-void CudaEngine::reset() { impl_->pos = 0; }
-int64_t CudaEngine::pos() const { return impl_->pos; }
+std::vector<float> CudaEngine::decodeBatch(const std::vector<int64_t> &seqs,
+                                           const std::vector<int32_t> &tokens) {
+  Impl &m = *impl_;
+  const int64_t B = int64_t(seqs.size());
+  if (B < 1 || tokens.size() != seqs.size())
+    throw std::runtime_error("decodeBatch: one token per sequence, at least one");
+  int64_t bucket = 1;
+  while (bucket < B)
+    bucket *= 2;
+  if (bucket > kCudaMaxBatch)
+    throw std::runtime_error("decodeBatch: more than " + std::to_string(kCudaMaxBatch) +
+                             " sequences in one step");
+  for (int64_t i = 0; i < B; ++i) {
+    m.checkSequence(seqs[size_t(i)]);
+    if (std::count(seqs.begin(), seqs.end(), seqs[size_t(i)]) != 1)
+      throw std::runtime_error("decodeBatch: sequence " + std::to_string(seqs[size_t(i)]) +
+                               " twice in one step");
+    if (tokens[size_t(i)] < 0 || tokens[size_t(i)] >= m.vocab)
+      throw std::runtime_error("decodeBatch: token id " + std::to_string(tokens[size_t(i)]) +
+                               " outside [0, " + std::to_string(m.vocab) + ")");
+    if (m.seqPos[size_t(seqs[size_t(i)])] + 1 > m.maxCtx)
+      throw std::runtime_error("decodeBatch: sequence " + std::to_string(seqs[size_t(i)]) +
+                               " is at the end of the context");
+  }
+  for (int64_t i = 0; i < bucket; ++i) { // padding rows: the scratch sequence at 0
+    const bool real = i < B;
+    m.hostTokens[size_t(i)] = real ? tokens[size_t(i)] : 0;
+    m.hostSeq[size_t(i)] = int32_t(real ? seqs[size_t(i)] : m.maxSeqs);
+    m.hostPos[size_t(i)] = int32_t(real ? m.seqPos[size_t(seqs[size_t(i)])] : 0);
+  }
+  std::vector<float> all(size_t(bucket * m.vocab));
+  m.step(bucket, true, true, all.data());
+  for (int64_t i = 0; i < B; ++i)
+    ++m.seqPos[size_t(seqs[size_t(i)])];
+  all.resize(size_t(B * m.vocab));
+  return all;
+}
+
+void CudaEngine::resetSequence(int64_t seq) {
+  impl_->checkSequence(seq);
+  impl_->seqPos[size_t(seq)] = 0;
+}
+int64_t CudaEngine::sequencePos(int64_t seq) const {
+  impl_->checkSequence(seq);
+  return impl_->seqPos[size_t(seq)];
+}
+int64_t CudaEngine::maxSequences() const { return impl_->maxSeqs; }
+
+void CudaEngine::reset() { impl_->seqPos[0] = 0; }
+int64_t CudaEngine::pos() const { return impl_->seqPos[0]; }
 int64_t CudaEngine::vocabSize() const { return impl_->vocab; }
 int64_t CudaEngine::maxContext() const { return impl_->maxCtx; }
 const CudaEngineStats &CudaEngine::stats() const { return impl_->stats; }
