@@ -8,6 +8,9 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/CudaKernelSource.h"
 
+#include "llmc/format/grouped_int.h"
+
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -158,8 +161,38 @@ extern "C" __global__ void __launch_bounds__(32)
 }
 )";
 
+/// llmc's grouped integers (llmc/format/grouped_int.h): unit u is codes
+/// 8u..8u+7 of the row, B whole bytes of its group's bitstream.
+std::string groupedIntDecodeText(const GroupedIntSpec &g) {
+  const int64_t blockBytes = groupedIntBlockBytes(g.bits, g.sym, g.group);
+  const std::string G = std::to_string(g.group), B = std::to_string(g.bits);
+  return "    const long long c = (long long)u * 8;\n"
+         "    const unsigned char *blk = row + (c / " + G + ") * " + std::to_string(blockBytes) +
+         ";\n"
+         "    const float d = llmcHalf(llmcU16(blk));\n" +
+         (g.sym ? "" : "    const float m = llmcHalf(llmcU16(blk + 2));\n") +
+         "    const unsigned char *q = blk + " + (g.sym ? "2" : "4") + " + ((c % " + G + ") / 8) * " +
+         B + ";\n"
+         "    unsigned long long bits = 0;\n"
+         "#pragma unroll\n"
+         "    for (int k = 0; k < " + B + "; ++k)\n"
+         "      bits |= (unsigned long long)q[k] << (8 * k);\n"
+         "    c0 = (int)c;\n"
+         "    c1 = c0 + 4;\n"
+         "#pragma unroll\n"
+         "    for (int i = 0; i < 8; ++i) {\n"
+         "      const int code = (int)((bits >> (i * " + B + ")) & " +
+         std::to_string((1 << g.bits) - 1) + "u);\n" +
+         (g.sym ? "      v[i] = d * (float)(code - " + std::to_string(groupedIntSymOffset(g.bits)) +
+                      ");\n"
+                : "      v[i] = d * (float)code + m;\n") +
+         "    }\n";
+}
+
 /// The @DECODE@ text of a format: unit u of the row (8 weights).
 std::string decodeText(DType dtype) {
+  if (std::optional<GroupedIntSpec> g = groupedIntSpec(dtype))
+    return groupedIntDecodeText(*g);
   switch (dtype) {
   case DType::F32:
     return "    c0 = u * 8;\n"
@@ -364,6 +397,8 @@ bool canGenerateCuda(DType dtype, int64_t cols) {
   case DType::Q6_K:
     return cols > 0 && cols % 256 == 0;
   default:
+    if (std::optional<GroupedIntSpec> g = groupedIntSpec(dtype))
+      return cols > 0 && cols % g->group == 0;
     return false;
   }
 }

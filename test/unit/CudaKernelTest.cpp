@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <tuple>
 #include <unistd.h>
 
 using namespace llmc;
@@ -45,6 +46,12 @@ std::vector<CudaMatvecSpec> allSpecs() {
         v.push_back({t, c});
   v.push_back({DType::Q4_K, 256}); // one super-block a row
   v.push_back({DType::Q6_K, 256});
+  // llmc's grouped integers: odd widths of bits, both signs, small and large groups
+  for (auto [bits, sym, group, cols] : {std::tuple{4, false, 64, 576}, {4, true, 32, 96},
+                                        {3, true, 32, 576}, {2, false, 16, 48},
+                                        {8, true, 128, 1536}, {5, false, 8, 40},
+                                        {6, true, 64, 192}, {7, false, 24, 72}})
+    v.push_back({groupedIntDType(bits, sym, group), cols});
   return v;
 }
 

@@ -5,6 +5,7 @@
 #include "llmc/dtype.h"
 
 #include <cstring>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -53,6 +54,11 @@ inline std::vector<uint8_t> randomRow(DType t, int64_t n, std::mt19937 &rng) {
       setHalf(p + 208, -0.01f, 0.01f);
       break;
     default:
+      if (std::optional<GroupedIntSpec> g = groupedIntSpec(t)) {
+        setHalf(p, 0.001f, 0.05f);
+        if (!g->sym)
+          setHalf(p + 2, -0.5f, 0.1f);
+      }
       break;
     }
   }

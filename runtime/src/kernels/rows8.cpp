@@ -392,3 +392,41 @@ Rows8DotFn rows8DotKernel(DType t, int nx) {
 }
 
 } // namespace llmc::kernels
+
+namespace llmc::kernels {
+
+void unpackRows8GroupedRow(DType t, const uint8_t *group, int r, int64_t cols, uint8_t *row) {
+  const std::optional<GroupedIntSpec> g = groupedIntSpec(t);
+  const std::optional<DType> layout = rows8Layout(t);
+  if (!g || !layout || *layout == t)
+    throw std::runtime_error("rows8: " + std::string(dtypeName(t)) +
+                             " is not a grouped integer type with an eight-row layout");
+  if (cols % g->group != 0)
+    throw std::runtime_error("rows8: width is not a multiple of the group");
+  std::vector<uint8_t> blocks(size_t(rowBytes(*layout, cols)));
+  unpackRows8Row(*layout, group, r, cols, blocks.data());
+  const int scales = *layout == DType::Q4_1 ? 2 : 1;
+  const int64_t srcBlock = *layout == DType::Q8_0 ? 34 : 2 * scales + 16;
+  const int64_t blockBytes = groupedIntBlockBytes(g->bits, g->sym, g->group);
+  const int codesAt = g->sym ? 2 : 4;
+  std::memset(row, 0, size_t(cols / g->group * blockBytes));
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    const uint8_t *blk = blocks.data() + b * srcBlock;
+    uint8_t *grp = row + (b * 32 / g->group) * blockBytes;
+    const int64_t first = (b * 32) % g->group;
+    if (first == 0) // the group's d (and m), repeated in each of its blocks
+      std::memcpy(grp, blk, size_t(2 * scales));
+    const uint8_t *qs = blk + 2 * scales;
+    for (int k = 0; k < 32; ++k) {
+      const int64_t j = first + k;
+      if (g->bits == 8) {
+        grp[codesAt + j] = uint8_t(int(int8_t(qs[k])) + 128);
+      } else {
+        const uint8_t code = k < 16 ? (qs[k] & 15) : (qs[k - 16] >> 4);
+        grp[codesAt + j / 2] = uint8_t(grp[codesAt + j / 2] | (code << (4 * (j & 1))));
+      }
+    }
+  }
+}
+
+} // namespace llmc::kernels

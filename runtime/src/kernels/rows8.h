@@ -59,6 +59,10 @@ void packRows8(DType t, const uint8_t *src, int64_t rowStride, int64_t rows, int
 /// row-major readers (an f32 product, the reference engine) read a weight
 /// the compiler stored packed.
 void unpackRows8Row(DType t, const uint8_t *group, int r, int64_t cols, uint8_t *row);
+/// Row r of an eight-row group of a grouped-integer matrix of type t (stored
+/// in its layout rows8Layout(t): Q4_0, Q4_1 or Q8_0) back in t's own bytes
+/// (rowBytes(t, cols)): the exact inverse of packRows8 for those types.
+void unpackRows8GroupedRow(DType t, const uint8_t *group, int r, int64_t cols, uint8_t *row);
 
 /// out[j * ldo + r] = dot(row r of the group, activation row j), r < 8,
 /// j < nx (1..4); the int8 rows as in Int8DotFn (dot_int8.h).
