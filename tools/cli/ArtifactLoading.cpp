@@ -64,6 +64,21 @@ void EngineChoice::apply(ExecutorOptions &eo) const {
   eo.kv_row_type = rowType();
 }
 
+std::unique_ptr<cuda::CudaEngine> openCudaEngine(const Artifact &art, const EngineChoice &choice,
+                                                 int64_t maxContext, bool graphs,
+                                                 int64_t sequences, const char *command) {
+  cuda::CudaEngineOptions co;
+  co.max_context = maxContext;
+  co.graphs = graphs;
+  co.max_sequences = sequences;
+  co.trust = signing::loadCodeTrust(choice.trustedKeys, /*requireSigned=*/true);
+  std::string why;
+  std::unique_ptr<cuda::CudaEngine> gpu = cuda::CudaEngine::open(art, co, why);
+  if (!gpu)
+    fprintf(stderr, "llmc %s: no usable CUDA device: %s\n", command, why.c_str());
+  return gpu;
+}
+
 void warnUntrustedCode(const Executor &exec) {
   static std::atomic<bool> said{false};
   const std::string w = exec.untrustedCodeWarning();

@@ -453,20 +453,13 @@ int runBench(const BenchArgs &a) {
       printBenchTable(a, r, engine);
   };
   if (a.cuda) {
-    cuda::CudaEngineOptions co;
-    co.max_context = a.ctx > 0 ? a.ctx : need;
-    co.graphs = !a.noGraphs;
-    co.max_sequences = a.batch;
-    co.trust = signing::loadCodeTrust(a.engine.trustedKeys, /*requireSigned=*/true);
-    std::string why;
-    std::unique_ptr<cuda::CudaEngine> gpu = cuda::CudaEngine::open(*art, co, why);
-    if (!gpu) {
-      fprintf(stderr, "llmc bench: no usable CUDA device: %s\n", why.c_str());
+    std::unique_ptr<cuda::CudaEngine> gpu =
+        openCudaEngine(*art, a.engine, a.ctx > 0 ? a.ctx : need, !a.noGraphs, a.batch, "bench");
+    if (!gpu)
       return kNoDevice;
-    }
     r.loadS = secondsSince(t0);
     r.threads = 0; // the GPU's
-    CudaBenchEngine engine{*gpu, co.graphs};
+    CudaBenchEngine engine{*gpu, !a.noGraphs};
     report(engine);
     return kOk;
   }

@@ -7,6 +7,7 @@
 #include "llmc/executor.h"
 #include "llmc/tokenizer.h"
 #include <functional>
+#include "llmc/cuda_engine.h"
 #include <memory>
 #include <string>
 #include <vector>
@@ -88,6 +89,14 @@ struct EngineChoice {
   void apply(ExecutorOptions &eo) const;
 };
 void addEngineOptions(CLI::App *cmd, EngineChoice &choice);
+/// The GPU engine for --device cuda on `art` (context, graphs and
+/// sequences from the arguments; the artifact's CUDA kernels trusted as
+/// `choice` says, a signature always required), or nullptr after a
+/// "llmc COMMAND: no usable CUDA device: why" line on stderr (exit with
+/// kNoDevice then).
+std::unique_ptr<cuda::CudaEngine> openCudaEngine(const Artifact &art, const EngineChoice &choice,
+                                                 int64_t maxContext, bool graphs,
+                                                 int64_t sequences, const char *command);
 /// One warning line on stderr (once per process) when the executor's
 /// artifact carries generated kernels that did not run for want of a
 /// trusted signature.

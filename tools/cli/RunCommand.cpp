@@ -269,16 +269,10 @@ int runOnCuda(const RunArgs &a) {
   auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Artifact> art = loadModelOrArtifact(a.input, a.pipeline, a.tokenizer, a.quiet,
                                                       a.engine.verifyWeights);
-  cuda::CudaEngineOptions co;
-  co.max_context = a.ctx;
-  co.graphs = !a.noGraphs;
-  co.trust = signing::loadCodeTrust(a.engine.trustedKeys, /*requireSigned=*/true);
-  std::string why;
-  std::unique_ptr<cuda::CudaEngine> gpu = cuda::CudaEngine::open(*art, co, why);
-  if (!gpu) {
-    fprintf(stderr, "llmc run: no usable CUDA device: %s\n", why.c_str());
+  std::unique_ptr<cuda::CudaEngine> gpu =
+      openCudaEngine(*art, a.engine, a.ctx, !a.noGraphs, 1, "run");
+  if (!gpu)
     return kNoDevice;
-  }
   std::unique_ptr<Tokenizer> tok;
   if (!art->tokenizer().empty())
     tok = std::make_unique<Tokenizer>(art->tokenizer());
