@@ -2,7 +2,9 @@
 // libcuda is dlopen'ed (never linked; LLMC_CUDA_DRIVER names another
 // library, e.g. the tests' host emulation), so the runtime starts on machines
 // without a driver or GPU; CudaDevice::open() then says why there is none
-// and every GPU path reports it cleanly. Only what the runtime uses is
+// and every GPU path reports it cleanly. PTX the driver JIT-compiles is
+// cached in $XDG_CACHE_HOME/llmc/cuda-jit (~/.cache/...) unless
+// CUDA_CACHE_PATH says otherwise. Only what the runtime uses is
 // bound; calls throw std::runtime_error naming the call and the driver's
 // error string.
 //===----------------------------------------------------------------------===//

@@ -2,6 +2,9 @@
 #include "llmc/cuda.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <cerrno>
 
 #include <cstdlib>
 #include <mutex>
@@ -82,6 +85,19 @@ const DriverApi *driver(std::string &why) {
     // LLMC_CUDA_DRIVER: another driver library (the tests' host-emulating
     // stand-in, test/fakecuda); whoever sets the environment could preload
     // any library anyway.
+    // PTX the driver JIT-compiles (a GPU without a matching cubin) is
+    // cached in llmc's own directory unless the user chose one.
+    if (!std::getenv("CUDA_CACHE_PATH")) {
+      const char *xdg = std::getenv("XDG_CACHE_HOME"), *home = std::getenv("HOME");
+      if ((xdg && *xdg) || (home && *home)) {
+        const std::string base = xdg && *xdg ? xdg : std::string(home) + "/.cache";
+        const std::string dir = base + "/llmc/cuda-jit";
+        ::mkdir(base.c_str(), 0700);
+        ::mkdir((base + "/llmc").c_str(), 0700);
+        if (::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST)
+          ::setenv("CUDA_CACHE_PATH", dir.c_str(), 0);
+      }
+    }
     const char *path = std::getenv("LLMC_CUDA_DRIVER");
     const std::string lib = path && *path ? path : "libcuda.so.1";
     api.lib = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
