@@ -17,6 +17,7 @@ On SmolLM2-135M-Instruct compiled with --target cuda, a 20-token prompt
 - no driver (LLMC_CUDA_DRIVER naming a missing library): exit 4 with a
   message; stories260K (heads of 8: no CUDA attention kernels): exit 1
   naming the missing kernel, never a crash;
+- `llmc-rt cuda-check` passes each matvec kernel at 1 and 8 tokens;
 - `llmc bench --device cuda` measures prefill and decode (graphs); with
   --batch 3 (a graph of 4 rows, one padding) every sequence's logits equal
   its logits decoded alone;
@@ -28,6 +29,7 @@ driver or the models (failed under CI=true).
 import json
 import os
 import re
+import subprocess
 import sys
 
 import numpy as np
@@ -129,6 +131,14 @@ def smollm2_checks(checks, work):
                  "SmolLM2: a batch of 3 sequences (bucket 4, one padding row) decodes each "
                  "exactly as alone", f"exit {b.returncode}: batch_max_abs_diff "
                  f"{bj.get('batch_max_abs_diff')} {b.stderr.strip()[-200:]}")
+    cc = subprocess.run([harness.llmc_rt_bin(), "cuda-check", art, "--rows", "64", "--reps", "1",
+                         "--json"], capture_output=True, text=True, timeout=600,
+                        env=dict(os.environ, **env))
+    lines = [json.loads(l) for l in cc.stdout.splitlines() if l.startswith("{")]
+    checks.check(cc.returncode == 0 and len(lines) == 6 and all(l["pass"] for l in lines),
+                 "SmolLM2: llmc-rt cuda-check passes its 3 matvec kernels at 1 and 8 tokens",
+                 f"exit {cc.returncode}, {len(lines)} results: "
+                 f"{[(l['kernel'], l['max_rel_error']) for l in lines]} {cc.stderr.strip()[-200:]}")
     n = run(art, ["--device", "cuda"], {"LLMC_CUDA_DRIVER": os.path.join(work, "no-such.so")})
     checks.check(n.returncode == 4 and "no usable CUDA device" in n.stderr and not n.stdout,
                  "no CUDA driver: exit 4 with a message", f"exit {n.returncode}: {n.stderr.strip()}")
