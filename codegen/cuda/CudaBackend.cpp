@@ -78,9 +78,9 @@ LogicalResult collectKernels(llm::ModelOp model, CollectedKernels &out) {
                 norm(m.getX());
               CudaOpSpec g;
               g.kind = CudaOpSpec::Kind::Gate;
-              g.activation = llm::stringifyActivation(m.getActivation()).str();
-              if (g.activation == "silu" || g.activation == "gelu")
-                addOp(g);
+              g.activation = m.getActivation() == llm::Activation::GELU ? Activation::GELU
+                                                                        : Activation::SiLU;
+              addOp(g);
               return add(&op, {m.getGate(), m.getUp()});
             })
             .Case([&](llmk::MatmulAddOp m) {
@@ -186,7 +186,7 @@ public:
       if (o.kind == CudaOpSpec::Kind::RmsNorm)
         e.update({{"kind", "rms_norm"}, {"cols", o.cols}});
       else if (o.kind == CudaOpSpec::Kind::Gate)
-        e.update({{"kind", "gate"}, {"activation", o.activation}});
+        e.update({{"kind", "gate"}, {"activation", std::string(spelling(o.activation))}});
       else
         e["kind"] = "add";
       kernels.push_back(e);

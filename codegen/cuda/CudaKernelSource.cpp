@@ -328,14 +328,10 @@ std::string rmsNormKernel(const CudaOpSpec &s) {
 }
 
 std::string gateKernel(const CudaOpSpec &s) {
-  std::string act;
-  if (s.activation == "silu")
-    act = "v / (1.0f + expf(-v))";
-  else if (s.activation == "gelu")
-    act = "0.5f * v * (1.0f + erff(v * 0.70710678118654752f))";
-  else
-    throw std::invalid_argument("no CUDA gate for activation '" + s.activation + "'");
-  return "\n// gated " + s.activation + ": g = act(g) * u\n"
+  const std::string act = s.activation == Activation::SiLU
+                              ? "v / (1.0f + expf(-v))"
+                              : "0.5f * v * (1.0f + erff(v * 0.70710678118654752f))";
+  return "\n// gated " + std::string(spelling(s.activation)) + ": g = act(g) * u\n"
          "extern \"C\" __global__ void " + s.symbol() +
          "(float *g, const float *u, long long n) {\n"
          "  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -368,7 +364,7 @@ std::string CudaOpSpec::symbol() const {
   case Kind::RmsNorm:
     return "llmc_cu_rms_norm_" + std::to_string(cols);
   case Kind::Gate:
-    return "llmc_cu_gate_" + activation;
+    return "llmc_cu_gate_" + std::string(spelling(activation));
   case Kind::Add:
     return "llmc_cu_add";
   }

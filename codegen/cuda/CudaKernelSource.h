@@ -19,6 +19,7 @@
 #pragma once
 #include "codegen/cuda/CudaAttentionSource.h"
 #include "llmc/dtype.h"
+#include "llmc/ir_enums.h"
 
 #include <cstdint>
 #include <string>
@@ -54,7 +55,7 @@ struct CudaOpSpec {
   enum class Kind { RmsNorm, Gate, Add };
   Kind kind = Kind::Add;
   int64_t cols = 0;       // RmsNorm
-  std::string activation; // Gate: "silu" or "gelu"
+  Activation activation = Activation::SiLU; // Gate
   std::string symbol() const;
 };
 
@@ -70,7 +71,7 @@ struct CudaOpSpec {
 /// and the three kernels of each of `attention` (CudaAttentionSource.h),
 /// deduplicated, in order. std::invalid_argument for a spec
 /// canGenerateCuda() or canGenerateCudaAttention() refuses, a norm width <
-/// 1 or an unknown activation.
+/// 1.
 std::string cudaKernelSource(const std::vector<CudaMatvecSpec> &specs,
                              const std::vector<CudaOpSpec> &ops = {},
                              const std::vector<CudaMatvecSpec> &embeddings = {},

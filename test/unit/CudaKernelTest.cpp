@@ -111,7 +111,7 @@ static std::vector<CudaOpSpec> allOps() {
     s.cols = c;
     v.push_back(s);
   }
-  for (const char *a : {"silu", "gelu"}) {
+  for (Activation a : {Activation::SiLU, Activation::GELU}) {
     CudaOpSpec s;
     s.kind = CudaOpSpec::Kind::Gate;
     s.activation = a;
@@ -171,7 +171,7 @@ TEST(CudaKernels, EmulatedOpKernelsMatchTheirFormulas) {
       cgtest::runKernel(set, 2, 64, [&] { fn(g.data(), u.data(), n); });
       for (int64_t i = 0; i < n; ++i) {
         const double v = g0[size_t(i)];
-        const double act = s.activation == "silu" ? v / (1 + std::exp(-v))
+        const double act = s.activation == Activation::SiLU ? v / (1 + std::exp(-v))
                                                   : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
         ASSERT_NEAR(g[size_t(i)], act * u[size_t(i)], 1e-5 * (1 + std::fabs(act * u[size_t(i)])))
             << s.symbol() << " i " << i;
