@@ -8,7 +8,9 @@
 #   engine's greedy tokens and prompt logits against the CPU engine's,
 #   prefill and decode tok/s with and without CUDA Graphs), bench-*.json
 #   (llmc-rt bench: GPU with and without graphs at batch 1 and 16, CPU),
-#   gpu-check.md
+#   generate-*.jsonl / .stats.json (llmc-rt generate: GEN_REQUESTS
+#   requests by the continuous batcher on the GPU and on the CPU: tokens
+#   per request, steps, peak batch, decode tok/s), gpu-check.md
 #   (tables of all of them, with the device).
 # Exit 0 when every kernel and engine check passed; 1 otherwise.
 set -uo pipefail
@@ -20,6 +22,7 @@ DEV=${GPU_CHECK_DEV:-.cache/device}
 ROWS=${GPU_CHECK_ROWS:-16384} REPS=${GPU_CHECK_REPS:-50}
 PROMPT=${GPU_CHECK_PROMPT:-64} TOKENS=${GPU_CHECK_TOKENS:-256}
 BENCH_PROMPT=${GPU_CHECK_BENCH_PROMPT:-512} BENCH_TOKENS=${GPU_CHECK_BENCH_TOKENS:-128}
+GEN_REQUESTS=${GPU_CHECK_GEN_REQUESTS:-32} GEN_TOKENS=${GPU_CHECK_GEN_TOKENS:-64}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/$DEV/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
@@ -55,6 +58,24 @@ for art in "$DEV"/smollm2-*.llmc; do
     "$DEV/llmc-rt" bench "$art" -p "$BENCH_PROMPT" -n "$BENCH_TOKENS" -r 3 --json -q \
       --trusted-key "$DEV/signing.pub" "${flags[@]}" > "$OUT/bench-$name-$mode.json" \
       2> "$OUT/bench-$name-$mode.err" || status=1
+  done
+done
+# Continuous batching (generate --max-batch 16): GEN_REQUESTS token-id
+# prompts of 8..39 tokens, on the GPU (f16 KV) and the CPU (f32
+# activations, f16 KV: the same arithmetic up to summation order).
+python3 -c "
+import random; r = random.Random(7)
+for i in range($GEN_REQUESTS):
+    print(','.join(str(r.randrange(100, 20000)) for _ in range(8 + i % 32)))
+" > "$OUT/generate-prompts.txt"
+for art in "$DEV"/smollm2-*.llmc; do
+  name=$(basename "$art" .llmc)
+  for mode in cuda cpu; do
+    [[ $mode == cuda ]] && flags=(--device cuda) || flags=(--exact-activations --kv-type f16)
+    "$DEV/llmc-rt" generate "$art" --ids --prompts "$OUT/generate-prompts.txt" -n "$GEN_TOKENS" \
+      --ignore-eos --max-batch 16 --stats-json --trusted-key "$DEV/signing.pub" "${flags[@]}" \
+      > "$OUT/generate-$name-$mode.jsonl" 2> "$OUT/generate-$name-$mode.stderr" || status=1
+    grep '^{' "$OUT/generate-$name-$mode.stderr" > "$OUT/generate-$name-$mode.stats.json"
   done
 done
 python3 - "$OUT" <<'PY'
@@ -107,6 +128,28 @@ for f in sorted(glob.glob(os.path.join(out, "bench-*.json"))):
     L.append(f"| {label} | {r.get('engine')} | {r.get('prefill_tok_s')} | "
              f"{r.get('decode_tok_s')} | {r.get('batch', 1)} | {r.get('batch_max_abs_diff')} | "
              f"{r.get('generated_kernels')} |")
+L += ["", "## Continuous batching: llmc-rt generate --max-batch 16", "",
+      "| Artifact | Device | Requests | Steps | Peak batch | Prefill tok/s | Decode tok/s | "
+      "Requests with the CPU's tokens |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+for f in sorted(glob.glob(os.path.join(out, "generate-*-cuda.jsonl"))):
+    base = f[:-len("-cuda.jsonl")]
+    name = os.path.basename(base)[len("generate-"):]
+    def rows(path):
+        try:
+            return [json.loads(l)["tokens"] for l in open(path) if l.startswith("{")]
+        except (OSError, ValueError):
+            return []
+    gpu, cpu = rows(base + "-cuda.jsonl"), rows(base + "-cpu.jsonl")
+    same = sum(a == b for a, b in zip(gpu, cpu))
+    for mode in ("cuda", "cpu"):
+        try:
+            st = json.load(open(f"{base}-{mode}.stats.json"))
+        except (OSError, ValueError):
+            L.append(f"| {name} | {mode} | no result (see the .stderr file) | | | | | |")
+            continue
+        L.append(f"| {name} | {mode} | {st['requests']} | {st['steps']} | {st['peak_batch']} | "
+                 f"{st['prefill_tok_s']:.1f} | {st['decode_tok_s']:.1f} | "
+                 f"{f'{same} of {len(cpu)}' if mode == 'cuda' else '-'} |")
 open(os.path.join(out, "gpu-check.md"), "w").write("\n".join(L) + "\n")
 print("\n".join(L))
 PY

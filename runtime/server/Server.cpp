@@ -66,7 +66,7 @@ std::string sse(const json &j) { return "data: " + j.dump(-1, ' ', false, json::
 } // namespace
 
 struct Server::Impl {
-  Executor &exec;
+  BatchEngine &model; // runs the steps
   const Tokenizer *tok;
   ServerOptions opts;
   Batcher batcher;
@@ -88,8 +88,8 @@ struct Server::Impl {
   int64_t ttftCount = 0, latencyCount = 0;
   std::atomic<double> tokensPerSecond{0.0};
 
-  Impl(Executor &e, const Tokenizer *t, ServerOptions o)
-      : exec(e), tok(t), opts(std::move(o)), batcher(e, opts.batch) {
+  Impl(BatchEngine &e, const Tokenizer *t, ServerOptions o)
+      : model(e), tok(t), opts(std::move(o)), batcher(e, opts.batch) {
     routes();
   }
 
@@ -121,10 +121,10 @@ struct Server::Impl {
 
   RequestLimits limits() const {
     RequestLimits l;
-    l.vocab = exec.vocabSize();
-    l.context = exec.maxContext();
+    l.vocab = model.vocabSize();
+    l.context = model.maxContext();
     l.default_max_tokens = opts.default_max_tokens;
-    l.kv_bytes_per_position = exec.kvBytesPerPosition();
+    l.kv_bytes_per_position = model.kvBytesPerPosition();
     l.kv_pool_bytes = opts.batch.kv_pool_bytes;
     return l;
   }
@@ -478,7 +478,7 @@ void Server::Impl::routes() {
                                      {"object", "model"},
                                      {"created", 0},
                                      {"owned_by", "llmc"},
-                                     {"max_model_len", exec.maxContext()}}})}};
+                                     {"max_model_len", model.maxContext()}}})}};
     r.set_content(m.dump(), "application/json");
     count(q.path, 200);
   });
@@ -516,8 +516,8 @@ void Server::Impl::engineLoop() {
   }
 }
 
-Server::Server(Executor &exec, const Tokenizer *tok, ServerOptions opts)
-    : impl(std::make_unique<Impl>(exec, tok, std::move(opts))) {}
+Server::Server(BatchEngine &engine, const Tokenizer *tok, ServerOptions opts)
+    : impl(std::make_unique<Impl>(engine, tok, std::move(opts))) {}
 
 Server::~Server() {
   shutdown();

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "llmc/artifact.h"
+#include "llmc/batch_engine.h"
 #include "llmc/batcher.h"
 #include "llmc/executor.h"
 #include "llmc/tokenizer.h"
@@ -41,9 +42,9 @@ struct ServerOptions {
 
 class Server {
 public:
-  /// `exec` and `tok` (may be null: token-id prompts only) must outlive
-  /// the server.
-  Server(Executor &exec, const Tokenizer *tok, ServerOptions opts);
+  /// `engine` (the CPU executor's or the GPU's, llmc/batch_engine.h) and
+  /// `tok` (may be null: token-id prompts only) must outlive the server.
+  Server(BatchEngine &engine, const Tokenizer *tok, ServerOptions opts);
   ~Server();
   /// Binds the address; throws std::runtime_error when it cannot.
   void bind();

@@ -56,6 +56,52 @@ GenerationModel openForGeneration(const std::string &path, const std::string &pi
   return m;
 }
 
+BatchModel openForBatching(const std::string &path, const std::string &pipeline,
+                           const std::string &tokenizer, bool quiet, const EngineChoice &engine,
+                           ExecutorOptions eo, const DeviceChoice &device, int64_t sequences,
+                           const char *command) {
+  BatchModel m;
+  if (!device.cuda) {
+    GenerationModel g = openForGeneration(path, pipeline, tokenizer, quiet, engine, eo);
+    m.artifact = std::move(g.artifact);
+    m.exec = std::move(g.exec);
+    m.tok = std::move(g.tok);
+    m.engine = makeExecutorBatchEngine(*m.exec);
+    return m;
+  }
+  m.artifact = loadModelOrArtifact(path, pipeline, tokenizer, quiet, engine.verifyWeights);
+  m.gpu = openCudaEngine(*m.artifact, engine, eo.max_context, !device.noGraphs, sequences,
+                         command);
+  if (!m.gpu)
+    return m;
+  m.engine = cuda::makeCudaBatchEngine(*m.gpu);
+  if (!m.artifact->tokenizer().empty())
+    m.tok = std::make_unique<Tokenizer>(m.artifact->tokenizer());
+  return m;
+}
+
+void addDeviceOptions(CLI::App *cmd, DeviceChoice &d) {
+  cmd->add_option_function<std::string>(
+         "--device", [&d](const std::string &s) { d.cuda = s == "cuda"; },
+         "cpu (default) or cuda: run the batches on this machine's GPU with the artifact's "
+         "CUDA kernels (compiled with --target cuda or cpu,cuda, signed by a trusted key; f16 "
+         "KV cache, no prefix sharing); exit 4 when there is no usable GPU")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_flag("--no-graphs", d.noGraphs,
+                "--device cuda: launch every decode step's kernels one by one instead of "
+                "replaying its captured CUDA Graph");
+}
+
+std::string deviceConflicts(const DeviceChoice &d, const EngineChoice &e, int threads) {
+  if (!d.cuda)
+    return d.noGraphs ? "--no-graphs applies to --device cuda" : "";
+  if (threads > 0 || e.library || e.exact || e.engine == Engine::Reference || e.kvType != "f32")
+    return "--device cuda runs the artifact's CUDA kernels with their own f16 KV cache: -t, "
+           "--library-kernels, --exact-activations, --engine reference and --kv-type do not "
+           "apply";
+  return "";
+}
+
 void EngineChoice::apply(ExecutorOptions &eo) const {
   eo.engine = engine;
   eo.generated_kernels = !library;

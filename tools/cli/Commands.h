@@ -123,6 +123,34 @@ GenerationModel openForGeneration(const std::string &path, const std::string &pi
                                   const std::string &tokenizer, bool quiet,
                                   const EngineChoice &engine, ExecutorOptions eo);
 
+/// Where generate and serve run their batches: --device cpu|cuda and
+/// --no-graphs (cuda: every step launched eagerly).
+struct DeviceChoice {
+  bool cuda = false, noGraphs = false;
+};
+void addDeviceOptions(CLI::App *cmd, DeviceChoice &d);
+/// Empty, or why flags that set up the CPU engine (-t, --library-kernels,
+/// --engine reference, --kv-type, --exact-activations) conflict with
+/// --device cuda, or --no-graphs without it.
+std::string deviceConflicts(const DeviceChoice &d, const EngineChoice &e, int threads);
+
+/// A model ready for the continuous batcher (generate, serve): the
+/// artifact, the executor (cpu) or the GPU engine (cuda), the BatchEngine
+/// over it and the tokenizer. Members in destruction order's reverse.
+struct BatchModel {
+  std::unique_ptr<Artifact> artifact;
+  std::unique_ptr<Executor> exec;
+  std::unique_ptr<cuda::CudaEngine> gpu;
+  std::unique_ptr<BatchEngine> engine; // null: no usable CUDA device (exit kNoDevice)
+  std::unique_ptr<Tokenizer> tok;
+};
+/// openForGeneration on the CPU; with --device cuda the GPU engine with
+/// `sequences` sequences of eo.max_context positions.
+BatchModel openForBatching(const std::string &path, const std::string &pipeline,
+                           const std::string &tokenizer, bool quiet, const EngineChoice &engine,
+                           ExecutorOptions eo, const DeviceChoice &device, int64_t sequences,
+                           const char *command);
+
 /// How run and generate make a prompt of text and sample from it: --chat,
 /// --system, --temp, --top-k, --top-p, --seed.
 struct PromptChoice {

@@ -24,6 +24,7 @@ struct GenerateArgs {
   KvPagingChoice kv;
   bool ids = false, quiet = false, noBos = false, ignoreEos = false, statsJson = false;
   EngineChoice engine;
+  DeviceChoice device;
 };
 
 void declareGenerateOptions(CLI::App &app, GenerateArgs &a) {
@@ -57,6 +58,7 @@ void declareGenerateOptions(CLI::App &app, GenerateArgs &a) {
                 "print the statistics as one JSON object on stderr (prefill and decode "
                 "phases timed apart: prefill ends at the step that completes the last prompt)");
   addEngineOptions(cmd, a.engine);
+  addDeviceOptions(cmd, a.device);
 }
 
 std::vector<int32_t> parseIds(const std::string &line, size_t lineNo) {
@@ -117,13 +119,18 @@ struct Result {
 };
 
 int runGenerate(const GenerateArgs &a) {
+  if (const std::string bad = deviceConflicts(a.device, a.engine, a.threads); !bad.empty()) {
+    fprintf(stderr, "llmc: error: %s\n", bad.c_str());
+    return kUsage;
+  }
   auto t0 = std::chrono::steady_clock::now();
   ExecutorOptions eo;
   eo.threads = a.threads;
   eo.max_context = a.ctx;
-  GenerationModel model =
-      openForGeneration(a.input, a.pipeline, a.tokenizer, a.quiet, a.engine, eo);
-  Executor &exec = *model.exec;
+  BatchModel model = openForBatching(a.input, a.pipeline, a.tokenizer, a.quiet, a.engine, eo,
+                                     a.device, a.maxBatch, "generate");
+  if (!model.engine)
+    return kNoDevice;
   const std::unique_ptr<Tokenizer> &tok = model.tok;
   const std::vector<std::vector<int32_t>> prompts = readPrompts(a, tok.get());
 
@@ -132,7 +139,7 @@ int runGenerate(const GenerateArgs &a) {
   bo.step_tokens = a.stepTokens;
   bo.max_queue = int64_t(prompts.size());
   applyKvPaging(a.kv, a.engine.rowType(), bo);
-  Batcher batcher(exec, bo); // throws invalid_argument for step_tokens <= max_batch
+  Batcher batcher(*model.engine, bo); // throws invalid_argument for step_tokens <= max_batch
   std::vector<Result> results(prompts.size());
   std::vector<int32_t> stops;
   if (tok && !a.ignoreEos)
@@ -199,8 +206,11 @@ int runGenerate(const GenerateArgs &a) {
                         {"prefill_tok_s", prefillS > 0 ? double(st.prompt_tokens) / prefillS : 0.0},
                         {"decode_tokens", decoded},
                         {"decode_tok_s", decodeS > 0 ? double(decoded) / decodeS : 0.0},
-                        {"engine", exec.engineName()},
-                        {"generated_kernels", exec.generatedKernelsInfo()}};
+                        {"engine", model.engine->name()},
+                        {"generated_kernels",
+                         model.exec ? model.exec->generatedKernelsInfo()
+                                    : "CUDA kernels on " + model.gpu->deviceInfo() +
+                                          (a.device.noGraphs ? "" : ", decode steps as CUDA Graphs")}};
     fprintf(stderr, "%s\n", j.dump().c_str());
   } else if (!a.quiet)
     fprintf(stderr,
@@ -209,7 +219,7 @@ int runGenerate(const GenerateArgs &a) {
             loadS, prompts.size(), (long long)st.steps,
             st.steps ? double(batchSum) / double(st.steps) : 0.0, (long long)st.prompt_tokens,
             (long long)st.generated_tokens, genS,
-            double(st.generated_tokens) / std::max(genS, 1e-9), exec.engineName());
+            double(st.generated_tokens) / std::max(genS, 1e-9), model.engine->name().c_str());
   if (failed)
     throw std::runtime_error(std::to_string(failed) + " request(s) failed (see \"error\")");
   return kOk;

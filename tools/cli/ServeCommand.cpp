@@ -22,6 +22,7 @@ struct ServeArgs {
   bool quiet = false;
   EngineChoice engine;
   KvPagingChoice kv;
+  DeviceChoice device;
 };
 
 void declareServeOptions(CLI::App &app, ServeArgs &a) {
@@ -68,6 +69,7 @@ void declareServeOptions(CLI::App &app, ServeArgs &a) {
   addKvPagingOptions(cmd, a.kv);
   cmd->add_flag("-q,--quiet", a.quiet, "no request log on stderr");
   addEngineOptions(cmd, a.engine);
+  addDeviceOptions(cmd, a.device);
 }
 
 std::string baseName(const std::string &path) {
@@ -80,7 +82,16 @@ std::string baseName(const std::string &path) {
   return dot != std::string::npos && dot + 5 == s.size() ? s.substr(0, dot) : s;
 }
 
+/// "kernels", or "cuda on NVIDIA H200 (...)".
+std::string engineLabel(const BatchModel &m) {
+  return m.gpu ? "cuda on " + m.gpu->deviceInfo() : m.engine->name();
+}
+
 int runServe(const ServeArgs &a) {
+  if (const std::string bad = deviceConflicts(a.device, a.engine, a.threads); !bad.empty()) {
+    fprintf(stderr, "llmc: error: %s\n", bad.c_str());
+    return kUsage;
+  }
   // Before any thread starts: the signals go to the watcher alone.
   sigset_t signals;
   sigemptyset(&signals);
@@ -92,8 +103,11 @@ int runServe(const ServeArgs &a) {
   ExecutorOptions eo;
   eo.threads = a.threads;
   eo.max_context = a.ctx;
-  GenerationModel model = openForGeneration(a.input, "", "", a.quiet, a.engine, eo);
-  Executor &exec = *model.exec;
+  BatchModel model =
+      openForBatching(a.input, "", "", a.quiet, a.engine, eo, a.device, a.maxBatch, "serve");
+  if (!model.engine)
+    return kNoDevice;
+  BatchEngine &engine = *model.engine;
   const std::unique_ptr<Tokenizer> &tok = model.tok;
 
   serve::ServerOptions so;
@@ -112,7 +126,7 @@ int runServe(const ServeArgs &a) {
   so.quiet = a.quiet;
   std::unique_ptr<serve::Server> server;
   try {
-    server = std::make_unique<serve::Server>(exec, tok.get(), so);
+    server = std::make_unique<serve::Server>(engine, tok.get(), so);
   } catch (const std::invalid_argument &e) {
     throw std::runtime_error(e.what());
   }
@@ -130,9 +144,9 @@ int runServe(const ServeArgs &a) {
             "[llmc] serving %s as '%s' on http://%s:%d | engine %s | max batch %d, step "
             "%lld tokens, queue %lld, KV pool %s, context %lld\n",
             a.input.c_str(), so.model_name.c_str(), a.host.c_str(), server->port(),
-            exec.engineName(), a.maxBatch, (long long)a.stepTokens, (long long)a.maxQueue,
+            engineLabel(model).c_str(), a.maxBatch, (long long)a.stepTokens, (long long)a.maxQueue,
             a.kvPoolMiB ? (std::to_string(a.kvPoolMiB) + " MiB").c_str() : "unlimited",
-            (long long)exec.maxContext());
+            (long long)engine.maxContext());
     fflush(stderr);
   });
   // run() returned: wake the watcher if shutdown came from elsewhere.

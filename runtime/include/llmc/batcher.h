@@ -1,6 +1,7 @@
 //===- batcher.h - Continuous batching of generation requests -*- C++ -*-===//
-// Runs many generation requests on one Executor: every step is one
-// Executor::forwardBatch over the running sequences, each decoding one
+// Runs many generation requests on one BatchEngine (llmc/batch_engine.h:
+// the CPU executor or the GPU engine): every step is one
+// BatchEngine::forwardBatch over the running sequences, each decoding one
 // token, plus chunks of the prompts of sequences still in prefill, up to a
 // token budget per step (chunked prefill mixed into decode steps).
 // Sequences join between steps while fewer than max_batch run, and leave
@@ -15,6 +16,7 @@
 // thread, outside the lock (they may call cancel or submit).
 //===----------------------------------------------------------------------===//
 #pragma once
+#include "llmc/batch_engine.h"
 #include "llmc/executor.h"
 
 #include <chrono>
@@ -46,29 +48,6 @@ struct GenerationEvents {
   std::function<void(FinishReason reason, const std::string &error)> on_finish;
 };
 
-struct BatcherOptions {
-  int max_batch = 16;          // sequences running at once
-  int64_t step_tokens = 256;   // tokens per step (decode tokens first, then prompt chunks)
-  int64_t max_queue = 64;      // waiting requests; submit refuses more
-  /// > 0: a request is admitted only while the KV bytes reserved by the
-  /// running ones plus its own, (prompt + max_tokens) x
-  /// Executor::kvBytesPerPosition(), fit; submit refuses a request that
-  /// could never fit.
-  int64_t kv_pool_bytes = 0;
-  /// Paged KV (Executor::usePagedKv): sequences draw KV blocks of
-  /// kv_block_tokens entries from one pool of kv_pool_bytes (0: room for
-  /// max_batch sequences of the whole context, allocated as used), and a
-  /// request's reservation is its worst case in whole blocks. False keeps
-  /// each sequence's caches in its own vectors.
-  bool paged_kv = true;
-  int64_t kv_block_tokens = 16;
-  /// The pool's row type (paged_kv only): f16 halves the bytes per entry.
-  KvRowType kv_row_type = KvRowType::F32;
-  /// Under the full cache, prompts beginning with the same complete blocks
-  /// share them (copy-free) and skip their prefill.
-  bool prefix_sharing = true;
-};
-
 struct BatcherStats {
   int running = 0, waiting = 0;
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0, finished = 0;
@@ -82,7 +61,10 @@ struct BatcherStats {
 
 class Batcher {
 public:
+  /// On the CPU executor (which must outlive the batcher).
   Batcher(Executor &exec, BatcherOptions opts);
+  /// On any engine (which must outlive the batcher); configures it.
+  Batcher(BatchEngine &engine, BatcherOptions opts);
   ~Batcher();
 
   /// Queues a request; returns its id (> 0), or 0 when the queue is full.
@@ -106,19 +88,25 @@ public:
   /// KV bytes a request of `positions` positions reserves (its worst case:
   /// whole blocks when paged).
   int64_t reserveBytes(int64_t positions) const;
+  /// The engine the steps run on.
+  const BatchEngine &engine() const { return engine_; }
 
 private:
   struct Sequence;
+  Batcher(std::unique_ptr<BatchEngine> owned, BatcherOptions opts);
+  /// Checks the options and configures the engine.
+  void start();
   void admit();
   /// The entries of the next step, and the sequence of each.
-  void plan(std::vector<Sequence *> &order, std::vector<BatchEntry> &entries);
+  void plan(std::vector<Sequence *> &order, std::vector<EngineEntry> &entries);
   /// Advances each entry's prompt, samples the next token of those whose
   /// prompt is complete (a decode step, or a prompt's last chunk), and
   /// finishes the sequences that end.
   void afterStep(const std::vector<Sequence *> &order, const std::vector<float> &logits);
   void finish(Sequence &s, FinishReason r, const std::string &error = {});
 
-  Executor &exec_;
+  std::unique_ptr<BatchEngine> owned_; // the executor's adapter (first constructor)
+  BatchEngine &engine_;
   BatcherOptions opts_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -127,7 +115,6 @@ private:
   std::vector<int64_t> cancelled_;
   int64_t nextId_ = 1;
   int64_t reserved_ = 0; // KV bytes reserved by running sequences
-  int64_t blockBytes_ = 0; // a paged block's bytes
   BatcherStats stats_;
 };
 

@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "llmc/artifact.h"
+#include "llmc/batch_engine.h"
 #include "llmc/signing.h"
 
 #include <cstdint>
@@ -69,6 +70,8 @@ public:
   void resetSequence(int64_t seq);
   int64_t sequencePos(int64_t seq) const;
   int64_t maxSequences() const;
+  /// Bytes one position of a sequence takes in every layer's f16 KV cache.
+  int64_t kvBytesPerPosition() const;
   int64_t vocabSize() const;
   int64_t maxContext() const;
   /// "NVIDIA H200 (compute capability 9.0, image sm_90)"
@@ -80,5 +83,16 @@ private:
   explicit CudaEngine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+/// The GPU engine under the continuous batcher (llmc/batcher.h): each
+/// request takes one of the engine's sequences (so max_batch must not
+/// exceed maxSequences()); the decode rows of a step run as decodeBatch
+/// steps (one captured graph per bucket, kCudaMaxBatch rows at most each),
+/// the prompt chunks as forwardSequence calls. Its KV cache is the
+/// engine's: f16, blocks of 16 positions, each sequence's whole context
+/// allocated up front (kv_row_type, kv_block_tokens and prefix_sharing do
+/// not apply; kv_pool_bytes limits admission by each request's whole
+/// blocks). `gpu` must outlive it.
+std::unique_ptr<BatchEngine> makeCudaBatchEngine(CudaEngine &gpu);
 
 } // namespace llmc::cuda

@@ -514,6 +514,10 @@ int64_t CudaEngine::sequencePos(int64_t seq) const {
   return impl_->seqPos[size_t(seq)];
 }
 int64_t CudaEngine::maxSequences() const { return impl_->maxSeqs; }
+int64_t CudaEngine::kvBytesPerPosition() const {
+  const Impl &m = *impl_;
+  return m.stats.kv_bytes / ((m.maxSeqs + 1) * m.maxBlocks * kKvBlock);
+}
 
 void CudaEngine::reset() { impl_->seqPos[0] = 0; }
 int64_t CudaEngine::pos() const { return impl_->seqPos[0]; }

@@ -1,4 +1,4 @@
-//===- Batcher.cpp - Continuous batching over Executor::forwardBatch ------===//
+//===- Batcher.cpp - Continuous batching over BatchEngine::forwardBatch ---===//
 #include "llmc/batcher.h"
 
 #include <algorithm>
@@ -26,7 +26,7 @@ struct Batcher::Sequence {
   int64_t id = 0;
   GenerationRequest request;
   GenerationEvents events;
-  std::unique_ptr<SequenceKv> kv;
+  std::unique_ptr<EngineSequence> kv;
   Sampler sampler;
   int64_t fed = 0;       // prompt tokens fed
   int32_t pending = -1;  // the token the next decode step feeds
@@ -40,7 +40,19 @@ struct Batcher::Sequence {
   bool decoding() const { return fed == int64_t(request.prompt.size()); }
 };
 
-Batcher::Batcher(Executor &exec, BatcherOptions opts) : exec_(exec), opts_(opts) {
+Batcher::Batcher(Executor &exec, BatcherOptions opts)
+    : Batcher(makeExecutorBatchEngine(exec), opts) {}
+
+Batcher::Batcher(std::unique_ptr<BatchEngine> owned, BatcherOptions opts)
+    : owned_(std::move(owned)), engine_(*owned_), opts_(opts) {
+  start();
+}
+
+Batcher::Batcher(BatchEngine &engine, BatcherOptions opts) : engine_(engine), opts_(opts) {
+  start();
+}
+
+void Batcher::start() {
   if (opts_.max_batch < 1)
     throw std::invalid_argument("batcher: max_batch must be at least 1");
   if (opts_.step_tokens <= opts_.max_batch)
@@ -52,34 +64,11 @@ Batcher::Batcher(Executor &exec, BatcherOptions opts) : exec_(exec), opts_(opts)
     throw std::invalid_argument("batcher: max_queue must be >= 0");
   if (opts_.kv_pool_bytes < 0)
     throw std::invalid_argument("batcher: kv_pool_bytes must be >= 0");
-  if (opts_.paged_kv) {
-    if (opts_.kv_block_tokens < 1 || opts_.kv_block_tokens > 4096)
-      throw std::invalid_argument("batcher: kv_block_tokens must be in [1, 4096]");
-    const int64_t B = opts_.kv_block_tokens;
-    // K and V rows of one table (kvBytesPerPosition counts f32 rows).
-    blockBytes_ = B * exec_.kvBytesPerPosition() / exec_.kvTablesPerSequence() *
-                  kvRowTypeBytes(opts_.kv_row_type) / int64_t(sizeof(float));
-    const int64_t perSequence = exec_.kvTablesPerSequence() * ((exec_.maxContext() + B - 1) / B);
-    PagedKvOptions p;
-    p.block_tokens = B;
-    p.pool_blocks = opts_.kv_pool_bytes > 0 ? opts_.kv_pool_bytes / blockBytes_
-                                            : perSequence * opts_.max_batch;
-    if (p.pool_blocks < 1)
-      throw std::invalid_argument("batcher: a KV pool of " + std::to_string(opts_.kv_pool_bytes) +
-                                  " bytes holds no block of " + std::to_string(blockBytes_));
-    p.prefix_sharing = opts_.prefix_sharing;
-    p.row_type = opts_.kv_row_type;
-    exec_.usePagedKv(p);
-  } else if (opts_.kv_row_type != KvRowType::F32) {
-    throw std::invalid_argument("batcher: f16 KV rows need the paged KV cache");
-  }
+  engine_.configure(opts_);
 }
 
 int64_t Batcher::reserveBytes(int64_t positions) const {
-  if (!opts_.paged_kv)
-    return positions * exec_.kvBytesPerPosition();
-  const int64_t B = opts_.kv_block_tokens;
-  return exec_.kvTablesPerSequence() * ((positions + B - 1) / B) * blockBytes_;
+  return engine_.reserveBytes(positions);
 }
 
 Batcher::~Batcher() = default;
@@ -91,15 +80,15 @@ int64_t Batcher::submit(GenerationRequest request, GenerationEvents events) {
   if (request.max_tokens < 1)
     throw std::invalid_argument("max_tokens must be at least 1");
   for (int32_t t : request.prompt)
-    if (t < 0 || t >= exec_.vocabSize())
+    if (t < 0 || t >= engine_.vocabSize())
       throw std::invalid_argument("token id " + std::to_string(t) +
                                   " is outside the vocabulary (size " +
-                                  std::to_string(exec_.vocabSize()) + ")");
-  if (n >= exec_.maxContext())
+                                  std::to_string(engine_.vocabSize()) + ")");
+  if (n >= engine_.maxContext())
     throw std::invalid_argument("the prompt (" + std::to_string(n) +
                                 " tokens) leaves no room in the context of " +
-                                std::to_string(exec_.maxContext()) + " tokens");
-  const int64_t positions = std::min(n + request.max_tokens, exec_.maxContext());
+                                std::to_string(engine_.maxContext()) + " tokens");
+  const int64_t positions = std::min(n + request.max_tokens, engine_.maxContext());
   const int64_t reserve = opts_.kv_pool_bytes > 0 ? reserveBytes(positions) : 0;
   if (reserve > opts_.kv_pool_bytes && opts_.kv_pool_bytes > 0)
     throw std::invalid_argument("the request needs " + std::to_string(reserve >> 20) +
@@ -179,7 +168,7 @@ void Batcher::admit() {
     if (s->cancelRequested)
       finish(*s, FinishReason::Cancelled);
     else if (!s->kv) {
-      s->kv = exec_.newSequence(s->request.prompt); // may start with shared prompt blocks
+      s->kv = engine_.newSequence(s->request.prompt); // may start with shared prompt blocks
       s->fed = s->kv->pos();
       std::lock_guard<std::mutex> lock(mu_);
       stats_.prefix_hit_tokens += s->fed;
@@ -187,7 +176,7 @@ void Batcher::admit() {
   }
 }
 
-void Batcher::plan(std::vector<Sequence *> &order, std::vector<BatchEntry> &entries) {
+void Batcher::plan(std::vector<Sequence *> &order, std::vector<EngineEntry> &entries) {
   int64_t budget = opts_.step_tokens;
   for (auto &s : running_) // decode steps first: one token each
     if (!s->done && s->decoding()) {
@@ -195,7 +184,7 @@ void Batcher::plan(std::vector<Sequence *> &order, std::vector<BatchEntry> &entr
       entries.push_back({s->kv.get(), {s->pending}});
       --budget;
     }
-  const bool chunkable = exec_.chunkablePrefill();
+  const bool chunkable = engine_.chunkablePrefill();
   for (auto &s : running_) {
     if (s->done || s->decoding() || budget <= 0)
       continue;
@@ -215,7 +204,7 @@ void Batcher::plan(std::vector<Sequence *> &order, std::vector<BatchEntry> &entr
 }
 
 void Batcher::afterStep(const std::vector<Sequence *> &order, const std::vector<float> &logits) {
-  const int64_t vocab = exec_.vocabSize();
+  const int64_t vocab = engine_.vocabSize();
   int64_t prompt = 0, generated = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     Sequence &s = *order[i];
@@ -224,7 +213,7 @@ void Batcher::afterStep(const std::vector<Sequence *> &order, const std::vector<
       prompt += s.chunk;
       if (!s.decoding())
         continue; // more of its prompt to come: no token yet
-      exec_.publishPrompt(*s.kv, s.request.prompt);
+      engine_.publishPrompt(*s.kv, s.request.prompt);
     }
     const int32_t next = s.sampler.sample(logits.data() + int64_t(i) * vocab, vocab);
     const std::vector<int32_t> &stops = s.request.stop_tokens;
@@ -243,7 +232,7 @@ void Batcher::afterStep(const std::vector<Sequence *> &order, const std::vector<
     }
     if (s.generated >= s.request.max_tokens)
       finish(s, FinishReason::Length);
-    else if (s.kv->pos() + 1 > exec_.maxContext())
+    else if (s.kv->pos() + 1 > engine_.maxContext())
       finish(s, FinishReason::Context);
     else
       s.pending = next;
@@ -256,11 +245,11 @@ void Batcher::afterStep(const std::vector<Sequence *> &order, const std::vector<
 bool Batcher::step() {
   admit();
   std::vector<Sequence *> order;
-  std::vector<BatchEntry> entries;
+  std::vector<EngineEntry> entries;
   plan(order, entries);
   if (!entries.empty()) {
     try {
-      const std::vector<float> logits = exec_.forwardBatch(entries);
+      const std::vector<float> logits = engine_.forwardBatch(entries);
       afterStep(order, logits);
     } catch (const std::exception &e) {
       for (Sequence *s : order)
@@ -280,7 +269,7 @@ bool Batcher::step() {
   stats_.last_batch = int(entries.size());
   stats_.peak_batch = std::max(stats_.peak_batch, stats_.last_batch);
   stats_.kv_reserved = reserved_;
-  stats_.pool = exec_.kvPoolInfo();
+  stats_.pool = engine_.kvPoolInfo();
   stats_.kv_bytes = 0;
   for (const auto &s : running_)
     stats_.kv_bytes += s->kv ? s->kv->kvBytes() : 0;
