@@ -36,6 +36,16 @@ def PruneDepthPass : Pass<"llm-prune-depth", "mlir::ModuleOp"> {
     data/calib/default.txt; a `.ids` file holds token ids) in sequences of
     `calib-seq`; they need the weights of llmc compile.
 
+    `repair` (our reading of the linear-replacement repairs of the
+    depth-pruning literature): for every removed run a..b that follows a
+    kept block a-1, a d x d map on block a-1's MLP output is fitted in
+    closed form on calibration text (`calib`, `calib-tokens`, `calib-seq`;
+    ridge towards the identity with weight `repair-lambda` x the mean
+    eigenvalue) so that block a-1's output approximates the stream that
+    left block b in the unpruned model, and folded into its down
+    projection (stored f32). The stream error of the cut with and without
+    it is printed and reported.
+
     `layers=a,b,...` removes exactly those blocks (scores are still
     reported when a method is given). Every block's score and the chosen
     set are printed as progress lines (dropped with -q); `report=FILE`
@@ -64,9 +74,11 @@ def PruneDepthPass : Pass<"llm-prune-depth", "mlir::ModuleOp"> {
     Option<"signature", "signature", "std::string", "\"gram\"", "wrp: gram or row-energy">,
     Option<"gamma", "gamma", "double", "1.0", "wrp: exponent of the inverse write scale (>= 0)">,
     Option<"calib", "calib", "std::string", "\"\"",
-           "block-influence, angular: calibration text or a .ids file (default: data/calib/default.txt)">,
-    Option<"calibTokens", "calib-tokens", "int64_t", "4096", "block-influence, angular: calibration tokens">,
-    Option<"calibSeq", "calib-seq", "int64_t", "512", "block-influence, angular: tokens per calibration sequence">,
+           "block-influence, angular, repair: calibration text or a .ids file (default: data/calib/default.txt)">,
+    Option<"calibTokens", "calib-tokens", "int64_t", "4096", "block-influence, angular, repair: calibration tokens">,
+    Option<"calibSeq", "calib-seq", "int64_t", "512", "block-influence, angular, repair: tokens per calibration sequence">,
+    Option<"repair", "repair", "bool", "false", "fit and fold a least-squares map into the down projection before each removed run">,
+    Option<"repairLambda", "repair-lambda", "double", "0.1", "repair: ridge weight towards the identity (> 0)">,
   ];
 }
 

@@ -13,10 +13,12 @@
 #include "dialects/llm/IR/LlmOps.h"
 #include "llmc/ir_enums.h"
 #include "passes/prune/BlockActivations.h"
+#include "passes/prune/RepairSpans.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/Support/Format.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -46,6 +48,9 @@ struct Choice {
   std::vector<double> redundancy; // WRP
   CalibrationUse calib;
   double seconds = 0;
+  std::vector<SpanRepair> repairs; // repair=true
+  CalibrationUse repairCalib;
+  double repairSeconds = 0;
 };
 
 std::string weightName(Value v) {
@@ -173,6 +178,9 @@ public:
     }
     if (!s.explicitBlocks.empty())
       c.removed = s.explicitBlocks;
+    std::sort(c.removed.begin(), c.removed.end());
+    if (repair && !dryRun && failed(repairCut(int64_t(blocks.size()), c)))
+      return;
     const std::vector<int64_t> origin = originalIndices(model, int64_t(blocks.size()));
     printChoice(s, c, origin);
     if (!report.empty() && failed(writeReport(s, c, origin)))
@@ -182,6 +190,27 @@ public:
   }
 
 private:
+  /// repair=true: fits and folds the least-squares map of every removed run
+  /// that follows a kept block (RepairSpans.h), on the model before the cut.
+  LogicalResult repairCut(int64_t L, Choice &c) {
+    if (!(repairLambda > 0.0))
+      return fail("repair-lambda must be > 0");
+    try {
+      const auto t0 = std::chrono::steady_clock::now();
+      WeightStore store(getOperation());
+      if (!store.hasData())
+        return fail("repair needs the weights in the IR (llmc compile)");
+      c.repairs = repairableSpans(c.removed);
+      repairSpans(getOperation(), store, L, c.repairs, calib, calibTokens, calibSeq,
+                  repairLambda, c.repairCalib);
+      c.repairSeconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } catch (const std::exception &e) {
+      return fail(e.what());
+    }
+    return success();
+  }
+
   LogicalResult fail(const Twine &msg) {
     getOperation().emitError() << "llm-prune-depth: " << msg;
     signalPassFailure();
@@ -350,6 +379,14 @@ private:
                         dryRun ? "would remove" : "removing", list.empty() ? "none" : list.c_str(),
                         (long long)(s.blocks - int64_t(c.removed.size())), (long long)s.blocks,
                         dryRun ? "would remain (dry run: nothing changed)" : "remain");
+    if (repair && !dryRun && c.repairs.empty())
+      log << "[llmc] prune-depth repair: nothing to repair (no removed run follows a kept "
+             "block)\n";
+    for (const SpanRepair &r : c.repairs)
+      log << llvm::format("[llmc] prune-depth repair: blocks %lld-%lld into %s: stream error "
+                          "%.4f cut, %.4f repaired (%lld calibration tokens, %.2f s)\n",
+                          (long long)r.first, (long long)r.last, r.weight.c_str(), r.errorCut,
+                          r.errorRepaired, (long long)c.repairCalib.tokens, c.repairSeconds);
   }
 
   LogicalResult writeReport(const Settings &s, const Choice &c, const std::vector<int64_t> &origin) {
@@ -374,6 +411,12 @@ private:
     if (c.calib.tokens)
       j["calibration"] = {{"path", c.calib.path}, {"tokens", c.calib.tokens},
                           {"sequences", c.calib.sequences}};
+    for (const SpanRepair &r : c.repairs)
+      j["repairs"].push_back({{"after_block", r.before}, {"removed", {r.first, r.last}},
+                              {"weight", r.weight}, {"stream_error_cut", r.errorCut},
+                              {"stream_error_repaired", r.errorRepaired},
+                              {"calibration_tokens", c.repairCalib.tokens},
+                              {"seconds", c.repairSeconds}});
     const std::string tmp = report + ".part";
     {
       std::ofstream f(tmp);
