@@ -9,17 +9,23 @@
 
 namespace llmc::prune {
 
-ResidualCosines measureResidualCosines(mlir::ModuleOp module, const WeightStore &store,
-                                       int64_t blocks, int64_t span, const std::string &pathIn,
-                                       int64_t tokens, int64_t seqLen, CalibrationUse &use) {
+std::vector<int32_t> calibrationIds(const WeightStore &store, const std::string &pathIn,
+                                    int64_t tokens, CalibrationUse &use) {
   use.path = pathIn.empty() ? defaultCalibrationPath() : pathIn;
   if (use.path.empty())
     throw std::runtime_error("no default calibration text known (pass calib=FILE)");
-  const std::vector<int32_t> ids =
+  std::vector<int32_t> ids =
       readCalibrationTokens(store, use.path, " (give token ids in a .ids file instead)", tokens);
   if (int64_t(ids.size()) < 2)
     throw std::runtime_error(use.path + ": only " + std::to_string(ids.size()) +
                              " calibration tokens");
+  return ids;
+}
+
+ResidualCosines measureResidualCosines(mlir::ModuleOp module, const WeightStore &store,
+                                       int64_t blocks, int64_t span, const std::string &pathIn,
+                                       int64_t tokens, int64_t seqLen, CalibrationUse &use) {
+  const std::vector<int32_t> ids = calibrationIds(store, pathIn, tokens, use);
   std::unique_ptr<Artifact> art = buildInMemoryArtifact(module, store);
   ExecutorOptions o;
   o.engine = Engine::Reference; // block-by-block runs

@@ -11,6 +11,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace llmc::prune {
 
@@ -19,6 +20,12 @@ struct CalibrationUse {
   int64_t tokens = 0;      // tokens run
   int64_t sequences = 0;
 };
+
+/// The first `tokens` token ids of calibration file `path` (empty: the
+/// default text), recorded in `use.path`. Throws std::runtime_error (no
+/// default text, the file, a model without a tokenizer for text, < 2 ids).
+std::vector<int32_t> calibrationIds(const WeightStore &store, const std::string &path,
+                                    int64_t tokens, CalibrationUse &use);
 
 /// Cosines of the residual streams of `blocks` blocks (run span `span`) over
 /// the first `tokens` tokens of `path` (empty: the default calibration

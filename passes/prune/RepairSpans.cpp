@@ -79,14 +79,7 @@ void repairSpans(mlir::ModuleOp module, WeightStore &store, int64_t blocks,
                  int64_t seqLen, double lambda, CalibrationUse &use) {
   if (spans.empty())
     return;
-  use.path = calibPath.empty() ? defaultCalibrationPath() : calibPath;
-  if (use.path.empty())
-    throw std::runtime_error("repair: no default calibration text known (pass calib=FILE)");
-  const std::vector<int32_t> ids =
-      readCalibrationTokens(store, use.path, " (give token ids in a .ids file instead)", tokens);
-  if (int64_t(ids.size()) < 2)
-    throw std::runtime_error(use.path + ": only " + std::to_string(ids.size()) +
-                             " calibration tokens");
+  const std::vector<int32_t> ids = calibrationIds(store, calibPath, tokens, use);
   std::unique_ptr<Artifact> art = buildInMemoryArtifact(module, store);
   DownInputs in;
   std::map<int64_t, bool> wanted;
