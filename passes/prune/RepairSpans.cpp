@@ -1,6 +1,5 @@
 //===- RepairSpans.cpp - Least-squares repair after a depth cut ----------===//
 #include "passes/prune/RepairSpans.h"
-#include "compiler/weights/CalibrationText.h"
 #include "compiler/weights/InMemoryModel.h"
 #include "llmc/executor.h"
 

@@ -80,6 +80,10 @@ BatchModel openForBatching(const std::string &path, const std::string &pipeline,
   return m;
 }
 
+std::string cudaRunInfo(const cuda::CudaEngine &gpu, bool graphs) {
+  return gpu.deviceInfo() + (graphs ? ", decode steps as CUDA Graphs" : ", no graphs");
+}
+
 void addDeviceOptions(CLI::App *cmd, DeviceChoice &d) {
   cmd->add_option_function<std::string>(
          "--device", [&d](const std::string &s) { d.cuda = s == "cuda"; },

@@ -45,8 +45,7 @@ struct BenchArgs {
 struct CudaBenchEngine {
   cuda::CudaEngine &gpu;
   bool graphs;
-  std::string info = gpu.deviceInfo() + (graphs ? ", decode steps as CUDA Graphs"
-                                                : ", no graphs");
+  std::string info = cudaRunInfo(gpu, graphs);
   std::vector<float> forward(const std::vector<int32_t> &t) { return gpu.forward(t); }
   void reset() { gpu.reset(); }
   int64_t vocabSize() const { return gpu.vocabSize(); }

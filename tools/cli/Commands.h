@@ -97,6 +97,9 @@ void addEngineOptions(CLI::App *cmd, EngineChoice &choice);
 std::unique_ptr<cuda::CudaEngine> openCudaEngine(const Artifact &art, const EngineChoice &choice,
                                                  int64_t maxContext, bool graphs,
                                                  int64_t sequences, const char *command);
+/// "<device>, decode steps as CUDA Graphs" (or ", no graphs"): how the GPU
+/// engine runs, for bench's and generate's reports.
+std::string cudaRunInfo(const cuda::CudaEngine &gpu, bool graphs);
 /// One warning line on stderr (once per process) when the executor's
 /// artifact carries generated kernels that did not run for want of a
 /// trusted signature.

@@ -209,8 +209,8 @@ int runGenerate(const GenerateArgs &a) {
                         {"engine", model.engine->name()},
                         {"generated_kernels",
                          model.exec ? model.exec->generatedKernelsInfo()
-                                    : "CUDA kernels on " + model.gpu->deviceInfo() +
-                                          (a.device.noGraphs ? "" : ", decode steps as CUDA Graphs")}};
+                                    : "CUDA kernels on " +
+                                          cudaRunInfo(*model.gpu, !a.device.noGraphs)}};
     fprintf(stderr, "%s\n", j.dump().c_str());
   } else if (!a.quiet)
     fprintf(stderr,
