@@ -138,6 +138,32 @@ TEST(Batch, BatcherGreedyEqualsAlone) {
   }
 }
 
+// A request hears it finished only after its sequence left the batch and
+// gave its pool blocks back: a server's client that reads /metrics after its
+// answer must see them free.
+TEST(Batch, FinishIsToldOnceTheBlocksAreBack) {
+  TinyModel m({});
+  auto art = m.artifact();
+  Executor exec(*art, ExecutorOptions{1, 0});
+  Batcher batcher(exec, BatcherOptions{2, 16, 8});
+  std::vector<BatcherStats> seen;
+  for (int i = 0; i < 2; ++i) {
+    GenerationEvents ev;
+    ev.on_finish = [&](FinishReason, const std::string &) { seen.push_back(batcher.stats()); };
+    GenerationRequest r{promptOf(20 + 3 * i, uint32_t(7 + i)), 3 + i, {}, {}};
+    ASSERT_GT(batcher.submit(r, ev), 0);
+  }
+  for (int steps = 0; batcher.step(); ++steps)
+    ASSERT_LT(steps, 100);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_GT(seen[0].pool.capacity_blocks, 0);
+  EXPECT_EQ(seen[0].running, 1); // the longer request still runs
+  EXPECT_EQ(seen[0].finished, 1);
+  EXPECT_EQ(seen[1].running, 0);
+  EXPECT_EQ(seen[1].pool.used_blocks, 0);
+  EXPECT_LT(seen[0].pool.used_blocks, seen[0].pool.capacity_blocks);
+}
+
 TEST(Batch, BatcherQueueCancelStopAndContext) {
   TinyModel m({});
   auto art = m.artifact();

@@ -103,7 +103,9 @@ private:
   /// prompt is complete (a decode step, or a prompt's last chunk), and
   /// finishes the sequences that end.
   void afterStep(const std::vector<Sequence *> &order, const std::vector<float> &logits);
+  /// Marks `s` done; its on_finish runs (deliver) once it has left the batch.
   void finish(Sequence &s, FinishReason r, const std::string &error = {});
+  void deliver(Sequence &s);
 
   std::unique_ptr<BatchEngine> owned_; // the executor's adapter (first constructor)
   BatchEngine &engine_;

@@ -35,6 +35,8 @@ struct Batcher::Sequence {
   bool cancelRequested = false; // by cancel(): ends at the next admit
   int64_t reserve = 0;   // KV bytes reserved while it runs
   bool done = false;
+  FinishReason reason = FinishReason::Stop; // once done: told by deliver()
+  std::string error;
   Sequence(int64_t i, GenerationRequest r, GenerationEvents e)
       : id(i), request(std::move(r)), events(std::move(e)), sampler(request.sampling) {}
   bool decoding() const { return fed == int64_t(request.prompt.size()); }
@@ -129,11 +131,16 @@ void Batcher::finish(Sequence &s, FinishReason r, const std::string &error) {
   if (s.done)
     return;
   s.done = true;
-  if (s.events.on_finish) {
-    try {
-      s.events.on_finish(r, error);
-    } catch (...) { // a callback's failure ends nothing but its own request
-    }
+  s.reason = r;
+  s.error = error;
+}
+
+void Batcher::deliver(Sequence &s) {
+  if (!s.events.on_finish)
+    return;
+  try {
+    s.events.on_finish(s.reason, s.error);
+  } catch (...) { // a callback's failure ends nothing but its own request
   }
 }
 
@@ -162,8 +169,10 @@ void Batcher::admit() {
     }
     stats_.waiting = int(waiting_.size());
   }
-  for (auto &s : dropped)
+  for (auto &s : dropped) {
     finish(*s, FinishReason::Cancelled);
+    deliver(*s);
+  }
   for (auto &s : running_) {
     if (s->cancelRequested)
       finish(*s, FinishReason::Cancelled);
@@ -256,14 +265,19 @@ bool Batcher::step() {
         finish(*s, FinishReason::Error, e.what());
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  // Sequences that ended leave the batch and give back their KV (blocks or
+  // GPU slot) before anyone hears they finished, so a client that reads
+  // /metrics after its answer sees the blocks free.
+  std::vector<std::unique_ptr<Sequence>> ended;
+  std::unique_lock<std::mutex> lock(mu_);
   const size_t before = running_.size();
-  for (const auto &s : running_)
-    if (s->done)
+  for (auto &s : running_)
+    if (s->done) {
       reserved_ -= s->reserve;
-  running_.erase(std::remove_if(running_.begin(), running_.end(),
-                                [](const std::unique_ptr<Sequence> &s) { return s->done; }),
-                 running_.end());
+      s->kv.reset();
+      ended.push_back(std::move(s));
+    }
+  running_.erase(std::remove(running_.begin(), running_.end(), nullptr), running_.end());
   stats_.finished += int64_t(before - running_.size());
   stats_.running = int(running_.size());
   stats_.last_batch = int(entries.size());
@@ -275,6 +289,9 @@ bool Batcher::step() {
     stats_.kv_bytes += s->kv ? s->kv->kvBytes() : 0;
   if (!entries.empty())
     ++stats_.steps;
+  lock.unlock();
+  for (auto &s : ended)
+    deliver(*s);
   return !entries.empty() || before > 0;
 }
 
