@@ -30,6 +30,8 @@ SourceModel readModel(const std::string &path, const std::string &tokenizer_path
   if (endsWith(path, ".safetensors") || endsWith(path, "/config.json") || path == "config.json")
     return readHuggingFace(parentDir(path));
 
+  if (endsWith(path, ".onnx"))
+    return readOnnx(path);
   char magic[4] = {0, 0, 0, 0};
   if (FILE *f = std::fopen(path.c_str(), "rb")) {
     size_t got = std::fread(magic, 1, 4, f);

@@ -65,7 +65,11 @@ SourceModel readHuggingFace(const std::string &dir);
 /// llama2.c checkpoint; tokenizer_path may be empty (then a tokenizer.bin or
 /// tok<vocab>.bin beside the checkpoint is used if present).
 SourceModel readLlama2c(const std::string &path, const std::string &tokenizer_path = "");
-/// Detects the format from the path (folder: HF; GGUF magic; else llama2.c).
+/// An ONNX export of a decoder (input_ids -> logits); config.json and
+/// tokenizer.json beside it are read when present.
+SourceModel readOnnx(const std::string &path);
+/// Detects the format from the path (folder: HF; GGUF magic; *.onnx: ONNX;
+/// else llama2.c).
 SourceModel readModel(const std::string &path, const std::string &tokenizer_path = "");
 
 } // namespace llmc

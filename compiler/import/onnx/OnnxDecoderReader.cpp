@@ -1,0 +1,421 @@
+//===- OnnxDecoderReader.cpp - Raise an ONNX decoder graph ----------------===//
+// readOnnx(): an exported decoder-only LLM (input_ids -> logits) becomes a
+// SourceModel with llmc's canonical tensor names, by walking the residual
+// stream from the embedding Gather to the logits:
+//
+//   residual r --RMSNorm--> n --MatMul(W)--> q, k, v   (+ bias: Qwen2)
+//     q, k reach the scores MatMul (inputs 0 and 1), v the MatMul after
+//     the Softmax (input 1); its result reaches the o_proj MatMul, whose
+//     output is added to r: r' = r + o
+//   r' --RMSNorm--> n' --MatMul--> gate (SiLU: g * Sigmoid(g)), up;
+//     gate * up --MatMul--> down; r'' = r' + down
+//   ... --RMSNorm--> MatMul(V columns) --> logits (tied when the head's
+//     weight equals the embedding)
+//
+// RMSNorm is matched as exported (Pow 2, ReduceMean, Add eps, Sqrt, then
+// Div 1 / Reciprocal and Mul, or Div; then Mul by the weight) or as the
+// fused SimplifiedLayerNormalization. Casts and Identity are looked
+// through. Head size and RoPE base come from the rotary inverse
+// frequencies (a 1-D constant 1, b^-2/d, b^-4/d, ... feeding Cos/Sin);
+// their layout must be rotate-half (the frequencies concatenated twice).
+// ONNX MatMul weights are [in, out]; they are transposed to llmc's [out, in].
+//
+// Nothing is dropped silently: every node the logits depend on must be an
+// op these patterns use, and every float constant of more than one element
+// it reads must be a weight, bias or norm scale raised here or the rotary
+// frequencies; anything else is an ImportError naming the node and op.
+//===----------------------------------------------------------------------===//
+#include "compiler/import/onnx/OnnxRaiser.h"
+#include "compiler/import/hf/HfJson.h"
+#include "compiler/import/hf/HfTokenizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+namespace llmc::onnx_import {
+
+void Raiser::index() {
+  for (size_t i = 0; i < g_.nodes.size(); ++i)
+    for (const auto &o : g_.nodes[i].outputs)
+      if (!o.empty())
+        producer_[o] = int(i);
+  for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    const OnnxNode &n = g_.nodes[i];
+    if (n.op == "Cast" || n.op == "Identity")
+      continue; // aliases: their users are the users of their input
+    for (size_t s = 0; s < n.inputs.size(); ++s)
+      if (!n.inputs[s].empty())
+        users_[canon(n.inputs[s])].push_back({int(i), int(s)});
+  }
+}
+
+/// Looks through Cast and Identity (a float export's casts change nothing).
+std::string Raiser::canon(std::string v) const {
+  for (int guard = 0; guard < 64; ++guard) {
+    auto it = producer_.find(v);
+    if (it == producer_.end())
+      return v;
+    const OnnxNode &n = node(it->second);
+    if ((n.op != "Cast" && n.op != "Identity") || n.inputs.empty())
+      return v;
+    v = n.inputs[0];
+  }
+  return v;
+}
+
+int Raiser::producerOf(const std::string &v) const {
+  auto it = producer_.find(canon(v));
+  return it == producer_.end() ? -1 : it->second;
+}
+
+const std::vector<Use> &Raiser::users(const std::string &v) const {
+  static const std::vector<Use> none;
+  auto it = users_.find(canon(v));
+  return it == users_.end() ? none : it->second;
+}
+
+std::optional<double> Raiser::scalar(const std::string &v) const {
+  const OnnxConstant *c = constant(v);
+  if (!c || c->numElements() != 1)
+    return std::nullopt;
+  return c->at(0);
+}
+
+/// The first user of `v` with op `op` (taking `v` at `slot`, if given).
+std::optional<int> Raiser::userOp(const std::string &v, const char *op, int slot) const {
+  for (const Use &u : users(v))
+    if (node(u.node).op == op && (slot < 0 || u.slot == slot))
+      return u.node;
+  return std::nullopt;
+}
+
+std::optional<Norm> Raiser::matchNorm(const std::string &r) const {
+  for (const Use &u : users(r)) {
+    const OnnxNode &n = node(u.node);
+    if (n.op == "SimplifiedLayerNormalization" && u.slot == 0 && n.inputs.size() >= 2) {
+      auto eps = n.floats.find("epsilon");
+      return Norm{canon(n.outputs[0]), canon(n.inputs[1]),
+                  eps == n.floats.end() ? 1e-5 : double(eps->second)};
+    }
+    if (n.op == "Pow" && u.slot == 0 && scalar(n.inputs[1]) == 2.0)
+      if (auto m = matchDecomposedNorm(r, u))
+        return m;
+  }
+  return std::nullopt;
+}
+
+std::optional<Norm> Raiser::matchDecomposedNorm(const std::string &r, const Use &pow) const {
+  auto mean = userOp(node(pow.node).outputs[0], "ReduceMean", 0);
+  if (!mean)
+    return std::nullopt;
+  auto axes = node(*mean).intLists.find("axes");
+  if (axes != node(*mean).intLists.end() && axes->second != std::vector<int64_t>{-1})
+    return std::nullopt; // (opset 18: axes as an input; only -1 is a norm over the row)
+  auto add = userOp(node(*mean).outputs[0], "Add");
+  if (!add)
+    return std::nullopt;
+  const OnnxNode &a = node(*add);
+  std::optional<double> eps = scalar(a.inputs[0]) ? scalar(a.inputs[0]) : scalar(a.inputs[1]);
+  auto sq = eps ? userOp(a.outputs[0], "Sqrt") : std::nullopt;
+  if (!sq)
+    return std::nullopt;
+  std::string y;
+  const std::string s = node(*sq).outputs[0];
+  if (auto div = userOp(s, "Div", 1)) {
+    const OnnxNode &d = node(*div);
+    if (canon(d.inputs[0]) == canon(r))
+      y = d.outputs[0];
+    else if (scalar(d.inputs[0]) == 1.0)
+      if (auto mul = userOp(d.outputs[0], "Mul"))
+        y = node(*mul).outputs[0];
+  } else if (auto rec = userOp(s, "Reciprocal")) {
+    if (auto mul = userOp(node(*rec).outputs[0], "Mul"))
+      y = node(*mul).outputs[0];
+  }
+  if (y.empty())
+    return std::nullopt;
+  const OnnxNode &scaled = node(producerOf(y));
+  if (scaled.op == "Mul" && canon(scaled.inputs[0]) != canon(r) &&
+      canon(scaled.inputs[1]) != canon(r))
+    return std::nullopt; // x * (1/sqrt(...)) must scale the residual itself
+  for (const Use &u : users(y)) {
+    const OnnxNode &w = node(u.node);
+    if (w.op != "Mul")
+      continue;
+    const std::string other = w.inputs[size_t(1 - u.slot)];
+    const OnnxConstant *c = constant(other);
+    if (c && c->isFloat() && c->shape.size() == 1)
+      return Norm{canon(w.outputs[0]), canon(other), *eps};
+  }
+  return std::nullopt;
+}
+
+bool Raiser::isWeightMatMul(int n) const {
+  const OnnxNode &x = node(n);
+  if (x.op != "MatMul" || x.inputs.size() != 2)
+    return false;
+  if (const OnnxConstant *c = constant(x.inputs[1]))
+    return c->isFloat() && c->shape.size() == 2;
+  const int t = producerOf(x.inputs[1]);
+  return t >= 0 && node(t).op == "Transpose" && constant(node(t).inputs[0]) &&
+         constant(node(t).inputs[0])->shape.size() == 2;
+}
+
+std::vector<Linear> Raiser::linearsFrom(const std::string &v) const {
+  std::vector<Linear> out;
+  for (const Use &u : users(v)) {
+    if (u.slot != 0 || !isWeightMatMul(u.node))
+      continue;
+    const OnnxNode &mm = node(u.node);
+    Linear l;
+    l.node = u.node;
+    const OnnxConstant *w = constant(mm.inputs[1]);
+    if (w) {
+      l.weight = canon(mm.inputs[1]);
+      l.in = w->shape[0];
+      l.outDim = w->shape[1];
+    } else { // MatMul(x, Transpose(W [out, in]))
+      const OnnxNode &t = node(producerOf(mm.inputs[1]));
+      auto perm = t.intLists.find("perm");
+      if (perm != t.intLists.end() && perm->second != std::vector<int64_t>{1, 0})
+        continue;
+      l.weight = canon(t.inputs[0]);
+      l.transposed = true;
+      l.in = constant(l.weight)->shape[1];
+      l.outDim = constant(l.weight)->shape[0];
+    }
+    l.out = canon(mm.outputs[0]);
+    for (const Use &b : users(l.out)) {
+      const OnnxNode &add = node(b.node);
+      const OnnxConstant *c = add.op == "Add" ? constant(add.inputs[size_t(1 - b.slot)]) : nullptr;
+      if (c && c->isFloat() && c->shape == std::vector<int64_t>{l.outDim}) {
+        l.bias = canon(add.inputs[size_t(1 - b.slot)]);
+        l.out = canon(add.outputs[0]);
+      }
+    }
+    out.push_back(l);
+  }
+  return out;
+}
+
+std::vector<Use> Raiser::matmulsReached(const std::string &v, bool weights) const {
+  std::vector<Use> hits;
+  std::set<int> seen;
+  std::vector<std::string> todo{canon(v)};
+  while (!todo.empty()) {
+    const std::string x = todo.back();
+    todo.pop_back();
+    for (const Use &u : users(x)) {
+      const OnnxNode &n = node(u.node);
+      if (n.op == "Shape" || !seen.insert(u.node).second)
+        continue;
+      if (n.op == "MatMul") {
+        if (isWeightMatMul(u.node) == weights)
+          hits.push_back(u);
+        continue;
+      }
+      for (const auto &o : n.outputs)
+        todo.push_back(canon(o));
+    }
+  }
+  return hits;
+}
+
+/// Whether data flows from `from` into node `target` (not through Shape).
+bool Raiser::reaches(const std::string &from, int target) const {
+  std::set<int> seen;
+  std::vector<std::string> todo{canon(from)};
+  while (!todo.empty()) {
+    const std::string x = todo.back();
+    todo.pop_back();
+    for (const Use &u : users(x)) {
+      if (u.node == target)
+        return true;
+      if (node(u.node).op == "Shape" || !seen.insert(u.node).second)
+        continue;
+      for (const auto &o : node(u.node).outputs)
+        todo.push_back(canon(o));
+    }
+  }
+  return false;
+}
+
+/// The Add of residual `r` and `branch`; its output, canonical.
+std::string Raiser::residualAdd(const std::string &r, const std::string &branch) const {
+  for (const Use &u : users(r)) {
+    const OnnxNode &n = node(u.node);
+    if (n.op == "Add" && canon(n.inputs[size_t(1 - u.slot)]) == canon(branch))
+      return canon(n.outputs[0]);
+  }
+  return {};
+}
+
+/// The Gather of token ids (a graph input) from a 2-D float constant.
+int Raiser::embeddingGather() const {
+  for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    const OnnxNode &n = g_.nodes[i];
+    if (n.op != "Gather" || n.inputs.size() != 2)
+      continue;
+    const OnnxConstant *table = constant(n.inputs[0]);
+    const std::string ids = canon(n.inputs[1]);
+    if (table && table->isFloat() && table->shape.size() == 2 &&
+        std::find(g_.inputs.begin(), g_.inputs.end(), ids) != g_.inputs.end())
+      return int(i);
+  }
+  fail("no embedding (a Gather of a graph input's token ids from a 2-D float table)");
+}
+
+void Raiser::fillConfig(int64_t layers) {
+  ModelConfig &c = m_.config;
+  const OnnxConstant &emb = *constant(embedding_);
+  c.architecture = attentionBias_ ? "qwen2" : "llama";
+  c.vocab_size = emb.shape[0];
+  c.hidden_size = emb.shape[1];
+  c.intermediate_size = ffnDim_;
+  c.num_layers = layers;
+  if (headDim_ <= 0 || qDim_ % headDim_ || kvDim_ % headDim_)
+    fail("q (" + std::to_string(qDim_) + " columns) and k (" + std::to_string(kvDim_) +
+         ") are not whole heads of the rotary head size " + std::to_string(headDim_));
+  c.head_dim = headDim_;
+  c.num_heads = qDim_ / headDim_;
+  c.num_kv_heads = kvDim_ / headDim_;
+  c.rope_theta = ropeBase_;
+  c.rope_style = RopeStyle::Half;
+  c.norm_eps = normEps_.value_or(1e-5);
+  c.norm = NormKind::RMSNorm;
+  c.activation = Activation::SiLU;
+  c.attention_bias = attentionBias_;
+}
+
+/// Every node the logits depend on is an op of the raised patterns, and
+/// every float constant (more than one element) it reads was raised.
+void Raiser::checkCoverage(const std::string &logits) const {
+  static const std::set<std::string> kOps = {
+      "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Reciprocal", "ReduceMean", "Neg", "MatMul",
+      "Gather", "Cast", "Identity", "Constant", "ConstantOfShape", "Shape", "Reshape",
+      "Transpose", "Unsqueeze", "Squeeze", "Concat", "Slice", "Expand", "Range", "Equal",
+      "Where", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Not", "Trilu",
+      "Softmax", "Sigmoid", "Cos", "Sin", "Max", "Min", "IsNaN", "CumSum",
+      "SimplifiedLayerNormalization"};
+  std::set<int> seen;
+  std::vector<int> todo{producer_.at(logits)};
+  while (!todo.empty()) {
+    const int i = todo.back();
+    todo.pop_back();
+    if (!seen.insert(i).second)
+      continue;
+    const OnnxNode &n = node(i);
+    if (!kOps.count(n.op) || (!n.domain.empty() && n.domain != "com.microsoft"))
+      fail(n.describe() + " is not part of a decoder pattern llmc raises");
+    for (const auto &in : n.inputs) {
+      if (in.empty())
+        continue;
+      const OnnxConstant *c = g_.constant(in);
+      if (c && c->isFloat() && c->numElements() > 1 && !claimed_.count(in))
+        fail(n.describe() + " reads the constant '" + in + "' " + shapeString(c->shape) +
+             ", which no raised pattern accounts for");
+      if (std::find(g_.inputs.begin(), g_.inputs.end(), in) != g_.inputs.end() &&
+          in != ids_)
+        fail(n.describe() + " reads the graph input '" + in + "'; llmc raises graphs whose "
+             "only input is the token ids (no attention_mask, position_ids or past key/values)");
+      auto p = producer_.find(in);
+      if (p != producer_.end())
+        todo.push_back(p->second);
+    }
+  }
+}
+
+/// config.json beside the model gives the context length and the name, and
+/// must agree with what the graph says; tokenizer.json gives the tokenizer.
+void Raiser::readSideFiles() {
+  const std::string dir = parentDir(g_.path), cfgPath = joinPath(dir, "config.json");
+  ModelConfig &c = m_.config;
+  std::string base = g_.path.substr(g_.path.find_last_of('/') == std::string::npos
+                                        ? 0
+                                        : g_.path.find_last_of('/') + 1);
+  c.name = base.substr(0, base.rfind(".onnx"));
+  if (c.name == "model") { // optimum's and our exports: the folder names the model
+    const std::string d = dir == "." ? std::string() : dir;
+    if (!d.empty())
+      c.name = d.substr(d.find_last_of('/') == std::string::npos ? 0 : d.find_last_of('/') + 1);
+  }
+  nlohmann::json cfg = nlohmann::json::object();
+  if (fileExists(cfgPath)) {
+    cfg = hf::parseJsonFile(cfgPath);
+    const std::pair<const char *, int64_t> agree[] = {
+        {"vocab_size", c.vocab_size},         {"hidden_size", c.hidden_size},
+        {"intermediate_size", c.intermediate_size}, {"num_hidden_layers", c.num_layers},
+        {"num_attention_heads", c.num_heads}, {"num_key_value_heads", c.num_kv_heads}};
+    for (const auto &[key, have] : agree)
+      if (auto v = hf::optInt(cfg, key, cfgPath); v && *v != have)
+        fail("the graph has " + std::string(key) + " " + std::to_string(have) + ", " + cfgPath +
+             " says " + std::to_string(*v));
+    c.context_length = hf::optInt(cfg, "max_position_embeddings", cfgPath).value_or(0);
+    if (auto n = hf::optString(cfg, "_name_or_path", cfgPath); n && !n->empty())
+      c.name = *n;
+    m_.metadata.push_back({"onnx.config", cfgPath});
+  }
+  if (c.context_length <= 0) {
+    c.context_length = 2048;
+    m_.metadata.push_back({"onnx.context_length", "2048 assumed (no config.json beside the "
+                                                  "model; the graph does not say)"});
+  }
+  m_.tokenizer = hf::readHfTokenizer(dir, cfg, m_.metadata);
+}
+
+SourceModel Raiser::run() {
+  m_.format = "onnx";
+  m_.path = g_.path;
+  const int gather = embeddingGather();
+  embedding_ = canon(node(gather).inputs[0]);
+  ids_ = canon(node(gather).inputs[1]);
+  addConstant(embedding_, "token_embd.weight");
+  std::string r = canon(node(gather).outputs[0]);
+  const int64_t vocab = constant(embedding_)->shape[0];
+  std::string logits;
+  int64_t layer = 0;
+  for (; logits.empty(); ++layer) {
+    if (layer > 4096)
+      fail("more than 4096 layers: the residual stream does not end in logits");
+    auto n = matchNorm(r);
+    std::vector<Linear> head = n ? linearsFrom(n->out) : std::vector<Linear>{};
+    if (head.size() == 1 && head[0].outDim == vocab) {
+      addNorm(*n, "output_norm.weight");
+      raiseHead(head[0]);
+      logits = head[0].out;
+      break;
+    }
+    r = raiseAttention(layer, r);
+    r = raiseMlp(layer, r);
+  }
+  if (std::find(g_.outputs.begin(), g_.outputs.end(), logits) == g_.outputs.end())
+    fail("the LM head's result '" + logits + "' is not a graph output");
+  readRotary();
+  fillConfig(layer);
+  checkCoverage(logits);
+  readSideFiles();
+  m_.metadata.push_back({"onnx.producer", g_.producer});
+  m_.metadata.push_back({"onnx.opset", std::to_string(g_.opset)});
+  validateSourceModel(m_);
+  return std::move(m_);
+}
+
+} // namespace llmc::onnx_import
+
+namespace llmc {
+
+SourceModel readOnnx(const std::string &path) {
+  onnx_import::OnnxGraph g = onnx_import::readOnnxGraph(path);
+  onnx_import::Raiser raiser(g);
+  SourceModel m = raiser.run();
+  for (auto &b : g.buffers) // constants the tensors were copied from stay valid
+    m.buffers.push_back(b);
+  return m;
+}
+
+} // namespace llmc

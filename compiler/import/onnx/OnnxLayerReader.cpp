@@ -1,0 +1,278 @@
+//===- OnnxLayerReader.cpp - Raise attention, MLP, rotary and head -------===//
+// The per-layer half of OnnxDecoderReader.cpp (see its header for the
+// patterns): each raise* call matches one part of the residual stream,
+// checks it, and adds its tensors under llmc's canonical names.
+//===----------------------------------------------------------------------===//
+#include "compiler/import/onnx/OnnxRaiser.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace llmc::onnx_import {
+
+namespace {
+DType dtypeOf(const OnnxConstant &c) {
+  switch (c.type) {
+  case OnnxType::Float: return DType::F32;
+  case OnnxType::Float16: return DType::F16;
+  case OnnxType::BFloat16: return DType::BF16;
+  default: return DType::F32;
+  }
+}
+} // namespace
+
+void Raiser::addConstant(const std::string &value, const std::string &name,
+                         std::vector<int64_t> shape) {
+  const OnnxConstant *c = constant(value);
+  if (!c || (c->type != OnnxType::Float && c->type != OnnxType::Float16 &&
+             c->type != OnnxType::BFloat16))
+    fail("'" + value + "' (for " + name + ") is not a float, float16 or bfloat16 constant");
+  auto buf = std::make_shared<OwnedBuffer>(); // aligned, unlike a protobuf string
+  buf->bytes.assign(c->data, c->data + c->nbytes);
+  m_.buffers.push_back(buf);
+  m_.tensors.push_back({name, dtypeOf(*c), shape.empty() ? c->shape : shape, buf->bytes.data(),
+                        c->nbytes});
+  claimed_.insert(canon(value));
+}
+
+void Raiser::addNorm(Norm n, const std::string &name) {
+  addConstant(n.weight, name);
+  char text[32]; // eps as the decimal the exporter was given (1e-5 stored as float32)
+  std::snprintf(text, sizeof text, "%.7g", double(float(n.eps)));
+  n.eps = std::strtod(text, nullptr);
+  if (!normEps_)
+    normEps_ = n.eps;
+  else if (std::fabs(*normEps_ - n.eps) > 1e-12)
+    fail(name + ": epsilon " + std::to_string(n.eps) + " differs from the first norm's " +
+         std::to_string(*normEps_));
+}
+
+void Raiser::addLinear(const Linear &l, const std::string &name) {
+  const OnnxConstant &c = *constant(l.weight);
+  if (c.type != OnnxType::Float && c.type != OnnxType::Float16 && c.type != OnnxType::BFloat16)
+    fail(node(l.node).describe() + ": weight '" + l.weight + "' is " +
+         onnxTypeName(int32_t(c.type)) + "; llmc raises float, float16 and bfloat16 weights");
+  auto buf = std::make_shared<OwnedBuffer>();
+  buf->bytes.resize(size_t(c.nbytes));
+  const size_t e = size_t(onnxTypeBytes(c.type));
+  if (l.transposed) {
+    std::memcpy(buf->bytes.data(), c.data, size_t(c.nbytes));
+  } else { // [in, out] -> [out, in]
+    for (int64_t i = 0; i < l.in; ++i)
+      for (int64_t o = 0; o < l.outDim; ++o)
+        std::memcpy(buf->bytes.data() + size_t(o * l.in + i) * e,
+                    c.data + size_t(i * l.outDim + o) * e, e);
+  }
+  m_.buffers.push_back(buf);
+  m_.tensors.push_back({name + ".weight", dtypeOf(c), {l.outDim, l.in}, buf->bytes.data(),
+                        c.nbytes});
+  claimed_.insert(l.weight);
+  if (!l.bias.empty())
+    addConstant(l.bias, name + ".bias");
+}
+
+std::string Raiser::raiseAttention(int64_t layer, const std::string &r) {
+  const std::string blk = "blk." + std::to_string(layer) + ".";
+  auto n = matchNorm(r);
+  if (!n)
+    fail("layer " + std::to_string(layer) + ": no RMSNorm reads the residual stream '" + r +
+         "' (LayerNorm and other norms are not raised)");
+  addNorm(*n, blk + "attn_norm.weight");
+  std::vector<Linear> lins = linearsFrom(n->out);
+  if (lins.size() != 3)
+    fail("layer " + std::to_string(layer) + ": the attention norm feeds " +
+         std::to_string(lins.size()) + " weight MatMuls; llmc raises separate q, k, v "
+         "projections (a fused qkv is not raised yet)");
+  const Linear *q = nullptr, *k = nullptr, *v = nullptr;
+  int scores = -1, context = -1;
+  for (const Linear &l : lins) {
+    std::vector<Use> hits = matmulsReached(l.out, false);
+    if (hits.size() != 1)
+      fail(node(l.node).describe() + " reaches " + std::to_string(hits.size()) +
+           " attention MatMuls; expected one");
+    if (hits[0].slot == 0) {
+      q = &l;
+      scores = hits[0].node;
+    }
+  }
+  for (const Linear &l : lins) {
+    const Use h = matmulsReached(l.out, false)[0];
+    if (&l == q)
+      continue;
+    if (h.node == scores && h.slot == 1)
+      k = &l;
+    else if (h.slot == 1) {
+      v = &l;
+      context = h.node;
+    }
+  }
+  if (!q || !k || !v || producerOf(node(context).inputs[0]) < 0 ||
+      node(producerOf(node(context).inputs[0])).op != "Softmax" ||
+      !reaches(node(scores).outputs[0], context))
+    fail("layer " + std::to_string(layer) + ": the q, k, v projections do not form "
+         "softmax(q k^T) v attention as llmc knows it");
+  std::vector<Use> proj = matmulsReached(node(context).outputs[0], true);
+  if (proj.size() != 1)
+    fail(node(context).describe() + ": its result reaches " + std::to_string(proj.size()) +
+         " weight MatMuls; expected the output projection alone");
+  std::optional<Linear> o;
+  for (const Linear &l : linearsFrom(node(proj[0].node).inputs[0]))
+    if (l.node == proj[0].node)
+      o = l;
+  const std::string next = o ? residualAdd(r, o->out) : std::string();
+  if (next.empty())
+    fail(node(proj[0].node).describe() + ": the output projection is not added to the "
+                                         "residual stream");
+  if (!o->bias.empty() || (q->bias.empty() != k->bias.empty()) ||
+      (q->bias.empty() != v->bias.empty()))
+    fail("layer " + std::to_string(layer) + ": llmc raises q, k and v biases together and no "
+                                            "output-projection bias");
+  attentionBias_ = !q->bias.empty();
+  qDim_ = q->outDim;
+  kvDim_ = k->outDim;
+  if (v->outDim != kvDim_)
+    fail(node(v->node).describe() + ": v has " + std::to_string(v->outDim) +
+         " columns, k has " + std::to_string(kvDim_));
+  addLinear(*q, blk + "attn_q");
+  addLinear(*k, blk + "attn_k");
+  addLinear(*v, blk + "attn_v");
+  addLinear(*o, blk + "attn_output");
+  return next;
+}
+
+std::string Raiser::raiseMlp(int64_t layer, const std::string &r) {
+  const std::string blk = "blk." + std::to_string(layer) + ".", at = "layer " +
+                                                                    std::to_string(layer);
+  auto n = matchNorm(r);
+  if (!n)
+    fail(at + ": no RMSNorm before the MLP reads the residual stream '" + r + "'");
+  addNorm(*n, blk + "ffn_norm.weight");
+  std::vector<Linear> lins = linearsFrom(n->out);
+  if (lins.size() != 2)
+    fail(at + ": the MLP norm feeds " + std::to_string(lins.size()) + " weight MatMuls; "
+         "llmc raises gate/up/down SwiGLU MLPs (MoE and plain MLPs are not raised yet)");
+  for (int gi = 0; gi < 2; ++gi) {
+    const Linear &gate = lins[size_t(gi)], &up = lins[size_t(1 - gi)];
+    auto sig = userOp(gate.out, "Sigmoid");
+    if (!sig)
+      continue;
+    std::string act;
+    for (const Use &u : users(gate.out))
+      if (node(u.node).op == "Mul" &&
+          canon(node(u.node).inputs[size_t(1 - u.slot)]) == canon(node(*sig).outputs[0]))
+        act = canon(node(u.node).outputs[0]);
+    std::string hidden;
+    for (const Use &u : act.empty() ? std::vector<Use>{} : users(act))
+      if (node(u.node).op == "Mul" && canon(node(u.node).inputs[size_t(1 - u.slot)]) == up.out)
+        hidden = canon(node(u.node).outputs[0]);
+    std::vector<Linear> down = hidden.empty() ? std::vector<Linear>{} : linearsFrom(hidden);
+    if (down.size() != 1)
+      fail(at + ": SiLU(gate) * up does not feed one down projection");
+    const std::string next = residualAdd(r, down[0].out);
+    if (next.empty())
+      fail(node(down[0].node).describe() + ": the down projection is not added to the "
+                                           "residual stream");
+    if (!gate.bias.empty() || !up.bias.empty() || !down[0].bias.empty())
+      fail(at + ": MLP biases are not raised");
+    ffnDim_ = gate.outDim;
+    addLinear(gate, blk + "ffn_gate");
+    addLinear(up, blk + "ffn_up");
+    addLinear(down[0], blk + "ffn_down");
+    return next;
+  }
+  std::string feeds;
+  for (const Linear &l : lins)
+    for (const Use &u : users(l.out))
+      feeds += (feeds.empty() ? "" : ", ") + node(u.node).describe();
+  fail(at + ": the MLP projections " + node(lins[0].node).describe() + " and " +
+       node(lins[1].node).describe() + " feed " + feeds + ": neither goes through a Sigmoid "
+       "(SiLU); GELU and other activations are not raised yet");
+}
+
+void Raiser::readRotary() {
+  std::optional<std::pair<int64_t, double>> found; // head_dim, base
+  for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    const OnnxNode &cs = g_.nodes[i];
+    if (cs.op != "Cos" && cs.op != "Sin")
+      continue;
+    for (const Use &u : users(cs.outputs[0])) {
+      const OnnxNode &mul = node(u.node);
+      auto s = mul.op == "Mul" ? scalar(mul.inputs[size_t(1 - u.slot)]) : std::nullopt;
+      if (s && std::fabs(*s - 1.0) > 1e-6)
+        fail(mul.describe() + ": rotary attention scaling " + std::to_string(*s) +
+             " (RoPE scaling) is not raised");
+    }
+    const int cat = producerOf(cs.inputs[0]);
+    if (cat < 0 || node(cat).op != "Concat" || node(cat).inputs.size() != 2 ||
+        canon(node(cat).inputs[0]) != canon(node(cat).inputs[1]))
+      fail(cs.describe() + ": the rotary angles are not the frequencies concatenated twice "
+                           "(rotate-half); interleaved RoPE is not raised");
+    std::set<int> seen;
+    std::vector<std::string> todo{canon(node(cat).inputs[0])};
+    while (!todo.empty()) { // back from the angles to the inverse frequencies
+      const std::string x = todo.back();
+      todo.pop_back();
+      const OnnxConstant *c = constant(x);
+      if (c && c->isFloat() && c->numElements() >= 2 && !claimed_.count(x)) {
+        const int64_t half = c->numElements(), hd = 2 * half;
+        double base = 0;
+        bool ok = std::fabs(c->at(0) - 1.0) < 1e-6;
+        for (int64_t j = 1; ok && j < half; ++j) {
+          const double b = std::pow(c->at(j), -double(hd) / double(2 * j));
+          ok = c->at(j) > 0 && c->at(j) < c->at(j - 1) && (j == 1 || std::fabs(b / base - 1) < 1e-3);
+          base = j == 1 ? b : base;
+        }
+        if (!ok)
+          fail(cs.describe() + ": rotary frequencies '" + x + "' are not 1, b^(-2/d), ... "
+                               "(scaled RoPE is not raised)");
+        if (found && (found->first != hd || std::fabs(found->second / base - 1) > 1e-3))
+          fail(cs.describe() + ": a second rotary embedding with other frequencies");
+        found = std::make_pair(hd, ropeBaseOf(*c));
+        claimed_.insert(x);
+        continue;
+      }
+      const int p = producerOf(x);
+      if (p >= 0 && node(p).op != "Shape" && seen.insert(p).second)
+        for (const auto &in : node(p).inputs)
+          if (!in.empty())
+            todo.push_back(canon(in));
+    }
+  }
+  if (!found)
+    fail("no rotary embedding (Cos/Sin of positions times inverse frequencies) found");
+  headDim_ = found->first;
+  ropeBase_ = found->second;
+}
+
+/// The RoPE base: the estimate from the largest frequency index (the most
+/// precise), or the whole number nearest it when that number reproduces
+/// every stored frequency to float precision (exports store 10000 as
+/// float32 frequencies, which read back as 10000.0005).
+double Raiser::ropeBaseOf(const OnnxConstant &freqs) const {
+  const int64_t half = freqs.numElements(), hd = 2 * half;
+  const double estimate = std::pow(freqs.at(half - 1), -double(hd) / double(2 * (half - 1)));
+  const double whole = std::round(estimate);
+  for (int64_t j = 0; j < half; ++j) {
+    const double want = std::pow(whole, -double(2 * j) / double(hd));
+    if (std::fabs(freqs.at(j) - want) > 4e-7 * want)
+      return estimate;
+  }
+  return whole;
+}
+
+void Raiser::raiseHead(const Linear &head) {
+  const OnnxConstant &emb = *constant(embedding_);
+  addLinear(head, "output");
+  const SourceTensor &out = m_.tensors.back();
+  if (out.dtype == dtypeOf(emb) && out.nbytes == emb.nbytes &&
+      std::memcmp(out.data, m_.find("token_embd.weight")->data, size_t(out.nbytes)) == 0) {
+    m_.tensors.pop_back(); // the embedding, transposed: a tied head
+    m_.config.tied_embeddings = true;
+  }
+  if (!head.bias.empty())
+    fail(node(head.node).describe() + ": an LM-head bias is not raised");
+}
+
+} // namespace llmc::onnx_import

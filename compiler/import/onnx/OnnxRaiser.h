@@ -1,0 +1,88 @@
+//===- OnnxRaiser.h - Matching a decoder in an ONNX graph -------*- C++ -*-===//
+// The raising step of the ONNX reader (OnnxDecoderReader.cpp: the graph
+// walk and the checks; OnnxLayerReader.cpp: attention, MLP, rotary, head).
+//===----------------------------------------------------------------------===//
+#pragma once
+#include "compiler/import/ReaderUtil.h"
+#include "compiler/import/onnx/OnnxGraph.h"
+
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace llmc::onnx_import {
+
+struct Use {
+  int node = -1;
+  int slot = -1;
+};
+
+struct Norm {
+  std::string out, weight;
+  double eps = 0;
+};
+
+struct Linear {
+  int node = -1;
+  std::string weight;      // constant [in, out] (or its Transpose's source, [out, in])
+  bool transposed = false; // weight already [out, in]
+  std::string bias;        // "" if none
+  std::string out;         // canonical value after the bias
+  int64_t in = 0, outDim = 0;
+};
+
+class Raiser {
+public:
+  explicit Raiser(const OnnxGraph &g) : g_(g) { index(); }
+  SourceModel run();
+
+private:
+  const OnnxGraph &g_;
+  std::unordered_map<std::string, int> producer_;
+  std::unordered_map<std::string, std::vector<Use>> users_; // by canonical value
+  std::set<std::string> claimed_;                           // constants raised
+  SourceModel m_;
+  std::string embedding_, ids_;
+  std::optional<double> normEps_;
+  bool attentionBias_ = false;
+  int64_t qDim_ = 0, kvDim_ = 0, ffnDim_ = 0, headDim_ = 0;
+  double ropeBase_ = 0;
+
+  [[noreturn]] void fail(const std::string &what) const { importFail(g_.path, what); }
+  const OnnxNode &node(int i) const { return g_.nodes[size_t(i)]; }
+  void index();
+  std::string canon(std::string v) const;
+  int producerOf(const std::string &v) const;
+  const std::vector<Use> &users(const std::string &v) const;
+  const OnnxConstant *constant(const std::string &v) const { return g_.constant(canon(v)); }
+  std::optional<double> scalar(const std::string &v) const;
+  std::optional<int> userOp(const std::string &v, const char *op, int slot = -1) const;
+
+  std::optional<Norm> matchNorm(const std::string &r) const;
+  std::optional<Norm> matchDecomposedNorm(const std::string &r, const Use &pow) const;
+  bool isWeightMatMul(int n) const;
+  std::vector<Linear> linearsFrom(const std::string &v) const;
+  /// The MatMuls `v` flows into (not through Shape, not past a MatMul):
+  /// activation-by-activation ones, or (weights) those with a weight.
+  std::vector<Use> matmulsReached(const std::string &v, bool weights) const;
+  std::string residualAdd(const std::string &r, const std::string &branch) const;
+  bool reaches(const std::string &from, int target) const;
+  int embeddingGather() const;
+
+  void addConstant(const std::string &value, const std::string &name,
+                   std::vector<int64_t> shape = {});
+  void addNorm(Norm n, const std::string &name);
+  void addLinear(const Linear &l, const std::string &name);
+  std::string raiseAttention(int64_t layer, const std::string &r);
+  std::string raiseMlp(int64_t layer, const std::string &r);
+  void readRotary();
+  double ropeBaseOf(const OnnxConstant &freqs) const;
+  void raiseHead(const Linear &head);
+  void fillConfig(int64_t layers);
+  void checkCoverage(const std::string &logits) const;
+  void readSideFiles();
+};
+
+} // namespace llmc::onnx_import

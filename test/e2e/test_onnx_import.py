@@ -1,0 +1,130 @@
+"""End-to-end: ONNX import (issue 19) on real exporter output.
+
+Fixtures (test/fixtures/onnx, written by export_onnx_fixtures.py with
+torch.onnx.export of transformers models; CI needs neither torch nor
+onnxruntime): a tied GQA Llama and a Qwen2 with q/k/v biases, each with the
+same weights as a Hugging Face folder and onnxruntime's logits.
+
+Checks per model:
+- `llmc compile model.onnx`: prompt logits against onnxruntime's (the
+  exporter's own runtime) and against the independent NumPy reference on
+  the same weights, top-1 agreement;
+- the ONNX import is the HF import: same manifest (config, tensors,
+  kernel plan, codegen) but for the source, bit-identical logits; and so
+  after a pipeline (RTN 4-bit + SnapKV), passes behave the same on both.
+Bad input: a GELU MLP (a pattern llmc does not raise: the error names the
+nodes), external data missing or escaping the folder, a truncated and a
+random-bytes file: each a clean error (exit 1) and no output file.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref"))
+import harness  # noqa: E402  (first: pins BLAS threads)
+from hf_loader import load_hf  # noqa: E402
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "onnx")
+MODELS = ["llama-tied", "qwen2-bias"]
+# llmc float32 vs onnxruntime float32: measured max abs error 1.4e-6 and
+# 1.2e-6 with max|logit| 2.2 (6e-7 relative); vs the float64 NumPy
+# reference likewise. 1e-5 relative leaves ~15x; a wrong RoPE half, bias or
+# transposed weight gives errors of order 1.
+REL_TOL = 1e-5
+PIPELINE = "llm-quantize-rtn{bits=4 group=32},llm-kv-policy{method=snapkv budget=0.5}"
+
+
+def manifest(art):
+    m = json.loads(harness.run_llmc(["inspect", art, "--json", "--no-verify"]).stdout)
+    m.pop("source", None)
+    return m
+
+
+def compile_to(checks, model, out, extra=()):
+    p = harness.run_llmc(["compile", model, "-o", out, "-q", *extra], check=False)
+    if p.returncode == 0 and os.path.exists(out):
+        return True
+    return checks.check(False, f"compile {model} {' '.join(extra)}", p.stderr.strip()[-300:])
+
+
+def model_checks(checks, work, name):
+    folder = os.path.join(FIXTURES, name)
+    ref = np.load(os.path.join(folder, "reference.npz"))
+    prompt, ort_logits = [int(t) for t in ref["prompt"]], ref["logits"]
+    via_onnx, via_hf = (os.path.join(work, f"{name}.{k}.llmc") for k in ("onnx", "hf"))
+    if not (compile_to(checks, os.path.join(folder, "model.onnx"), via_onnx) and
+            compile_to(checks, folder, via_hf)):
+        return
+    got = harness.llmc_logits(via_onnx, prompt, os.path.join(work, f"{name}.onnx.npy"))
+    harness.compare_logits(checks, f"{name} (ONNX) vs onnxruntime", got, ort_logits, REL_TOL)
+    numpy_ref = load_hf(folder).logits(prompt)
+    harness.compare_logits(checks, f"{name} (ONNX) vs NumPy reference", got, numpy_ref, REL_TOL)
+    hf = harness.llmc_logits(via_hf, prompt, os.path.join(work, f"{name}.hf.npy"))
+    a, b = manifest(via_onnx), manifest(via_hf)
+    checks.check(a == b, f"{name}: the ONNX import's manifest equals the HF import's "
+                 "(config, tensors, kernel plan, codegen)",
+                 "differ in " + ", ".join(k for k in a if a[k] != b.get(k)) if a != b else
+                 f"{len(a['tensors'])} tensors, config {a['config']['architecture']}, "
+                 f"{a['config']['num_heads']}/{a['config']['num_kv_heads']} heads, "
+                 f"rope_theta {a['config']['rope_theta']}")
+    checks.check(np.array_equal(got, hf), f"{name}: ONNX and HF imports give bit-identical logits",
+                 f"max |diff| {float(np.abs(got - hf).max()):.3g}")
+    piped = [os.path.join(work, f"{name}.{k}.rtn-snapkv.llmc") for k in ("onnx", "hf")]
+    if not (compile_to(checks, os.path.join(folder, "model.onnx"), piped[0],
+                       ["--pipeline", PIPELINE]) and
+            compile_to(checks, folder, piped[1], ["--pipeline", PIPELINE])):
+        return
+    pa, pb = manifest(piped[0]), manifest(piped[1])
+    la = harness.llmc_logits(piped[0], prompt, os.path.join(work, f"{name}.p-onnx.npy"))
+    lb = harness.llmc_logits(piped[1], prompt, os.path.join(work, f"{name}.p-hf.npy"))
+    checks.check(pa == pb and np.array_equal(la, lb),
+                 f"{name}: RTN 4-bit + SnapKV give the same artifact and logits from either import",
+                 f"passes {[p.split('{')[0] for p in pa['pipeline']['passes']]}, "
+                 f"quantized logits differ from float by {float(np.abs(la - got).max()):.3g}")
+
+
+def refused(checks, work, path, label, must_name=()):
+    out = os.path.join(work, "refused.llmc")
+    if os.path.exists(out):
+        os.remove(out)
+    p = harness.run_llmc(["compile", path, "-o", out, "-q"], check=False)
+    err = p.stderr.strip()
+    ok = p.returncode == 1 and not os.path.exists(out) and "error:" in err and \
+        all(s in err for s in must_name) and "Traceback" not in err
+    checks.check(ok, f"{label}: a clean error, no output", f"exit {p.returncode}: {err[-300:]}")
+
+
+def bad_input_checks(checks, work):
+    bad = os.path.join(FIXTURES, "bad")
+    refused(checks, work, os.path.join(bad, "gelu-mlp.onnx"),
+            "a GELU MLP (not raised)", ["gate_proj/MatMul' (MatMul)", "GELU"])
+    refused(checks, work, os.path.join(bad, "missing-external.onnx"),
+            "external data file missing", ["missing-weights.bin not found"])
+    refused(checks, work, os.path.join(bad, "escaping-external.onnx"),
+            "external data outside the model's folder", ["not a file name inside"])
+    with open(os.path.join(FIXTURES, "llama-tied", "model.onnx"), "rb") as f:
+        data = f.read()
+    for label, blob in (("a truncated ONNX file", data[: len(data) // 2]),
+                        ("random bytes named .onnx", np.random.default_rng(0).bytes(4096))):
+        path = os.path.join(work, "broken.onnx")
+        with open(path, "wb") as f:
+            f.write(blob)
+        refused(checks, work, path, label, ["not a valid ONNX model"])
+
+
+def main():
+    checks = harness.Checks("ONNX import: exported Llama and Qwen2 against onnxruntime")
+    for name in MODELS:
+        if not os.path.exists(os.path.join(FIXTURES, name, "model.onnx")):
+            harness.skip(f"{FIXTURES}/{name}/model.onnx not found (committed fixture)")
+    work = harness.work_dir("onnx_import")
+    for name in MODELS:
+        model_checks(checks, work, name)
+    bad_input_checks(checks, work)
+    checks.finish()
+
+
+if __name__ == "__main__":
+    main()
