@@ -66,7 +66,7 @@ def main():
     ap.add_argument("--llmc", default=os.path.join(REPO, "build", "bin", "llmc"))
     args = ap.parse_args()
     corpus = os.path.join(HERE, "corpus")
-    for t in ("gguf", "hf", "llama2c", "artifact", "request"):
+    for t in ("gguf", "hf", "llama2c", "onnx", "artifact", "request"):
         os.makedirs(os.path.join(corpus, t), exist_ok=True)
         for f in os.listdir(os.path.join(corpus, t)):
             if not f.startswith("regress-"):  # inputs that once failed stay
@@ -91,6 +91,11 @@ def main():
             out = os.path.join(corpus, "artifact", f"tiny-{name}.llmc")
             subprocess.run([args.llmc, "compile", os.path.join(tmp, "tiny-f32.gguf"), "-o", out,
                             "--no-sign", "--no-ir", *extra], check=True, capture_output=True)
+    # ONNX: the committed exporter fixtures under max_len (a GELU Llama the
+    # raiser refuses late, and the external-data graphs).
+    onnx_dir = os.path.join(REPO, "test", "fixtures", "onnx", "bad")
+    for f in sorted(os.listdir(onnx_dir)):
+        shutil.copy(os.path.join(onnx_dir, f), os.path.join(corpus, "onnx", f))
     for i, r in enumerate(REQUESTS):
         write(os.path.join(corpus, "request", f"body{i}.json"), json.dumps(r).encode())
     for root, _, files in os.walk(corpus):

@@ -355,6 +355,20 @@ void Raiser::readSideFiles() {
       if (auto v = hf::optInt(cfg, key, cfgPath); v && *v != have)
         fail("the graph has " + std::string(key) + " " + std::to_string(have) + ", " + cfgPath +
              " says " + std::to_string(*v));
+    // Values the graph holds only as float32 (eps, the RoPE frequencies):
+    // config.json's exact number where it agrees, an error where it does not.
+    if (auto eps = hf::optNumber(cfg, "rms_norm_eps", cfgPath)) {
+      if (float(*eps) != float(c.norm_eps))
+        fail("the graph's RMSNorm epsilon is " + std::to_string(c.norm_eps) + ", " + cfgPath +
+             " says " + std::to_string(*eps));
+      c.norm_eps = *eps;
+    }
+    if (auto theta = hf::optNumber(cfg, "rope_theta", cfgPath)) {
+      if (std::fabs(*theta / c.rope_theta - 1) > 1e-4)
+        fail("the graph's rotary frequencies give base " + std::to_string(c.rope_theta) + ", " +
+             cfgPath + " says " + std::to_string(*theta));
+      c.rope_theta = *theta;
+    }
     c.context_length = hf::optInt(cfg, "max_position_embeddings", cfgPath).value_or(0);
     if (auto n = hf::optString(cfg, "_name_or_path", cfgPath); n && !n->empty())
       c.name = *n;
