@@ -2,8 +2,10 @@
 
 Fixtures (test/fixtures/onnx, written by export_onnx_fixtures.py with
 torch.onnx.export of transformers models; CI needs neither torch nor
-onnxruntime): a tied GQA Llama and a Qwen2 with q/k/v biases, each with the
-same weights as a Hugging Face folder and onnxruntime's logits.
+onnxruntime): a tied GQA Llama and a Qwen2 with q/k/v biases, and the Llama
+as serving stacks export it (attention_mask, position_ids and past
+key/values inputs; reference: a fresh sequence), each with the same weights
+as a Hugging Face folder and onnxruntime's logits.
 
 Checks per model:
 - `llmc compile model.onnx`: prompt logits against onnxruntime's (the
@@ -27,7 +29,7 @@ import harness  # noqa: E402  (first: pins BLAS threads)
 from hf_loader import load_hf  # noqa: E402
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "onnx")
-MODELS = ["llama-tied", "qwen2-bias"]
+MODELS = ["llama-tied", "qwen2-bias", "llama-past"]
 # llmc float32 vs onnxruntime float32: measured max abs error 1.4e-6 and
 # 1.2e-6 with max|logit| 2.2 (6e-7 relative); vs the float64 NumPy
 # reference likewise. 1e-5 relative leaves ~15x; a wrong RoPE half, bias or
@@ -59,6 +61,11 @@ def model_checks(checks, work, name):
         return
     got = harness.llmc_logits(via_onnx, prompt, os.path.join(work, f"{name}.onnx.npy"))
     harness.compare_logits(checks, f"{name} (ONNX) vs onnxruntime", got, ort_logits, REL_TOL)
+    source = json.loads(harness.run_llmc(["inspect", via_onnx, "--json", "--no-verify"]).stdout)
+    serving = source["source"]["metadata"].get("onnx.serving_inputs")
+    checks.check((serving is not None) == (name == "llama-past"),
+                 f"{name}: the manifest records serving inputs raised for a fresh sequence "
+                 "exactly when the graph has them", str(serving))
     numpy_ref = load_hf(folder).logits(prompt)
     harness.compare_logits(checks, f"{name} (ONNX) vs NumPy reference", got, numpy_ref, REL_TOL)
     hf = harness.llmc_logits(via_hf, prompt, os.path.join(work, f"{name}.hf.npy"))

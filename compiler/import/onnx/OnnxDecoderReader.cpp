@@ -292,6 +292,16 @@ void Raiser::fillConfig(int64_t layers) {
   c.attention_bias = attentionBias_;
 }
 
+/// The inputs a serving export adds (optimum's with-past layout), which
+/// llmc's runtime makes redundant: it keeps its own KV cache (past empty),
+/// attends to every earlier position (attention_mask all ones) and counts
+/// positions from 0 (position_ids 0..n-1). The raised model computes what
+/// the graph computes for exactly those values.
+bool Raiser::servingInput(const std::string &name) {
+  return name == "attention_mask" || name == "position_ids" ||
+         name.rfind("past_key_values.", 0) == 0 || name.rfind("past.", 0) == 0;
+}
+
 /// Every node the logits depend on is an op of the raised patterns, and
 /// every float constant (more than one element) it reads was raised.
 void Raiser::checkCoverage(const std::string &logits) const {
@@ -300,7 +310,7 @@ void Raiser::checkCoverage(const std::string &logits) const {
       "Gather", "Cast", "Identity", "Constant", "ConstantOfShape", "Shape", "Reshape",
       "Transpose", "Unsqueeze", "Squeeze", "Concat", "Slice", "Expand", "Range", "Equal",
       "Where", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Not", "Trilu",
-      "Softmax", "Sigmoid", "Cos", "Sin", "Max", "Min", "IsNaN", "CumSum",
+      "Softmax", "Sigmoid", "Cos", "Sin", "Max", "Min", "IsNaN", "CumSum", "ScatterND",
       "SimplifiedLayerNormalization"};
   std::set<int> seen;
   std::vector<int> todo{producer_.at(logits)};
@@ -320,9 +330,9 @@ void Raiser::checkCoverage(const std::string &logits) const {
         fail(n.describe() + " reads the constant '" + in + "' " + shapeString(c->shape) +
              ", which no raised pattern accounts for");
       if (std::find(g_.inputs.begin(), g_.inputs.end(), in) != g_.inputs.end() &&
-          in != ids_)
+          in != ids_ && !servingInput(in))
         fail(n.describe() + " reads the graph input '" + in + "'; llmc raises graphs whose "
-             "only input is the token ids (no attention_mask, position_ids or past key/values)");
+             "inputs are the token ids, attention_mask, position_ids and past key/values");
       auto p = producer_.find(in);
       if (p != producer_.end())
         todo.push_back(p->second);
@@ -413,6 +423,17 @@ SourceModel Raiser::run() {
   fillConfig(layer);
   checkCoverage(logits);
   readSideFiles();
+  std::string assumed;
+  for (const auto &in : g_.inputs)
+    if (servingInput(in) && in.rfind("past", 0) != 0)
+      assumed += (assumed.empty() ? "" : ", ") + in;
+  if (std::any_of(g_.inputs.begin(), g_.inputs.end(),
+                  [](const std::string &in) { return in.rfind("past", 0) == 0; }))
+    assumed += std::string(assumed.empty() ? "" : ", ") + "past key/values";
+  if (!assumed.empty())
+    m_.metadata.push_back({"onnx.serving_inputs", assumed + ": raised for a fresh sequence "
+                                                            "(mask all ones, positions from 0, "
+                                                            "no past); llmc keeps the KV cache"});
   m_.metadata.push_back({"onnx.producer", g_.producer});
   m_.metadata.push_back({"onnx.opset", std::to_string(g_.opset)});
   validateSourceModel(m_);

@@ -81,6 +81,7 @@ private:
   double ropeBaseOf(const OnnxConstant &freqs) const;
   void raiseHead(const Linear &head);
   void fillConfig(int64_t layers);
+  static bool servingInput(const std::string &name);
   void checkCoverage(const std::string &logits) const;
   void readSideFiles();
 };
