@@ -2,7 +2,8 @@
 
 Fixtures (test/fixtures/onnx, written by export_onnx_fixtures.py with
 torch.onnx.export of transformers models; CI needs neither torch nor
-onnxruntime): a tied GQA Llama and a Qwen2 with q/k/v biases, and the Llama
+onnxruntime): a tied GQA Llama, a Qwen2 with q/k/v biases, a Llama with an
+exact-GELU gated MLP, and the first Llama
 as serving stacks export it (attention_mask, position_ids and past
 key/values inputs; reference: a fresh sequence), each with the same weights
 as a Hugging Face folder and onnxruntime's logits.
@@ -14,8 +15,8 @@ Checks per model:
 - the ONNX import is the HF import: same manifest (config, tensors,
   kernel plan, codegen) but for the source, bit-identical logits; and so
   after a pipeline (RTN 4-bit + SnapKV), passes behave the same on both.
-Bad input: a GELU MLP (a pattern llmc does not raise: the error names the
-nodes), external data missing or escaping the folder, a truncated and a
+Bad input: a tanh-approximated GELU MLP (a pattern llmc does not raise: the
+error names the nodes), external data missing or escaping the folder, a truncated and a
 random-bytes file: each a clean error (exit 1) and no output file.
 """
 import json
@@ -29,7 +30,7 @@ import harness  # noqa: E402  (first: pins BLAS threads)
 from hf_loader import load_hf  # noqa: E402
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "onnx")
-MODELS = ["llama-tied", "qwen2-bias", "llama-past"]
+MODELS = ["llama-tied", "qwen2-bias", "llama-gelu", "llama-past"]
 # llmc float32 vs onnxruntime float32: measured max abs error 1.4e-6 and
 # 1.2e-6 with max|logit| 2.2 (6e-7 relative); vs the float64 NumPy
 # reference likewise. 1e-5 relative leaves ~15x; a wrong RoPE half, bias or
@@ -105,8 +106,8 @@ def refused(checks, work, path, label, must_name=()):
 
 def bad_input_checks(checks, work):
     bad = os.path.join(FIXTURES, "bad")
-    refused(checks, work, os.path.join(bad, "gelu-mlp.onnx"),
-            "a GELU MLP (not raised)", ["gate_proj/MatMul' (MatMul)", "GELU"])
+    refused(checks, work, os.path.join(bad, "gelu-tanh-mlp.onnx"),
+            "a tanh-GELU MLP (not raised)", ["gate_proj/MatMul' (MatMul)", "tanh GELU"])
     refused(checks, work, os.path.join(bad, "missing-external.onnx"),
             "external data file missing", ["missing-weights.bin not found"])
     refused(checks, work, os.path.join(bad, "escaping-external.onnx"),

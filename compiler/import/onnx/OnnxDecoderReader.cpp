@@ -288,7 +288,7 @@ void Raiser::fillConfig(int64_t layers) {
   c.rope_style = RopeStyle::Half;
   c.norm_eps = normEps_.value_or(1e-5);
   c.norm = NormKind::RMSNorm;
-  c.activation = Activation::SiLU;
+  c.activation = activation_.value_or(Activation::SiLU);
   c.attention_bias = attentionBias_;
 }
 
@@ -310,7 +310,7 @@ void Raiser::checkCoverage(const std::string &logits) const {
       "Gather", "Cast", "Identity", "Constant", "ConstantOfShape", "Shape", "Reshape",
       "Transpose", "Unsqueeze", "Squeeze", "Concat", "Slice", "Expand", "Range", "Equal",
       "Where", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Not", "Trilu",
-      "Softmax", "Sigmoid", "Cos", "Sin", "Max", "Min", "IsNaN", "CumSum", "ScatterND",
+      "Softmax", "Sigmoid", "Erf", "Gelu", "Cos", "Sin", "Max", "Min", "IsNaN", "CumSum", "ScatterND",
       "SimplifiedLayerNormalization"};
   std::set<int> seen;
   std::vector<int> todo{producer_.at(logits)};

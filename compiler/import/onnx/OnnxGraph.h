@@ -55,6 +55,7 @@ struct OnnxNode {
   std::map<std::string, int64_t> ints;
   std::map<std::string, float> floats;
   std::map<std::string, std::vector<int64_t>> intLists;
+  std::map<std::string, std::string> strings;
   /// "node 'NAME' (OP)" for diagnostics.
   std::string describe() const;
 };

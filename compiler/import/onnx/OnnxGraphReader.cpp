@@ -142,6 +142,9 @@ OnnxNode readNode(OnnxGraph &g, const onnx::NodeProto &n, size_t index,
     case onnx::AttributeProto::FLOAT:
       node.floats[a.name()] = a.f();
       break;
+    case onnx::AttributeProto::STRING:
+      node.strings[a.name()] = a.s();
+      break;
     case onnx::AttributeProto::INTS:
       node.intLists[a.name()].assign(a.ints().begin(), a.ints().end());
       break;

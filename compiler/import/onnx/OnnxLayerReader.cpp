@@ -142,6 +142,56 @@ std::string Raiser::raiseAttention(int64_t layer, const std::string &r) {
   return next;
 }
 
+/// The activation of `g` as exported: SiLU as g * Sigmoid(g), exact GELU as
+/// (g * (1 + Erf(g / sqrt2))) * 0.5 (or with g * 0.5 first, or x * 1/sqrt2,
+/// or the opset-20 Gelu op without approximation). "" if neither.
+std::string Raiser::activationOf(const std::string &g, Activation &kind) const {
+  auto other = [&](const Use &u) { return canon(node(u.node).inputs[size_t(1 - u.slot)]); };
+  auto mulBy = [&](const std::string &v, const std::string &with) -> std::string {
+    for (const Use &u : users(v))
+      if (node(u.node).op == "Mul" && other(u) == canon(with))
+        return canon(node(u.node).outputs[0]);
+    return {};
+  };
+  auto mulByScalar = [&](const std::string &v, double c) -> std::string {
+    for (const Use &u : users(v))
+      if (node(u.node).op == "Mul" && scalar(other(u)) &&
+          std::fabs(*scalar(other(u)) - c) < 1e-6 * c)
+        return canon(node(u.node).outputs[0]);
+    return {};
+  };
+  if (auto sig = userOp(g, "Sigmoid")) {
+    kind = Activation::SiLU;
+    return mulBy(g, node(*sig).outputs[0]);
+  }
+  kind = Activation::GELU;
+  if (auto gelu = userOp(g, "Gelu", 0)) {
+    const OnnxNode &n = node(*gelu);
+    auto approx = n.strings.find("approximate");
+    return approx != n.strings.end() && approx->second != "none" ? std::string()
+                                                                 : canon(n.outputs[0]);
+  }
+  std::string scaled; // g / sqrt(2)
+  for (const Use &u : users(g)) {
+    const OnnxNode &n = node(u.node);
+    const auto c = u.slot == 0 ? scalar(n.inputs[1]) : std::nullopt;
+    if ((n.op == "Div" && c && std::fabs(*c - M_SQRT2) < 1e-5) ||
+        (n.op == "Mul" && c && std::fabs(*c - M_SQRT1_2) < 1e-5))
+      scaled = canon(n.outputs[0]);
+  }
+  auto erf = scaled.empty() ? std::nullopt : userOp(scaled, "Erf");
+  std::string onePlus;
+  for (const Use &u : erf ? users(node(*erf).outputs[0]) : std::vector<Use>{})
+    if (node(u.node).op == "Add" && scalar(other(u)) == 1.0)
+      onePlus = canon(node(u.node).outputs[0]);
+  if (onePlus.empty())
+    return {};
+  if (std::string x = mulBy(onePlus, g); !x.empty()) // (g * (1 + erf)) * 0.5
+    return mulByScalar(x, 0.5);
+  const std::string half = mulByScalar(g, 0.5); // (g * 0.5) * (1 + erf)
+  return half.empty() ? std::string() : mulBy(onePlus, half);
+}
+
 std::string Raiser::raiseMlp(int64_t layer, const std::string &r) {
   const std::string blk = "blk." + std::to_string(layer) + ".", at = "layer " +
                                                                     std::to_string(layer);
@@ -155,27 +205,26 @@ std::string Raiser::raiseMlp(int64_t layer, const std::string &r) {
          "llmc raises gate/up/down SwiGLU MLPs (MoE and plain MLPs are not raised yet)");
   for (int gi = 0; gi < 2; ++gi) {
     const Linear &gate = lins[size_t(gi)], &up = lins[size_t(1 - gi)];
-    auto sig = userOp(gate.out, "Sigmoid");
-    if (!sig)
+    Activation kind = Activation::SiLU;
+    const std::string act = activationOf(gate.out, kind);
+    if (act.empty())
       continue;
-    std::string act;
-    for (const Use &u : users(gate.out))
-      if (node(u.node).op == "Mul" &&
-          canon(node(u.node).inputs[size_t(1 - u.slot)]) == canon(node(*sig).outputs[0]))
-        act = canon(node(u.node).outputs[0]);
     std::string hidden;
     for (const Use &u : act.empty() ? std::vector<Use>{} : users(act))
       if (node(u.node).op == "Mul" && canon(node(u.node).inputs[size_t(1 - u.slot)]) == up.out)
         hidden = canon(node(u.node).outputs[0]);
     std::vector<Linear> down = hidden.empty() ? std::vector<Linear>{} : linearsFrom(hidden);
     if (down.size() != 1)
-      fail(at + ": SiLU(gate) * up does not feed one down projection");
+      fail(at + ": act(gate) * up does not feed one down projection");
     const std::string next = residualAdd(r, down[0].out);
     if (next.empty())
       fail(node(down[0].node).describe() + ": the down projection is not added to the "
                                            "residual stream");
     if (!gate.bias.empty() || !up.bias.empty() || !down[0].bias.empty())
       fail(at + ": MLP biases are not raised");
+    if (activation_ && *activation_ != kind)
+      fail(at + ": its activation differs from the first layer's");
+    activation_ = kind;
     ffnDim_ = gate.outDim;
     addLinear(gate, blk + "ffn_gate");
     addLinear(up, blk + "ffn_up");
@@ -187,8 +236,9 @@ std::string Raiser::raiseMlp(int64_t layer, const std::string &r) {
     for (const Use &u : users(l.out))
       feeds += (feeds.empty() ? "" : ", ") + node(u.node).describe();
   fail(at + ": the MLP projections " + node(lins[0].node).describe() + " and " +
-       node(lins[1].node).describe() + " feed " + feeds + ": neither goes through a Sigmoid "
-       "(SiLU); GELU and other activations are not raised yet");
+       node(lins[1].node).describe() + " feed " + feeds + ": neither goes through SiLU "
+       "(x * Sigmoid(x)) or exact GELU (x/2 * (1 + Erf(x/sqrt 2))); other activations (the "
+       "tanh GELU approximation among them) are not raised");
 }
 
 void Raiser::readRotary() {

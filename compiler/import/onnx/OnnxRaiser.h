@@ -46,6 +46,7 @@ private:
   SourceModel m_;
   std::string embedding_, ids_;
   std::optional<double> normEps_;
+  std::optional<Activation> activation_;
   bool attentionBias_ = false;
   int64_t qDim_ = 0, kvDim_ = 0, ffnDim_ = 0, headDim_ = 0;
   double ropeBase_ = 0;
@@ -76,6 +77,7 @@ private:
   void addNorm(Norm n, const std::string &name);
   void addLinear(const Linear &l, const std::string &name);
   std::string raiseAttention(int64_t layer, const std::string &r);
+  std::string activationOf(const std::string &g, Activation &kind) const;
   std::string raiseMlp(int64_t layer, const std::string &r);
   void readRotary();
   double ropeBaseOf(const OnnxConstant &freqs) const;

@@ -35,7 +35,14 @@ def config_from_hf(cfg: dict) -> RefConfig:
         num_experts=cfg.get("num_local_experts", 0) if arch == "MixtralForCausalLM" else 0,
         experts_per_token=cfg.get("num_experts_per_tok", 0) if arch == "MixtralForCausalLM" else 0,
         context_length=cfg.get("max_position_embeddings", 2048),
+        activation=_activation(cfg.get("hidden_act", "silu")),
     )
+
+
+def _activation(name):
+    if name not in ("silu", "gelu"):
+        raise ValueError(f"reference: hidden_act {name!r} not implemented (silu, gelu)")
+    return name
 
 
 def load_weights(folder) -> dict:

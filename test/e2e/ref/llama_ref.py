@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import math
+
 import numpy as np
 
 
@@ -34,10 +36,19 @@ class RefConfig:
     num_experts: int = 0  # 0: dense MLP
     experts_per_token: int = 0
     context_length: int = 2048
+    activation: str = "silu"  # "silu" or "gelu" (exact, erf)
 
 
 def _silu(x):
     return x / (1.0 + np.exp(-x))
+
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def _gelu(x):
+    """Exact GELU, x/2 (1 + erf(x / sqrt 2)), in float64."""
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)).astype(np.float64))
 
 
 def _linear(x, w):
@@ -171,7 +182,8 @@ class RefModel:
     def _mlp(self, i, h):
         gate = _linear(h, self._lw(i, "mlp.gate_proj.weight"))
         up = _linear(h, self._lw(i, "mlp.up_proj.weight"))
-        return _linear(_silu(gate) * up, self._lw(i, "mlp.down_proj.weight"))
+        act = _gelu if self.c.activation == "gelu" else _silu
+        return _linear(act(gate) * up, self._lw(i, "mlp.down_proj.weight"))
 
     def _moe(self, i, h):
         c = self.c
