@@ -374,7 +374,7 @@ void Raiser::readSideFiles() {
       c.norm_eps = *eps;
     }
     if (auto theta = hf::optNumber(cfg, "rope_theta", cfgPath)) {
-      if (std::fabs(*theta / c.rope_theta - 1) > 1e-4)
+      if (!ropeFits(*constant(ropeFreqs_), *theta))
         fail("the graph's rotary frequencies give base " + std::to_string(c.rope_theta) + ", " +
              cfgPath + " says " + std::to_string(*theta));
       c.rope_theta = *theta;

@@ -266,20 +266,15 @@ void Raiser::readRotary() {
       todo.pop_back();
       const OnnxConstant *c = constant(x);
       if (c && c->isFloat() && c->numElements() >= 2 && !claimed_.count(x)) {
-        const int64_t half = c->numElements(), hd = 2 * half;
-        double base = 0;
-        bool ok = std::fabs(c->at(0) - 1.0) < 1e-6;
-        for (int64_t j = 1; ok && j < half; ++j) {
-          const double b = std::pow(c->at(j), -double(hd) / double(2 * j));
-          ok = c->at(j) > 0 && c->at(j) < c->at(j - 1) && (j == 1 || std::fabs(b / base - 1) < 1e-3);
-          base = j == 1 ? b : base;
-        }
-        if (!ok)
+        const int64_t hd = 2 * c->numElements();
+        const std::optional<double> base = ropeBaseOf(*c);
+        if (!base)
           fail(cs.describe() + ": rotary frequencies '" + x + "' are not 1, b^(-2/d), ... "
                                "(scaled RoPE is not raised)");
-        if (found && (found->first != hd || std::fabs(found->second / base - 1) > 1e-3))
+        if (found && (found->first != hd || std::fabs(found->second / *base - 1) > 1e-3))
           fail(cs.describe() + ": a second rotary embedding with other frequencies");
-        found = std::make_pair(hd, ropeBaseOf(*c));
+        found = std::make_pair(hd, *base);
+        ropeFreqs_ = x;
         claimed_.insert(x);
         continue;
       }
@@ -296,20 +291,47 @@ void Raiser::readRotary() {
   ropeBase_ = found->second;
 }
 
-/// The RoPE base: the estimate from the largest frequency index (the most
-/// precise), or the whole number nearest it when that number reproduces
-/// every stored frequency to float precision (exports store 10000 as
-/// float32 frequencies, which read back as 10000.0005).
-double Raiser::ropeBaseOf(const OnnxConstant &freqs) const {
+/// The RoPE base b of frequencies 1, b^(-2/d), b^(-4/d), ...: estimated
+/// from the smallest frequency (the most precise), replaced by the whole
+/// number nearest it when that reproduces every stored frequency as well
+/// (exports store 10000 as float32 frequencies, which read back as
+/// 10000.0005). nullopt if some frequency is not b^(-2j/d) to the stored
+/// type's precision (scaled RoPE).
+std::optional<double> Raiser::ropeBaseOf(const OnnxConstant &freqs) const {
   const int64_t half = freqs.numElements(), hd = 2 * half;
+  if (half < 2 || !(freqs.at(half - 1) > 0))
+    return std::nullopt;
   const double estimate = std::pow(freqs.at(half - 1), -double(hd) / double(2 * (half - 1)));
-  const double whole = std::round(estimate);
+  if (ropeFits(freqs, std::round(estimate)))
+    return std::round(estimate);
+  return ropeFits(freqs, estimate) ? std::optional<double>(estimate) : std::nullopt;
+}
+
+/// Whether every frequency j is base^(-2j/d) to the precision the
+/// frequencies were computed in: their type's, or float16's / bfloat16's
+/// when every float32 value is one of those (a half-precision model's
+/// buffer widened back by the exporter).
+bool Raiser::ropeFits(const OnnxConstant &freqs, double base) const {
+  const int64_t half = freqs.numElements(), hd = 2 * half;
+  auto all = [&](auto roundTrip) {
+    for (int64_t j = 0; j < half; ++j)
+      if (double(roundTrip(float(freqs.at(j)))) != freqs.at(j))
+        return false;
+    return true;
+  };
+  const bool f16 = freqs.type == OnnxType::Float16 ||
+                   (freqs.type == OnnxType::Float &&
+                    all([](float v) { return halfToFloat(floatToHalf(v)); }));
+  const bool bf16 = freqs.type == OnnxType::BFloat16 ||
+                    (freqs.type == OnnxType::Float &&
+                     all([](float v) { return bf16ToFloat(floatToBf16(v)); }));
+  const double tol = bf16 ? 1.0 / 128 : f16 ? 1.0 / 1024 : freqs.type == OnnxType::Double ? 1e-12 : 4e-7;
   for (int64_t j = 0; j < half; ++j) {
-    const double want = std::pow(whole, -double(2 * j) / double(hd));
-    if (std::fabs(freqs.at(j) - want) > 4e-7 * want)
-      return estimate;
+    const double want = std::pow(base, -double(2 * j) / double(hd));
+    if (std::fabs(freqs.at(j) - want) > tol * want)
+      return false;
   }
-  return whole;
+  return true;
 }
 
 void Raiser::raiseHead(const Linear &head) {

@@ -44,7 +44,7 @@ private:
   std::unordered_map<std::string, std::vector<Use>> users_; // by canonical value
   std::set<std::string> claimed_;                           // constants raised
   SourceModel m_;
-  std::string embedding_, ids_;
+  std::string embedding_, ids_, ropeFreqs_;
   std::optional<double> normEps_;
   std::optional<Activation> activation_;
   bool attentionBias_ = false;
@@ -80,7 +80,8 @@ private:
   std::string activationOf(const std::string &g, Activation &kind) const;
   std::string raiseMlp(int64_t layer, const std::string &r);
   void readRotary();
-  double ropeBaseOf(const OnnxConstant &freqs) const;
+  std::optional<double> ropeBaseOf(const OnnxConstant &freqs) const;
+  bool ropeFits(const OnnxConstant &freqs, double base) const;
   void raiseHead(const Linear &head);
   void fillConfig(int64_t layers);
   static bool servingInput(const std::string &name);
