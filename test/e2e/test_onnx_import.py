@@ -15,6 +15,8 @@ Checks per model:
 - the ONNX import is the HF import: same manifest (config, tensors,
   kernel plan, codegen) but for the source, bit-identical logits; and so
   after a pipeline (RTN 4-bit + SnapKV), passes behave the same on both.
+Quantized exports (onnxruntime's 4-bit quantizer: MatMulNBits with packed
+zero points, and symmetric without): logits against onnxruntime's.
 Bad input: a tanh-approximated GELU MLP (a pattern llmc does not raise: the
 error names the nodes), external data missing or escaping the folder, a truncated and a
 random-bytes file: each a clean error (exit 1) and no output file.
@@ -31,6 +33,7 @@ from hf_loader import load_hf  # noqa: E402
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "onnx")
 MODELS = ["llama-tied", "qwen2-bias", "llama-gelu", "llama-f16", "llama-past"]
+QUANTIZED = [("llama-q4", "llama-tied"), ("qwen2-q4sym", "qwen2-bias")]
 # llmc float32 vs onnxruntime float32: measured max abs error 1.4e-6 and
 # 1.2e-6 with max|logit| 2.2 (6e-7 relative); vs the float64 NumPy
 # reference likewise. 1e-5 relative leaves ~15x; a wrong RoPE half, bias or
@@ -99,6 +102,28 @@ def model_checks(checks, work, name):
                  f"quantized logits differ from float by {float(np.abs(la - got).max()):.3g}")
 
 
+def quantized_checks(checks, work, name, float_name):
+    """An onnxruntime-quantized export (MatMulNBits): llmc dequantizes the
+    codes exactly as onnxruntime does, so the logits match its run; they
+    differ from the float model's (the codes are really read)."""
+    folder = os.path.join(FIXTURES, name)
+    ref = np.load(os.path.join(folder, "reference.npz"))
+    prompt = [int(t) for t in ref["prompt"]]
+    art = os.path.join(work, f"{name}.llmc")
+    if not compile_to(checks, os.path.join(folder, "model.onnx"), art):
+        return
+    got = harness.llmc_logits(art, prompt, os.path.join(work, f"{name}.npy"))
+    harness.compare_logits(checks, f"{name} (MatMulNBits) vs onnxruntime", got, ref["logits"],
+                           REL_TOL)
+    float_logits = np.load(os.path.join(FIXTURES, float_name, "reference.npz"))["logits"]
+    moved = float(np.abs(float_logits - ref["logits"]).max())
+    checks.check(moved > 1e-2, f"{name}: 4-bit logits differ from the float model's",
+                 f"max |diff| {moved:.3g}")
+    piped = os.path.join(work, f"{name}.rtn.llmc")
+    if compile_to(checks, os.path.join(folder, "model.onnx"), piped, ["--pipeline", PIPELINE]):
+        checks.check(True, f"{name}: compiles with {PIPELINE}")
+
+
 def refused(checks, work, path, label, must_name=()):
     out = os.path.join(work, "refused.llmc")
     if os.path.exists(out):
@@ -130,12 +155,14 @@ def bad_input_checks(checks, work):
 
 def main():
     checks = harness.Checks("ONNX import: exported Llama and Qwen2 against onnxruntime")
-    for name in MODELS:
+    for name in MODELS + [q for q, _ in QUANTIZED]:
         if not os.path.exists(os.path.join(FIXTURES, name, "model.onnx")):
             harness.skip(f"{FIXTURES}/{name}/model.onnx not found (committed fixture)")
     work = harness.work_dir("onnx_import")
     for name in MODELS:
         model_checks(checks, work, name)
+    for name, float_name in QUANTIZED:
+        quantized_checks(checks, work, name, float_name)
     bad_input_checks(checks, work)
     checks.finish()
 

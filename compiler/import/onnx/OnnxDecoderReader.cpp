@@ -157,6 +157,8 @@ std::optional<Norm> Raiser::matchDecomposedNorm(const std::string &r, const Use 
 
 bool Raiser::isWeightMatMul(int n) const {
   const OnnxNode &x = node(n);
+  if (x.op == "MatMulNBits" && x.domain == "com.microsoft")
+    return x.inputs.size() >= 3 && constant(x.inputs[1]) && constant(x.inputs[2]);
   if (x.op != "MatMul" || x.inputs.size() != 2)
     return false;
   if (const OnnxConstant *c = constant(x.inputs[1]))
@@ -175,7 +177,14 @@ std::vector<Linear> Raiser::linearsFrom(const std::string &v) const {
     Linear l;
     l.node = u.node;
     const OnnxConstant *w = constant(mm.inputs[1]);
-    if (w) {
+    if (mm.op == "MatMulNBits") { // [N, blocks, bytes] codes: dequantized by addLinear
+      l.weight = canon(mm.inputs[1]);
+      l.nbits = true;
+      l.in = mm.ints.count("K") ? mm.ints.at("K") : 0;
+      l.outDim = mm.ints.count("N") ? mm.ints.at("N") : 0;
+      if (mm.inputs.size() > 5 && !mm.inputs[5].empty())
+        l.bias = canon(mm.inputs[5]);
+    } else if (w) {
       l.weight = canon(mm.inputs[1]);
       l.in = w->shape[0];
       l.outDim = w->shape[1];
@@ -214,7 +223,7 @@ std::vector<Use> Raiser::matmulsReached(const std::string &v, bool weights) cons
       const OnnxNode &n = node(u.node);
       if (n.op == "Shape" || !seen.insert(u.node).second)
         continue;
-      if (n.op == "MatMul") {
+      if (n.op == "MatMul" || n.op == "MatMulNBits") {
         if (isWeightMatMul(u.node) == weights)
           hits.push_back(u);
         continue;
@@ -311,7 +320,7 @@ void Raiser::checkCoverage(const std::string &logits) const {
       "Transpose", "Unsqueeze", "Squeeze", "Concat", "Slice", "Expand", "Range", "Equal",
       "Where", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Not", "Trilu",
       "Softmax", "Sigmoid", "Erf", "Gelu", "Cos", "Sin", "Max", "Min", "IsNaN", "CumSum", "ScatterND",
-      "SimplifiedLayerNormalization"};
+      "SimplifiedLayerNormalization", "MatMulNBits"};
   std::set<int> seen;
   std::vector<int> todo{producer_.at(logits)};
   while (!todo.empty()) {

@@ -50,6 +50,15 @@ void Raiser::addNorm(Norm n, const std::string &name) {
 }
 
 void Raiser::addLinear(const Linear &l, const std::string &name) {
+  if (l.nbits) {
+    auto buf = dequantizeNBits(l);
+    m_.buffers.push_back(buf);
+    m_.tensors.push_back({name + ".weight", DType::F32, {l.outDim, l.in}, buf->bytes.data(),
+                          int64_t(buf->bytes.size())});
+    if (!l.bias.empty())
+      addConstant(l.bias, name + ".bias");
+    return;
+  }
   const OnnxConstant &c = *constant(l.weight);
   if (c.type != OnnxType::Float && c.type != OnnxType::Float16 && c.type != OnnxType::BFloat16)
     fail(node(l.node).describe() + ": weight '" + l.weight + "' is " +

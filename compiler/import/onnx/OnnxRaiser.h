@@ -28,6 +28,7 @@ struct Linear {
   int node = -1;
   std::string weight;      // constant [in, out] (or its Transpose's source, [out, in])
   bool transposed = false; // weight already [out, in]
+  bool nbits = false;       // com.microsoft MatMulNBits: weight is its packed codes
   std::string bias;        // "" if none
   std::string out;         // canonical value after the bias
   int64_t in = 0, outDim = 0;
@@ -76,6 +77,8 @@ private:
                    std::vector<int64_t> shape = {});
   void addNorm(Norm n, const std::string &name);
   void addLinear(const Linear &l, const std::string &name);
+  /// MatMulNBits' weight [N, K] in float32 (OnnxNBitsReader.cpp).
+  std::shared_ptr<OwnedBuffer> dequantizeNBits(const Linear &l);
   std::string raiseAttention(int64_t layer, const std::string &r);
   std::string activationOf(const std::string &g, Activation &kind) const;
   std::string raiseMlp(int64_t layer, const std::string &r);
