@@ -3,7 +3,8 @@
 Fixtures (test/fixtures/onnx, written by export_onnx_fixtures.py with
 torch.onnx.export of transformers models; CI needs neither torch nor
 onnxruntime): a tied GQA Llama, a Qwen2 with q/k/v biases, a Llama with an
-exact-GELU gated MLP, one exported in float16, and the first Llama
+exact-GELU gated MLP, one exported in float16, a Mixtral (4 experts, top 2;
+RoPE as cos/sin caches), and the first Llama
 as serving stacks export it (attention_mask, position_ids and past
 key/values inputs; reference: a fresh sequence), each with the same weights
 as a Hugging Face folder and onnxruntime's logits.
@@ -32,7 +33,7 @@ import harness  # noqa: E402  (first: pins BLAS threads)
 from hf_loader import load_hf  # noqa: E402
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "onnx")
-MODELS = ["llama-tied", "qwen2-bias", "llama-gelu", "llama-f16", "llama-past"]
+MODELS = ["llama-tied", "qwen2-bias", "llama-gelu", "llama-f16", "llama-past", "mixtral-moe"]
 QUANTIZED = [("llama-q4", "llama-tied"), ("qwen2-q4sym", "qwen2-bias")]
 # llmc float32 vs onnxruntime float32: measured max abs error 1.4e-6 and
 # 1.2e-6 with max|logit| 2.2 (6e-7 relative); vs the float64 NumPy
@@ -44,7 +45,7 @@ REL_TOL = 1e-5
 # relative); 2e-3 relative. The NumPy reference (float64 on the same
 # weights) keeps REL_TOL.
 ORT_REL_TOL = {"llama-f16": 2e-3}
-PIPELINE = "llm-quantize-rtn{bits=4 group=32},llm-kv-policy{method=snapkv budget=0.5}"
+PIPELINE = "llm-quantize{method=rtn bits=4 group=16},llm-kv-policy{method=snapkv budget=0.5}"
 
 
 def manifest(art):
@@ -154,7 +155,7 @@ def bad_input_checks(checks, work):
 
 
 def main():
-    checks = harness.Checks("ONNX import: exported Llama and Qwen2 against onnxruntime")
+    checks = harness.Checks("ONNX import: exported Llama, Qwen2 and Mixtral against onnxruntime")
     for name in MODELS + [q for q, _ in QUANTIZED]:
         if not os.path.exists(os.path.join(FIXTURES, name, "model.onnx")):
             harness.skip(f"{FIXTURES}/{name}/model.onnx not found (committed fixture)")

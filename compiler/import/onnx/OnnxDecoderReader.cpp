@@ -282,7 +282,9 @@ int Raiser::embeddingGather() const {
 void Raiser::fillConfig(int64_t layers) {
   ModelConfig &c = m_.config;
   const OnnxConstant &emb = *constant(embedding_);
-  c.architecture = attentionBias_ ? "qwen2" : "llama";
+  c.architecture = attentionBias_ ? "qwen2" : experts_ > 0 ? "mixtral" : "llama";
+  c.num_experts = experts_;
+  c.num_experts_per_token = expertsPerToken_;
   c.vocab_size = emb.shape[0];
   c.hidden_size = emb.shape[1];
   c.intermediate_size = ffnDim_;
@@ -320,7 +322,10 @@ void Raiser::checkCoverage(const std::string &logits) const {
       "Transpose", "Unsqueeze", "Squeeze", "Concat", "Slice", "Expand", "Range", "Equal",
       "Where", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Not", "Trilu",
       "Softmax", "Sigmoid", "Erf", "Gelu", "Cos", "Sin", "Max", "Min", "IsNaN", "CumSum", "ScatterND",
-      "SimplifiedLayerNormalization", "MatMulNBits"};
+      "SimplifiedLayerNormalization", "MatMulNBits",
+      // Mixtral's routing as traced: top-k, renormalisation, token selection
+      "TopK", "ReduceSum", "NonZero", "Split", "Flatten", "ScatterElements", "OneHot",
+      "GatherElements", "GatherND", "Tile"};
   std::set<int> seen;
   std::vector<int> todo{producer_.at(logits)};
   while (!todo.empty()) {
@@ -383,7 +388,7 @@ void Raiser::readSideFiles() {
       c.norm_eps = *eps;
     }
     if (auto theta = hf::optNumber(cfg, "rope_theta", cfgPath)) {
-      if (!ropeFits(*constant(ropeFreqs_), *theta))
+      if (!ropeFits(ropeFreqs_, ropeTol_, *theta))
         fail("the graph's rotary frequencies give base " + std::to_string(c.rope_theta) + ", " +
              cfgPath + " says " + std::to_string(*theta));
       c.rope_theta = *theta;
@@ -392,6 +397,10 @@ void Raiser::readSideFiles() {
     if (auto n = hf::optString(cfg, "_name_or_path", cfgPath); n && !n->empty())
       c.name = *n;
     m_.metadata.push_back({"onnx.config", cfgPath});
+  }
+  if (c.context_length <= 0 && cachePositions_ > 0) {
+    c.context_length = cachePositions_;
+    m_.metadata.push_back({"onnx.context_length", "the rotary caches' rows"});
   }
   if (c.context_length <= 0) {
     c.context_length = 2048;

@@ -209,9 +209,19 @@ std::string Raiser::raiseMlp(int64_t layer, const std::string &r) {
     fail(at + ": no RMSNorm before the MLP reads the residual stream '" + r + "'");
   addNorm(*n, blk + "ffn_norm.weight");
   std::vector<Linear> lins = linearsFrom(n->out);
+  if (lins.size() == 1)
+    return raiseMoe(layer, r, n->out, lins[0]);
+  for (const Use &u : lins.empty() ? users(n->out) : std::vector<Use>{}) {
+    const OnnxNode &flat = node(u.node); // MoE blocks route [tokens, D] rows
+    if (flat.op != "Reshape" && flat.op != "Flatten")
+      continue;
+    std::vector<Linear> router = linearsFrom(flat.outputs[0]);
+    if (router.size() == 1)
+      return raiseMoe(layer, r, canon(flat.outputs[0]), router[0]);
+  }
   if (lins.size() != 2)
     fail(at + ": the MLP norm feeds " + std::to_string(lins.size()) + " weight MatMuls; "
-         "llmc raises gate/up/down SwiGLU MLPs (MoE and plain MLPs are not raised yet)");
+         "llmc raises gated MLPs and Mixtral-style MoE (plain MLPs are not raised yet)");
   for (int gi = 0; gi < 2; ++gi) {
     const Linear &gate = lins[size_t(gi)], &up = lins[size_t(1 - gi)];
     Activation kind = Activation::SiLU;
@@ -248,99 +258,6 @@ std::string Raiser::raiseMlp(int64_t layer, const std::string &r) {
        node(lins[1].node).describe() + " feed " + feeds + ": neither goes through SiLU "
        "(x * Sigmoid(x)) or exact GELU (x/2 * (1 + Erf(x/sqrt 2))); other activations (the "
        "tanh GELU approximation among them) are not raised");
-}
-
-void Raiser::readRotary() {
-  std::optional<std::pair<int64_t, double>> found; // head_dim, base
-  for (size_t i = 0; i < g_.nodes.size(); ++i) {
-    const OnnxNode &cs = g_.nodes[i];
-    if (cs.op != "Cos" && cs.op != "Sin")
-      continue;
-    for (const Use &u : users(cs.outputs[0])) {
-      const OnnxNode &mul = node(u.node);
-      auto s = mul.op == "Mul" ? scalar(mul.inputs[size_t(1 - u.slot)]) : std::nullopt;
-      if (s && std::fabs(*s - 1.0) > 1e-6)
-        fail(mul.describe() + ": rotary attention scaling " + std::to_string(*s) +
-             " (RoPE scaling) is not raised");
-    }
-    const int cat = producerOf(cs.inputs[0]);
-    if (cat < 0 || node(cat).op != "Concat" || node(cat).inputs.size() != 2 ||
-        canon(node(cat).inputs[0]) != canon(node(cat).inputs[1]))
-      fail(cs.describe() + ": the rotary angles are not the frequencies concatenated twice "
-                           "(rotate-half); interleaved RoPE is not raised");
-    std::set<int> seen;
-    std::vector<std::string> todo{canon(node(cat).inputs[0])};
-    while (!todo.empty()) { // back from the angles to the inverse frequencies
-      const std::string x = todo.back();
-      todo.pop_back();
-      const OnnxConstant *c = constant(x);
-      if (c && c->isFloat() && c->numElements() >= 2 && !claimed_.count(x)) {
-        const int64_t hd = 2 * c->numElements();
-        const std::optional<double> base = ropeBaseOf(*c);
-        if (!base)
-          fail(cs.describe() + ": rotary frequencies '" + x + "' are not 1, b^(-2/d), ... "
-                               "(scaled RoPE is not raised)");
-        if (found && (found->first != hd || std::fabs(found->second / *base - 1) > 1e-3))
-          fail(cs.describe() + ": a second rotary embedding with other frequencies");
-        found = std::make_pair(hd, *base);
-        ropeFreqs_ = x;
-        claimed_.insert(x);
-        continue;
-      }
-      const int p = producerOf(x);
-      if (p >= 0 && node(p).op != "Shape" && seen.insert(p).second)
-        for (const auto &in : node(p).inputs)
-          if (!in.empty())
-            todo.push_back(canon(in));
-    }
-  }
-  if (!found)
-    fail("no rotary embedding (Cos/Sin of positions times inverse frequencies) found");
-  headDim_ = found->first;
-  ropeBase_ = found->second;
-}
-
-/// The RoPE base b of frequencies 1, b^(-2/d), b^(-4/d), ...: estimated
-/// from the smallest frequency (the most precise), replaced by the whole
-/// number nearest it when that reproduces every stored frequency as well
-/// (exports store 10000 as float32 frequencies, which read back as
-/// 10000.0005). nullopt if some frequency is not b^(-2j/d) to the stored
-/// type's precision (scaled RoPE).
-std::optional<double> Raiser::ropeBaseOf(const OnnxConstant &freqs) const {
-  const int64_t half = freqs.numElements(), hd = 2 * half;
-  if (half < 2 || !(freqs.at(half - 1) > 0))
-    return std::nullopt;
-  const double estimate = std::pow(freqs.at(half - 1), -double(hd) / double(2 * (half - 1)));
-  if (ropeFits(freqs, std::round(estimate)))
-    return std::round(estimate);
-  return ropeFits(freqs, estimate) ? std::optional<double>(estimate) : std::nullopt;
-}
-
-/// Whether every frequency j is base^(-2j/d) to the precision the
-/// frequencies were computed in: their type's, or float16's / bfloat16's
-/// when every float32 value is one of those (a half-precision model's
-/// buffer widened back by the exporter).
-bool Raiser::ropeFits(const OnnxConstant &freqs, double base) const {
-  const int64_t half = freqs.numElements(), hd = 2 * half;
-  auto all = [&](auto roundTrip) {
-    for (int64_t j = 0; j < half; ++j)
-      if (double(roundTrip(float(freqs.at(j)))) != freqs.at(j))
-        return false;
-    return true;
-  };
-  const bool f16 = freqs.type == OnnxType::Float16 ||
-                   (freqs.type == OnnxType::Float &&
-                    all([](float v) { return halfToFloat(floatToHalf(v)); }));
-  const bool bf16 = freqs.type == OnnxType::BFloat16 ||
-                    (freqs.type == OnnxType::Float &&
-                     all([](float v) { return bf16ToFloat(floatToBf16(v)); }));
-  const double tol = bf16 ? 1.0 / 128 : f16 ? 1.0 / 1024 : freqs.type == OnnxType::Double ? 1e-12 : 4e-7;
-  for (int64_t j = 0; j < half; ++j) {
-    const double want = std::pow(base, -double(2 * j) / double(hd));
-    if (std::fabs(freqs.at(j) - want) > tol * want)
-      return false;
-  }
-  return true;
 }
 
 void Raiser::raiseHead(const Linear &head) {

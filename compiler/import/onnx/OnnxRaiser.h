@@ -45,11 +45,14 @@ private:
   std::unordered_map<std::string, std::vector<Use>> users_; // by canonical value
   std::set<std::string> claimed_;                           // constants raised
   SourceModel m_;
-  std::string embedding_, ids_, ropeFreqs_;
+  std::string embedding_, ids_;
+  std::vector<double> ropeFreqs_; // the RoPE frequencies read, and their precision
+  double ropeTol_ = 0;
+  int64_t cachePositions_ = 0;    // rows of cos/sin caches, if RoPE came as caches
   std::optional<double> normEps_;
   std::optional<Activation> activation_;
   bool attentionBias_ = false;
-  int64_t qDim_ = 0, kvDim_ = 0, ffnDim_ = 0, headDim_ = 0;
+  int64_t qDim_ = 0, kvDim_ = 0, ffnDim_ = 0, headDim_ = 0, experts_ = 0, expertsPerToken_ = 0;
   double ropeBase_ = 0;
 
   [[noreturn]] void fail(const std::string &what) const { importFail(g_.path, what); }
@@ -82,9 +85,16 @@ private:
   std::string raiseAttention(int64_t layer, const std::string &r);
   std::string activationOf(const std::string &g, Activation &kind) const;
   std::string raiseMlp(int64_t layer, const std::string &r);
+  /// Mixtral's sparse MoE as torch traces it (OnnxMoeReader.cpp).
+  std::string raiseMoe(int64_t layer, const std::string &r, const std::string &normed,
+                       const Linear &router);
+  int64_t topK(int64_t layer, const Linear &router) const;
+  void addStacked(const std::vector<Linear> &experts, const std::string &name);
   void readRotary();
-  std::optional<double> ropeBaseOf(const OnnxConstant &freqs) const;
-  bool ropeFits(const OnnxConstant &freqs, double base) const;
+  void readRotaryCaches();
+  void useFrequencies(const std::vector<double> &f, double tol, const std::string &what);
+  std::optional<double> ropeBaseOf(const std::vector<double> &f, double tol) const;
+  bool ropeFits(const std::vector<double> &f, double tol, double base) const;
   void raiseHead(const Linear &head);
   void fillConfig(int64_t layers);
   static bool servingInput(const std::string &name);
