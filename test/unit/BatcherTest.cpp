@@ -164,6 +164,71 @@ TEST(Batch, FinishIsToldOnceTheBlocksAreBack) {
   EXPECT_LT(seen[0].pool.used_blocks, seen[0].pool.capacity_blocks);
 }
 
+namespace {
+/// An engine whose sequences claim to start at `start` (a stale GPU slot,
+/// a prefix-sharing bug), with logits that always pick token 1.
+struct StartsAtEngine : BatchEngine {
+  struct Seq : EngineSequence {
+    int64_t p;
+    explicit Seq(int64_t p) : p(p) {}
+    int64_t pos() const override { return p; }
+    int64_t kvBytes() const override { return 0; }
+  };
+  int64_t start;
+  explicit StartsAtEngine(int64_t start) : start(start) {}
+  std::string name() const override { return "fake"; }
+  int64_t vocabSize() const override { return 4; }
+  int64_t maxContext() const override { return 64; }
+  bool chunkablePrefill() const override { return true; }
+  void configure(const BatcherOptions &) override {}
+  int64_t reserveBytes(int64_t) const override { return 0; }
+  int64_t kvBytesPerPosition() const override { return 0; }
+  std::unique_ptr<EngineSequence> newSequence(const std::vector<int32_t> &) override {
+    return std::make_unique<Seq>(start);
+  }
+  std::vector<float> forwardBatch(const std::vector<EngineEntry> &entries) override {
+    std::vector<float> out(entries.size() * 4, 0.0f);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      static_cast<Seq *>(entries[i].sequence)->p += int64_t(entries[i].tokens.size());
+      out[i * 4 + 1] = 1.0f;
+    }
+    return out;
+  }
+  void publishPrompt(const EngineSequence &, const std::vector<int32_t> &) override {}
+  KvPoolInfo kvPoolInfo() const override { return {}; }
+};
+} // namespace
+
+// A new sequence that already holds the whole prompt (or more) has nothing
+// left to run for the first token's logits: the request ends with an error
+// naming the positions, not a crash; one that starts inside the prompt runs.
+TEST(Batch, EngineSequencePastThePromptIsAnError) {
+  for (int64_t start : {0, 2, 3, 5}) {
+    StartsAtEngine engine(start);
+    Batcher batcher(engine, BatcherOptions{2, 16, 8});
+    Outcome got;
+    std::string error;
+    GenerationEvents ev = recordInto(got);
+    ev.on_finish = [&](FinishReason r, const std::string &e) {
+      got.why = r;
+      error = e;
+      ++got.finishes;
+    };
+    ASSERT_GT(batcher.submit(GenerationRequest{{1, 2, 3}, 2, {}, {}}, ev), 0);
+    for (int steps = 0; batcher.step(); ++steps)
+      ASSERT_LT(steps, 20);
+    EXPECT_EQ(got.finishes, 1) << start;
+    if (start < 3) {
+      EXPECT_EQ(got.why, FinishReason::Length) << start;
+      EXPECT_EQ(got.tokens, (std::vector<int32_t>{1, 1})) << start;
+    } else {
+      EXPECT_EQ(got.why, FinishReason::Error) << start;
+      EXPECT_NE(error.find("starts at position " + std::to_string(start)), std::string::npos)
+          << error;
+    }
+  }
+}
+
 TEST(Batch, BatcherQueueCancelStopAndContext) {
   TinyModel m({});
   auto art = m.artifact();

@@ -212,46 +212,50 @@ std::vector<Linear> Raiser::linearsFrom(const std::string &v) const {
   return out;
 }
 
-std::vector<Use> Raiser::matmulsReached(const std::string &v, bool weights) const {
-  std::vector<Use> hits;
-  std::set<int> seen;
-  std::vector<std::string> todo{canon(v)};
-  while (!todo.empty()) {
-    const std::string x = todo.back();
-    todo.pop_back();
-    for (const Use &u : users(x)) {
-      const OnnxNode &n = node(u.node);
-      if (n.op == "Shape" || !seen.insert(u.node).second)
-        continue;
-      if (n.op == "MatMul" || n.op == "MatMulNBits") {
-        if (isWeightMatMul(u.node) == weights)
-          hits.push_back(u);
-        continue;
-      }
-      for (const auto &o : n.outputs)
-        todo.push_back(canon(o));
-    }
-  }
-  return hits;
-}
-
-/// Whether data flows from `from` into node `target` (not through Shape).
-bool Raiser::reaches(const std::string &from, int target) const {
+/// Visits every use data from `from` flows into, once per node, not through
+/// Shape (whose output is metadata). `visit` returns Flow::Stop to go no
+/// further past that node, Flow::Done to end the walk.
+void Raiser::walkForward(const std::string &from,
+                         const std::function<Flow(const Use &)> &visit) const {
   std::set<int> seen;
   std::vector<std::string> todo{canon(from)};
   while (!todo.empty()) {
     const std::string x = todo.back();
     todo.pop_back();
     for (const Use &u : users(x)) {
-      if (u.node == target)
-        return true;
       if (node(u.node).op == "Shape" || !seen.insert(u.node).second)
         continue;
-      for (const auto &o : node(u.node).outputs)
-        todo.push_back(canon(o));
+      const Flow f = visit(u);
+      if (f == Flow::Done)
+        return;
+      if (f == Flow::Continue)
+        for (const auto &o : node(u.node).outputs)
+          todo.push_back(canon(o));
     }
   }
-  return false;
+}
+
+std::vector<Use> Raiser::matmulsReached(const std::string &v, bool weights) const {
+  std::vector<Use> hits;
+  walkForward(v, [&](const Use &u) {
+    const std::string &op = node(u.node).op;
+    if (op != "MatMul" && op != "MatMulNBits")
+      return Flow::Continue;
+    if (isWeightMatMul(u.node) == weights)
+      hits.push_back(u);
+    return Flow::Stop;
+  });
+  return hits;
+}
+
+/// Whether data flows from `from` into node `target` (not through Shape).
+bool Raiser::reaches(const std::string &from, int target) const {
+  bool found = false;
+  walkForward(from, [&](const Use &u) {
+    found = u.node == target;
+    return found ? Flow::Done : Flow::Continue;
+  });
+  return found;
 }
 
 /// The Add of residual `r` and `branch`; its output, canonical.

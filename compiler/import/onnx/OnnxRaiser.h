@@ -6,6 +6,7 @@
 #include "compiler/import/ReaderUtil.h"
 #include "compiler/import/onnx/OnnxGraph.h"
 
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -72,6 +73,8 @@ private:
   /// The MatMuls `v` flows into (not through Shape, not past a MatMul):
   /// activation-by-activation ones, or (weights) those with a weight.
   std::vector<Use> matmulsReached(const std::string &v, bool weights) const;
+  enum class Flow { Continue, Stop, Done };
+  void walkForward(const std::string &from, const std::function<Flow(const Use &)> &visit) const;
   std::string residualAdd(const std::string &r, const std::string &branch) const;
   bool reaches(const std::string &from, int target) const;
   int embeddingGather() const;

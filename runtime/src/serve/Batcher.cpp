@@ -178,7 +178,14 @@ void Batcher::admit() {
       finish(*s, FinishReason::Cancelled);
     else if (!s->kv) {
       s->kv = engine_.newSequence(s->request.prompt); // may start with shared prompt blocks
-      s->fed = s->kv->pos();
+      const int64_t pos = s->kv->pos(), n = int64_t(s->request.prompt.size());
+      if (pos < 0 || pos >= n) { // an engine must leave the last prompt token to run
+        finish(*s, FinishReason::Error,
+               "the engine's new sequence starts at position " + std::to_string(pos) +
+                   ", not before the prompt's last token (" + std::to_string(n) + " tokens)");
+        continue;
+      }
+      s->fed = pos;
       std::lock_guard<std::mutex> lock(mu_);
       stats_.prefix_hit_tokens += s->fed;
     }
