@@ -113,9 +113,18 @@ std::optional<Norm> Raiser::matchDecomposedNorm(const std::string &r, const Use 
   auto mean = userOp(node(pow.node).outputs[0], "ReduceMean", 0);
   if (!mean)
     return std::nullopt;
-  auto axes = node(*mean).intLists.find("axes");
-  if (axes != node(*mean).intLists.end() && axes->second != std::vector<int64_t>{-1})
-    return std::nullopt; // (opset 18: axes as an input; only -1 is a norm over the row)
+  // Over the last axis only: the attribute (opsets < 18) or input 1 (18+).
+  const OnnxNode &rm = node(*mean);
+  auto axes = rm.intLists.find("axes");
+  if (axes != rm.intLists.end() && axes->second != std::vector<int64_t>{-1})
+    return std::nullopt;
+  if (rm.inputs.size() > 1 && !rm.inputs[1].empty()) {
+    const OnnxConstant *a = constant(rm.inputs[1]);
+    if (!a || a->numElements() != 1 || a->at(0) != -1.0)
+      return std::nullopt;
+  } else if (axes == rm.intLists.end()) {
+    return std::nullopt; // no axes: a mean over every axis
+  }
   auto add = userOp(node(*mean).outputs[0], "Add");
   if (!add)
     return std::nullopt;
