@@ -4,6 +4,7 @@
 #include "dialects/llm/IR/LlmDialect.h"
 #include "dialects/llmk/IR/LlmkDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "passes/import/Passes.h"
 #include "passes/kv/Passes.h"
 #include "passes/lowering/Passes.h"
 #include "passes/prune/Passes.h"
@@ -20,6 +21,7 @@ void registerLlmcPasses() {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
+  import::registerImportPasses();
   quant::registerQuantPasses();
   kv::registerKvPasses();
   prune::registerPrunePasses();

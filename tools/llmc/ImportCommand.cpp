@@ -10,6 +10,8 @@
 #include "compiler/driver/Compile.h"
 #include "compiler/driver/IrFile.h"
 #include "compiler/import/SourceImporter.h"
+#include "compiler/import/onnx/OnnxGraph.h"
+#include "passes/import/OnnxGenericForm.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 
@@ -17,14 +19,15 @@ namespace llmc::tool {
 namespace {
 struct ImportArgs {
   std::string input, tokenizer, output = "-";
-  bool emitResources = false, emitBytecode = false;
+  bool emitResources = false, emitBytecode = false, onnxGeneric = false;
 };
 } // namespace
 
 std::function<int()> addImportCommand(CLI::App &app) {
   auto args = std::make_shared<ImportArgs>();
   CLI::App *cmd = app.add_subcommand(
-      "import", "Print the llm dialect IR of a GGUF file, HF folder or llama2.c checkpoint");
+      "import",
+      "Print the llm dialect IR of a GGUF file, HF folder, ONNX model or llama2.c checkpoint");
   cmd->add_option("model", args->input, "source model")->required();
   cmd->add_option("--tokenizer", args->tokenizer, "llama2.c tokenizer.bin");
   cmd->add_option("-o,--output", args->output,
@@ -33,6 +36,10 @@ std::function<int()> addImportCommand(CLI::App &app) {
   cmd->add_flag("--emit-resources", args->emitResources,
                 "the IR carries the model: every weight's bytes as a dense_resource blob, "
                 "the tokenizer and the provenance (for llmc-opt, then llmc compile IR.mlirbc)");
+  cmd->add_flag("--onnx-generic", args->onnxGeneric,
+                "an ONNX model's graph as it is, node for node (unregistered onnx.* ops, "
+                "constants as blobs), not raised: llmc-opt --allow-unregistered-dialect "
+                "--llm-raise-onnx raises it");
   cmd->add_flag("--emit-bytecode", args->emitBytecode,
                 "write MLIR bytecode (blobs stored raw and read back in place)");
   return [args]() {
@@ -42,10 +49,20 @@ std::function<int()> addImportCommand(CLI::App &app) {
       fprintf(stderr, "llmc import: bytecode needs -o FILE (not a terminal)\n");
       return int(kUsage);
     }
-    SourceModel src = readModel(args->input, args->tokenizer);
     mlir::DialectRegistry registry;
     registerLlmcDialects(registry);
     mlir::MLIRContext ctx(registry);
+    if (args->onnxGeneric) {
+      if (args->emitResources) {
+        fprintf(stderr, "llmc import: --onnx-generic already carries the constants; "
+                        "--emit-resources applies to raised IR\n");
+        return int(kUsage);
+      }
+      auto module = import::onnxGenericModule(ctx, onnx_import::readOnnxGraph(args->input));
+      writeIrFile(*module, args->output, bytecode);
+      return int(kOk);
+    }
+    SourceModel src = readModel(args->input, args->tokenizer);
     auto module = importSourceModel(ctx, src, args->emitResources);
     if (mlir::failed(mlir::verify(*module)))
       throw CompileError(args->input + ": the imported IR does not verify");

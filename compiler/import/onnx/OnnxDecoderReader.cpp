@@ -475,13 +475,15 @@ SourceModel Raiser::run() {
 
 namespace llmc {
 
+namespace onnx_import {
+SourceModel raiseOnnxDecoder(const OnnxGraph &g) {
+  Raiser raiser(g);
+  return raiser.run(); // every tensor copied out of the graph's constants
+}
+} // namespace onnx_import
+
 SourceModel readOnnx(const std::string &path) {
-  onnx_import::OnnxGraph g = onnx_import::readOnnxGraph(path);
-  onnx_import::Raiser raiser(g);
-  SourceModel m = raiser.run();
-  for (auto &b : g.buffers) // constants the tensors were copied from stay valid
-    m.buffers.push_back(b);
-  return m;
+  return onnx_import::raiseOnnxDecoder(onnx_import::readOnnxGraph(path));
 }
 
 } // namespace llmc
