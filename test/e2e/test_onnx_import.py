@@ -19,7 +19,8 @@ Checks per model:
 Quantized exports (onnxruntime's 4-bit quantizer: MatMulNBits with packed
 zero points, and symmetric without): logits against onnxruntime's.
 Bad input: a tanh-approximated GELU MLP (a pattern llmc does not raise: the
-error names the nodes), external data missing or escaping the folder, a truncated and a
+error names the nodes), external data missing or escaping the folder, an initializer of the wrong
+size, a cycle, a truncated and a
 random-bytes file: each a clean error (exit 1) and no output file.
 """
 import json
@@ -144,6 +145,10 @@ def bad_input_checks(checks, work):
             "external data file missing", ["missing-weights.bin not found"])
     refused(checks, work, os.path.join(bad, "escaping-external.onnx"),
             "external data outside the model's folder", ["not a file name inside"])
+    refused(checks, work, os.path.join(bad, "wrong-size.onnx"),
+            "an initializer whose bytes do not match its shape", ["holds 8 bytes", "needs 64"])
+    refused(checks, work, os.path.join(bad, "cycle.onnx"),
+            "a graph with a cycle", ["node 'loop_add' (Add) reads 'back' before any node"])
     with open(os.path.join(FIXTURES, "llama-tied", "model.onnx"), "rb") as f:
         data = f.read()
     for label, blob in (("a truncated ONNX file", data[: len(data) // 2]),

@@ -16,6 +16,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 namespace llmc::onnx_import {
 
@@ -281,6 +282,22 @@ OnnxGraph readOnnxGraph(const std::string &path) {
     g.outputs.push_back(o.name());
   for (int i = 0; i < graph.node_size(); ++i)
     g.nodes.push_back(readNode(g, graph.node(i), size_t(i), files));
+  // ONNX lists nodes in topological order: each input is a graph input, a
+  // constant or an earlier node's output (this also rules out cycles).
+  std::set<std::string> known(g.inputs.begin(), g.inputs.end());
+  for (const auto &[name, c] : g.constants)
+    known.insert(name);
+  for (const OnnxNode &n : g.nodes) {
+    for (const auto &in : n.inputs)
+      if (!in.empty() && !known.count(in))
+        importFail(path, n.describe() + " reads '" + in + "' before any node produces it (the "
+                                        "graph has a cycle or is not in topological order)");
+    for (const auto &out : n.outputs)
+      known.insert(out);
+  }
+  for (const auto &out : g.outputs)
+    if (!known.count(out))
+      importFail(path, "graph output '" + out + "' is produced by no node");
   return g;
 }
 
