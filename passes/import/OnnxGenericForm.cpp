@@ -132,15 +132,15 @@ OnnxGraph onnxGraphOf(ModuleOp module) {
       auto type = op.getAttrOfType<IntegerAttr>("onnx.type");
       auto shape = op.getAttrOfType<DenseI64ArrayAttr>("onnx.shape");
       auto value = op.getAttrOfType<ElementsAttr>("value");
-      if (!type || !shape || !value || onnx_import::onnxTypeBytes(OnnxType(type.getInt())) == 0)
+      if (!type || !shape || !value || onnx_import::onnxTypeBits(OnnxType(type.getInt())) == 0)
         bad(g, &op, "'" + c.name + "' needs onnx.type, onnx.shape and value");
       c.type = OnnxType(type.getInt());
       c.shape.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
       scratch->emplace_back();
       auto bytes = storedBytesOf(value, scratch->back());
-      int64_t n = 0, want = 0;
+      int64_t n = 0;
       if (!bytes || !checkedNumElements(c.shape, n) ||
-          !checkedMul(n, onnx_import::onnxTypeBytes(c.type), want) || int64_t(bytes->size()) != want)
+          onnx_import::onnxTypeBytesOf(c.type, n) != int64_t(bytes->size()))
         bad(g, &op, "'" + c.name + "' holds bytes that do not match its shape and type");
       c.data = bytes->data();
       c.nbytes = int64_t(bytes->size());

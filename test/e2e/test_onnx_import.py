@@ -17,7 +17,8 @@ Checks per model:
   kernel plan, codegen) but for the source, bit-identical logits; and so
   after a pipeline (RTN 4-bit + SnapKV), passes behave the same on both.
 Quantized exports (onnxruntime's 4-bit quantizer: MatMulNBits with packed
-zero points, and symmetric without): logits against onnxruntime's.
+zero points, and symmetric without; QDQ, DequantizeLinear of uint4 codes at
+opset 21): logits against onnxruntime's.
 Bad input: a tanh-approximated GELU MLP (a pattern llmc does not raise: the
 error names the nodes), external data missing or escaping the folder, an initializer of the wrong
 size, a cycle, a truncated and a
@@ -35,7 +36,7 @@ from hf_loader import load_hf  # noqa: E402
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "onnx")
 MODELS = ["llama-tied", "qwen2-bias", "llama-gelu", "llama-f16", "llama-past", "mixtral-moe"]
-QUANTIZED = [("llama-q4", "llama-tied"), ("qwen2-q4sym", "qwen2-bias")]
+QUANTIZED = [("llama-q4", "llama-tied"), ("qwen2-q4sym", "qwen2-bias"), ("llama-qdq", "llama-tied")]
 # llmc float32 vs onnxruntime float32: measured max abs error 1.4e-6 and
 # 1.2e-6 with max|logit| 2.2 (6e-7 relative); vs the float64 NumPy
 # reference likewise. 1e-5 relative leaves ~15x; a wrong RoPE half, bias or
@@ -115,8 +116,8 @@ def quantized_checks(checks, work, name, float_name):
     if not compile_to(checks, os.path.join(folder, "model.onnx"), art):
         return
     got = harness.llmc_logits(art, prompt, os.path.join(work, f"{name}.npy"))
-    harness.compare_logits(checks, f"{name} (MatMulNBits) vs onnxruntime", got, ref["logits"],
-                           REL_TOL)
+    harness.compare_logits(checks, f"{name} (quantized weights) vs onnxruntime", got,
+                           ref["logits"], REL_TOL)
     float_logits = np.load(os.path.join(FIXTURES, float_name, "reference.npz"))["logits"]
     moved = float(np.abs(float_logits - ref["logits"]).max())
     checks.check(moved > 1e-2, f"{name}: 4-bit logits differ from the float model's",

@@ -173,6 +173,9 @@ bool Raiser::isWeightMatMul(int n) const {
   if (const OnnxConstant *c = constant(x.inputs[1]))
     return c->isFloat() && c->shape.size() == 2;
   const int t = producerOf(x.inputs[1]);
+  if (t >= 0 && node(t).op == "DequantizeLinear" && node(t).inputs.size() >= 2)
+    return constant(node(t).inputs[0]) && constant(node(t).inputs[0])->shape.size() == 2 &&
+           constant(node(t).inputs[1]);
   return t >= 0 && node(t).op == "Transpose" && constant(node(t).inputs[0]) &&
          constant(node(t).inputs[0])->shape.size() == 2;
 }
@@ -193,6 +196,12 @@ std::vector<Linear> Raiser::linearsFrom(const std::string &v) const {
       l.outDim = mm.ints.count("N") ? mm.ints.at("N") : 0;
       if (mm.inputs.size() > 5 && !mm.inputs[5].empty())
         l.bias = canon(mm.inputs[5]);
+    } else if (const int q = producerOf(mm.inputs[1]);
+               !w && q >= 0 && node(q).op == "DequantizeLinear") {
+      l.dq = q;
+      l.weight = canon(node(q).inputs[0]);
+      l.in = constant(l.weight)->shape[0];
+      l.outDim = constant(l.weight)->shape[1];
     } else if (w) {
       l.weight = canon(mm.inputs[1]);
       l.in = w->shape[0];
@@ -338,7 +347,7 @@ void Raiser::checkCoverage(const std::string &logits) const {
       "SimplifiedLayerNormalization", "MatMulNBits",
       // Mixtral's routing as traced: top-k, renormalisation, token selection
       "TopK", "ReduceSum", "NonZero", "Split", "Flatten", "ScatterElements", "OneHot",
-      "GatherElements", "GatherND", "Tile"};
+      "GatherElements", "GatherND", "Tile", "DequantizeLinear"};
   std::set<int> seen;
   std::vector<int> todo{producer_.at(logits)};
   while (!todo.empty()) {

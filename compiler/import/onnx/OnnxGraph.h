@@ -27,11 +27,16 @@ enum class OnnxType : int32_t {
   Float16 = 10,
   Double = 11,
   BFloat16 = 16,
+  Uint4 = 21, // two per byte, low nibble first (opset 21)
+  Int4 = 22,
 };
 /// "float", "int64", ... or "type N" for the ones llmc does not read.
 std::string onnxTypeName(int32_t t);
-/// Bytes per element, 0 for types llmc does not read.
-int64_t onnxTypeBytes(OnnxType t);
+/// Bits per element, 0 for types llmc does not read.
+int64_t onnxTypeBits(OnnxType t);
+/// Bytes of `n` elements (sub-byte types packed), -1 on overflow or an
+/// unread type.
+int64_t onnxTypeBytesOf(OnnxType t, int64_t n);
 
 struct OnnxConstant {
   std::string name;

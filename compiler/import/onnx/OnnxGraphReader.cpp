@@ -29,7 +29,7 @@ struct ProtoBuffer : SourceBuffer {
   onnx::ModelProto model;
 };
 
-bool knownType(int32_t t) { return onnxTypeBytes(OnnxType(t)) > 0; }
+bool knownType(int32_t t) { return onnxTypeBits(OnnxType(t)) > 0; }
 
 /// The external file `location` of `model` (a plain name in its folder).
 std::shared_ptr<MappedFile> externalFile(OnnxGraph &g, const std::string &tensor,
@@ -75,9 +75,10 @@ OnnxConstant readTensor(OnnxGraph &g, const onnx::TensorProto &t, const std::str
   c.type = OnnxType(t.data_type());
   for (int64_t d : t.dims())
     c.shape.push_back(d);
-  int64_t n = 0, want = 0;
-  if (!checkedNumElements(c.shape, n) || !checkedMul(n, onnxTypeBytes(c.type), want))
+  int64_t n = 0;
+  if (!checkedNumElements(c.shape, n) || onnxTypeBytesOf(c.type, n) < 0)
     importFail(g.path, "tensor '" + name + "' has an invalid shape " + shapeString(c.shape));
+  const int64_t want = onnxTypeBytesOf(c.type, n);
   if (t.has_data_location() && t.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string location;
     int64_t offset = 0, length = -1;
@@ -117,6 +118,8 @@ OnnxConstant readTensor(OnnxGraph &g, const onnx::TensorProto &t, const std::str
     c.data = ownTyped<decltype(t.int32_data()), int32_t>(g, t.int32_data(), c.nbytes);
   } else if (c.type == OnnxType::Float16 || c.type == OnnxType::BFloat16) {
     c.data = ownTyped<decltype(t.int32_data()), uint16_t>(g, t.int32_data(), c.nbytes);
+  } else if (c.type == OnnxType::Int4 || c.type == OnnxType::Uint4) {
+    c.data = ownTyped<decltype(t.int32_data()), uint8_t>(g, t.int32_data(), c.nbytes);
   } else { // bool, int8, uint8 in int32_data
     c.data = ownTyped<decltype(t.int32_data()), uint8_t>(g, t.int32_data(), c.nbytes);
   }
@@ -204,24 +207,43 @@ std::string onnxTypeName(int32_t t) {
   case OnnxType::Float16: return "float16";
   case OnnxType::Double: return "double";
   case OnnxType::BFloat16: return "bfloat16";
+  case OnnxType::Uint4: return "uint4";
+  case OnnxType::Int4: return "int4";
   }
   return "type " + std::to_string(t);
 }
 
-int64_t onnxTypeBytes(OnnxType t) {
+int64_t onnxTypeBits(OnnxType t) {
   switch (t) {
-  case OnnxType::Float: case OnnxType::Int32: return 4;
-  case OnnxType::Int64: case OnnxType::Double: return 8;
-  case OnnxType::Float16: case OnnxType::BFloat16: return 2;
-  case OnnxType::Uint8: case OnnxType::Int8: case OnnxType::Bool: return 1;
+  case OnnxType::Float: case OnnxType::Int32: return 32;
+  case OnnxType::Int64: case OnnxType::Double: return 64;
+  case OnnxType::Float16: case OnnxType::BFloat16: return 16;
+  case OnnxType::Uint8: case OnnxType::Int8: case OnnxType::Bool: return 8;
+  case OnnxType::Uint4: case OnnxType::Int4: return 4;
   }
   return 0;
 }
 
-int64_t OnnxConstant::numElements() const { return nbytes / onnxTypeBytes(type); }
+int64_t onnxTypeBytesOf(OnnxType t, int64_t n) {
+  int64_t bits = 0;
+  if (onnxTypeBits(t) == 0 || n < 0 || !checkedMul(n, onnxTypeBits(t), bits))
+    return -1;
+  return (bits + 7) / 8;
+}
+
+int64_t OnnxConstant::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d; // checked when the constant was read
+  return n;
+}
 
 double OnnxConstant::at(int64_t i) const {
-  const uint8_t *p = data + i * onnxTypeBytes(type);
+  if (type == OnnxType::Uint4 || type == OnnxType::Int4) {
+    const int v = (data[i / 2] >> (4 * (i % 2))) & 15;
+    return type == OnnxType::Int4 && v >= 8 ? double(v - 16) : double(v);
+  }
+  const uint8_t *p = data + i * (onnxTypeBits(type) / 8);
   switch (type) {
   case OnnxType::Float: { float v; std::memcpy(&v, p, 4); return v; }
   case OnnxType::Double: { double v; std::memcpy(&v, p, 8); return v; }
@@ -231,8 +253,8 @@ double OnnxConstant::at(int64_t i) const {
   case OnnxType::BFloat16: { uint16_t v; std::memcpy(&v, p, 2); return bf16ToFloat(v); }
   case OnnxType::Int8: return double(int8_t(*p));
   case OnnxType::Uint8: case OnnxType::Bool: return double(*p);
+  default: return 0;
   }
-  return 0;
 }
 
 std::string OnnxNode::describe() const {

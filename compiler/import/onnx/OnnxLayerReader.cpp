@@ -50,8 +50,8 @@ void Raiser::addNorm(Norm n, const std::string &name) {
 }
 
 void Raiser::addLinear(const Linear &l, const std::string &name) {
-  if (l.nbits) {
-    auto buf = dequantizeNBits(l);
+  if (l.nbits || l.dq >= 0) {
+    auto buf = l.nbits ? dequantizeNBits(l) : dequantizeQdq(l);
     m_.buffers.push_back(buf);
     m_.tensors.push_back({name + ".weight", DType::F32, {l.outDim, l.in}, buf->bytes.data(),
                           int64_t(buf->bytes.size())});
@@ -65,7 +65,7 @@ void Raiser::addLinear(const Linear &l, const std::string &name) {
          onnxTypeName(int32_t(c.type)) + "; llmc raises float, float16 and bfloat16 weights");
   auto buf = std::make_shared<OwnedBuffer>();
   buf->bytes.resize(size_t(c.nbytes));
-  const size_t e = size_t(onnxTypeBytes(c.type));
+  const size_t e = size_t(onnxTypeBits(c.type) / 8);
   if (l.transposed) {
     std::memcpy(buf->bytes.data(), c.data, size_t(c.nbytes));
   } else { // [in, out] -> [out, in]

@@ -1,12 +1,20 @@
-//===- OnnxNBitsReader.cpp - com.microsoft MatMulNBits weights ------------===//
+//===- OnnxNBitsReader.cpp - Quantized ONNX weights -----------------------===//
+// Two forms, both dequantized to float32 at import exactly as onnxruntime
+// computes them (llmc's own passes quantize again):
+//
+// 1. com.microsoft MatMulNBits:
 // onnxruntime's block-quantized MatMul (what its 4-bit quantizer and
 // onnxruntime-genai write): B [N, blocks, bytes] holds, per output row n
 // and block of `block_size` inputs, `bits`-bit codes packed low bits first;
 // scales [N * blocks] (float or float16); zero points either packed codes
 // ([N, ceil(blocks * bits / 8)], uint8) or one float per block; absent,
 // 2^(bits-1). W[n, k] = (code - zero) * scale, exactly as onnxruntime
-// dequantizes it. llmc dequantizes to float32 at import (its passes
-// quantize again to its own formats); g_idx (act-order) is refused.
+// dequantizes it; g_idx (act-order) is refused.
+// 2. MatMul(x, DequantizeLinear(q, scale, zero_point)) of a constant
+// weight [in, out] (QDQ; onnxruntime's weight-only quantizer writes 4-bit
+// codes with per-block scales at opset 21): W = (q - zero) * scale, scale
+// and zero per tensor, per `axis` entry, or per `block_size` run along
+// `axis`.
 //===----------------------------------------------------------------------===//
 #include "compiler/import/onnx/OnnxRaiser.h"
 
@@ -61,6 +69,50 @@ std::shared_ptr<OwnedBuffer> Raiser::dequantizeNBits(const Linear &l) {
   claimed_.insert(canon(mm.inputs[2]));
   if (zeros)
     claimed_.insert(canon(mm.inputs[3]));
+  return buf;
+}
+
+std::shared_ptr<OwnedBuffer> Raiser::dequantizeQdq(const Linear &l) {
+  const OnnxNode &dq = node(l.dq);
+  const OnnxConstant &q = *constant(dq.inputs[0]), *scale = constant(dq.inputs[1]);
+  const OnnxConstant *zero =
+      dq.inputs.size() > 2 && !dq.inputs[2].empty() ? constant(dq.inputs[2]) : nullptr;
+  const int64_t K = l.in, N = l.outDim;
+  int64_t axis = dq.ints.count("axis") ? dq.ints.at("axis") : 1;
+  axis = axis < 0 ? axis + 2 : axis;
+  const int64_t block = dq.ints.count("block_size") ? dq.ints.at("block_size") : 0;
+  if (q.isFloat() || !scale || !scale->isFloat() || (axis != 0 && axis != 1) || block < 0 ||
+      (dq.inputs.size() > 2 && !dq.inputs[2].empty() && !zero) ||
+      (zero && zero->shape != scale->shape))
+    fail(dq.describe() + ": not an integer constant with constant scales (and zero points of "
+                         "the same shape)");
+  const int64_t along = axis == 0 ? K : N;
+  const bool perTensor = scale->numElements() == 1;
+  const int64_t groups = block > 0 ? (along + block - 1) / block : along;
+  if (!perTensor && scale->numElements() != groups * (axis == 0 ? N : K))
+    fail(dq.describe() + ": scales of " + std::to_string(scale->numElements()) +
+         " values do not fit a weight [" + std::to_string(K) + ", " + std::to_string(N) +
+         "], axis " + std::to_string(axis) + ", block " + std::to_string(block));
+  auto at = [&](int64_t i, int64_t j) { // the scale / zero index of weight [i, j]
+    if (perTensor)
+      return int64_t(0);
+    if (block == 0)
+      return axis == 0 ? i : j;
+    return axis == 0 ? (i / block) * N + j : i * groups + j / block;
+  };
+  auto buf = std::make_shared<OwnedBuffer>();
+  buf->bytes.resize(size_t(N * K) * sizeof(float));
+  float *w = reinterpret_cast<float *>(buf->bytes.data());
+  for (int64_t i = 0; i < K; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      const int64_t s = at(i, j);
+      const float z = zero ? float(zero->at(s)) : 0.0f;
+      w[j * K + i] = (float(q.at(i * N + j)) - z) * float(scale->at(s));
+    }
+  claimed_.insert(canon(dq.inputs[0]));
+  claimed_.insert(canon(dq.inputs[1]));
+  if (zero)
+    claimed_.insert(canon(dq.inputs[2]));
   return buf;
 }
 

@@ -30,6 +30,7 @@ struct Linear {
   std::string weight;      // constant [in, out] (or its Transpose's source, [out, in])
   bool transposed = false; // weight already [out, in]
   bool nbits = false;       // com.microsoft MatMulNBits: weight is its packed codes
+  int dq = -1;              // MatMul(x, DequantizeLinear(W [in, out])): that node
   std::string bias;        // "" if none
   std::string out;         // canonical value after the bias
   int64_t in = 0, outDim = 0;
@@ -85,6 +86,8 @@ private:
   void addLinear(const Linear &l, const std::string &name);
   /// MatMulNBits' weight [N, K] in float32 (OnnxNBitsReader.cpp).
   std::shared_ptr<OwnedBuffer> dequantizeNBits(const Linear &l);
+  /// A DequantizeLinear weight [in, out] as float32 [out, in].
+  std::shared_ptr<OwnedBuffer> dequantizeQdq(const Linear &l);
   std::string raiseAttention(int64_t layer, const std::string &r);
   std::string activationOf(const std::string &g, Activation &kind) const;
   std::string raiseMlp(int64_t layer, const std::string &r);
