@@ -18,7 +18,9 @@ Checks per model:
   after a pipeline (RTN 4-bit + SnapKV), passes behave the same on both.
 Quantized exports (onnxruntime's 4-bit quantizer: MatMulNBits with packed
 zero points, and symmetric without; QDQ, DequantizeLinear of uint4 codes at
-opset 21): logits against onnxruntime's.
+opset 21): logits against onnxruntime's. onnxruntime's transformer
+optimizer output (SkipSimplifiedLayerNormalization, RotaryEmbedding): the
+same model as the plain export.
 Bad input: a tanh-approximated GELU MLP (a pattern llmc does not raise: the
 error names the nodes), external data missing or escaping the folder, an initializer of the wrong
 size, a cycle, a truncated and a
@@ -37,6 +39,7 @@ from hf_loader import load_hf  # noqa: E402
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "onnx")
 MODELS = ["llama-tied", "qwen2-bias", "llama-gelu", "llama-f16", "llama-past", "mixtral-moe"]
 QUANTIZED = [("llama-q4", "llama-tied"), ("qwen2-q4sym", "qwen2-bias"), ("llama-qdq", "llama-tied")]
+OPTIMIZED = [("llama-ortopt", "llama-tied")]
 # llmc float32 vs onnxruntime float32: measured max abs error 1.4e-6 and
 # 1.2e-6 with max|logit| 2.2 (6e-7 relative); vs the float64 NumPy
 # reference likewise. 1e-5 relative leaves ~15x; a wrong RoPE half, bias or
@@ -127,6 +130,30 @@ def quantized_checks(checks, work, name, float_name):
         checks.check(True, f"{name}: compiles with {PIPELINE}")
 
 
+def optimized_checks(checks, work, name, plain):
+    """onnxruntime's transformer optimizer output (fused skip-norms and
+    RotaryEmbedding contrib ops) raises to the same model as the plain
+    export: same manifest, bit-identical logits, and onnxruntime's."""
+    folder = os.path.join(FIXTURES, name)
+    ref = np.load(os.path.join(folder, "reference.npz"))
+    prompt = [int(t) for t in ref["prompt"]]
+    art, plain_art = os.path.join(work, f"{name}.llmc"), os.path.join(work, f"{plain}.onnx.llmc")
+    if not compile_to(checks, os.path.join(folder, "model.onnx"), art):
+        return
+    got = harness.llmc_logits(art, prompt, os.path.join(work, f"{name}.npy"))
+    harness.compare_logits(checks, f"{name} (fused ops) vs onnxruntime", got, ref["logits"],
+                           REL_TOL)
+    plain_logits = np.load(os.path.join(work, f"{plain}.onnx.npy"))
+    a, b = manifest(art), manifest(plain_art)
+    for m in (a, b):
+        m["config"].pop("name", None)
+    checks.check(a == b and np.array_equal(got, plain_logits),
+                 f"{name}: raises to the same model as {plain} (manifest but for the name, "
+                 "bit-identical logits)",
+                 "differ in " + ", ".join(k for k in a if a[k] != b.get(k)) if a != b else
+                 f"max |diff| {float(np.abs(got - plain_logits).max()):.3g}")
+
+
 def refused(checks, work, path, label, must_name=()):
     out = os.path.join(work, "refused.llmc")
     if os.path.exists(out):
@@ -162,7 +189,7 @@ def bad_input_checks(checks, work):
 
 def main():
     checks = harness.Checks("ONNX import: exported Llama, Qwen2 and Mixtral against onnxruntime")
-    for name in MODELS + [q for q, _ in QUANTIZED]:
+    for name in MODELS + [q for q, _ in QUANTIZED + OPTIMIZED]:
         if not os.path.exists(os.path.join(FIXTURES, name, "model.onnx")):
             harness.skip(f"{FIXTURES}/{name}/model.onnx not found (committed fixture)")
     work = harness.work_dir("onnx_import")
@@ -170,6 +197,8 @@ def main():
         model_checks(checks, work, name)
     for name, float_name in QUANTIZED:
         quantized_checks(checks, work, name, float_name)
+    for name, plain in OPTIMIZED:
+        optimized_checks(checks, work, name, plain)
     bad_input_checks(checks, work)
     checks.finish()
 

@@ -95,6 +95,8 @@ std::optional<int> Raiser::userOp(const std::string &v, const char *op, int slot
 }
 
 std::optional<Norm> Raiser::matchNorm(const std::string &r) const {
+  if (auto fused = fusedNorms_.find(canon(r)); fused != fusedNorms_.end())
+    return fused->second;
   for (const Use &u : users(r)) {
     const OnnxNode &n = node(u.node);
     if (n.op == "SimplifiedLayerNormalization" && u.slot == 0 && n.inputs.size() >= 2) {
@@ -277,11 +279,24 @@ bool Raiser::reaches(const std::string &from, int target) const {
 }
 
 /// The Add of residual `r` and `branch`; its output, canonical.
-std::string Raiser::residualAdd(const std::string &r, const std::string &branch) const {
+std::string Raiser::residualAdd(const std::string &r, const std::string &branch) {
   for (const Use &u : users(r)) {
     const OnnxNode &n = node(u.node);
     if (n.op == "Add" && canon(n.inputs[size_t(1 - u.slot)]) == canon(branch))
       return canon(n.outputs[0]);
+    if (n.op == "SkipSimplifiedLayerNormalization" && u.slot < 2 && n.inputs.size() >= 3 &&
+        canon(n.inputs[size_t(1 - u.slot)]) == canon(branch)) {
+      if (n.inputs.size() > 3 && !n.inputs[3].empty())
+        fail(n.describe() + ": a skip-norm bias is not raised");
+      // The sum is output 3; the last norm of a model may not expose it.
+      const std::string sum = n.outputs.size() > 3 && !n.outputs[3].empty()
+                                  ? canon(n.outputs[3])
+                                  : "#sum of " + n.name;
+      auto eps = n.floats.find("epsilon");
+      fusedNorms_[sum] = Norm{canon(n.outputs[0]), canon(n.inputs[2]),
+                              eps == n.floats.end() ? 1e-5 : double(eps->second)};
+      return sum;
+    }
   }
   return {};
 }
@@ -347,7 +362,9 @@ void Raiser::checkCoverage(const std::string &logits) const {
       "SimplifiedLayerNormalization", "MatMulNBits",
       // Mixtral's routing as traced: top-k, renormalisation, token selection
       "TopK", "ReduceSum", "NonZero", "Split", "Flatten", "ScatterElements", "OneHot",
-      "GatherElements", "GatherND", "Tile", "DequantizeLinear"};
+      "GatherElements", "GatherND", "Tile", "DequantizeLinear",
+      // onnxruntime's transformer optimizer: fused skip-norm and RoPE
+      "SkipSimplifiedLayerNormalization", "RotaryEmbedding"};
   std::set<int> seen;
   std::vector<int> todo{producer_.at(logits)};
   while (!todo.empty()) {

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <optional>
+#include <map>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -46,6 +47,7 @@ private:
   std::unordered_map<std::string, int> producer_;
   std::unordered_map<std::string, std::vector<Use>> users_; // by canonical value
   std::set<std::string> claimed_;                           // constants raised
+  std::map<std::string, Norm> fusedNorms_; // residual -> its SkipSimplifiedLayerNormalization
   SourceModel m_;
   std::string embedding_, ids_;
   std::vector<double> ropeFreqs_; // the RoPE frequencies read, and their precision
@@ -76,7 +78,10 @@ private:
   std::vector<Use> matmulsReached(const std::string &v, bool weights) const;
   enum class Flow { Continue, Stop, Done };
   void walkForward(const std::string &from, const std::function<Flow(const Use &)> &visit) const;
-  std::string residualAdd(const std::string &r, const std::string &branch) const;
+  /// The residual after adding `branch` to `r`: an Add's output, or a
+  /// SkipSimplifiedLayerNormalization's sum (output 3; its normed output
+  /// is then the next norm: fusedNorms_).
+  std::string residualAdd(const std::string &r, const std::string &branch);
   bool reaches(const std::string &from, int target) const;
   int embeddingGather() const;
 
@@ -98,6 +103,8 @@ private:
   void addStacked(const std::vector<Linear> &experts, const std::string &name);
   void readRotary();
   void readRotaryCaches();
+  void readRotaryEmbeddingOps();
+  void useCaches(const OnnxConstant &cs, const OnnxConstant &sn, bool halfWidth);
   void useFrequencies(const std::vector<double> &f, double tol, const std::string &what);
   std::optional<double> ropeBaseOf(const std::vector<double> &f, double tol) const;
   bool ropeFits(const std::vector<double> &f, double tol, double base) const;

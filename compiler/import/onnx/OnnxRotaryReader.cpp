@@ -72,6 +72,8 @@ void Raiser::readRotary() {
     }
   }
   if (headDim_ == 0)
+    readRotaryEmbeddingOps();
+  if (headDim_ == 0)
     readRotaryCaches();
   if (headDim_ == 0)
     fail("no rotary embedding found (neither Cos/Sin of positions times inverse frequencies "
@@ -98,26 +100,58 @@ void Raiser::readRotaryCaches() {
       cosines.pop_back();
   }
   for (const OnnxConstant *cs : cosines)
-    for (const OnnxConstant *sn : sines) {
-      if (cs->shape != sn->shape)
-        continue;
-      const int64_t P = cs->shape[0], d = cs->shape[1], half = d / 2;
-      std::vector<double> f(static_cast<size_t>(half));
-      for (int64_t j = 0; j < half; ++j) {
-        if (cs->at(d + j) != cs->at(d + j + half) || sn->at(d + j) != sn->at(d + j + half))
-          fail("rotary cache '" + cs->name + "': the two halves of a row differ (interleaved "
-               "RoPE is not raised)");
-        const double coarse = std::atan2(sn->at(d + j), cs->at(d + j));
-        const int64_t last = (P - 1) * d + j;
-        const double angle = std::atan2(sn->at(last), cs->at(last));
-        const double turns = std::round((coarse * double(P - 1) - angle) / (2 * M_PI));
-        f[size_t(j)] = (angle + 2 * M_PI * turns) / double(P - 1);
-      }
-      useFrequencies(f, 2e-4, "rotary caches '" + cs->name + "', '" + sn->name + "'");
-      claimed_.insert(cs->name);
-      claimed_.insert(sn->name);
-      cachePositions_ = P;
-    }
+    for (const OnnxConstant *sn : sines)
+      if (cs->shape == sn->shape)
+        useCaches(*cs, *sn, false);
+}
+
+/// onnxruntime's RotaryEmbedding contrib op (what its transformer optimizer
+/// fuses RoPE into): inputs x, position_ids, cos_cache and sin_cache
+/// [P, d/2]; rotate-half unless `interleaved`; the whole head unless
+/// `rotary_embedding_dim`.
+void Raiser::readRotaryEmbeddingOps() {
+  for (const OnnxNode &n : g_.nodes) {
+    if (n.op != "RotaryEmbedding")
+      continue;
+    const OnnxConstant *cs = n.inputs.size() >= 4 ? constant(n.inputs[2]) : nullptr,
+                       *sn = n.inputs.size() >= 4 ? constant(n.inputs[3]) : nullptr;
+    if (!cs || !sn || cs->shape != sn->shape || cs->shape.size() != 2)
+      fail(n.describe() + ": its cos and sin caches are not constants of one shape [P, d/2]");
+    if (n.ints.count("interleaved") && n.ints.at("interleaved") != 0)
+      fail(n.describe() + ": interleaved RoPE is not raised");
+    if (n.ints.count("rotary_embedding_dim") && n.ints.at("rotary_embedding_dim") != 0 &&
+        n.ints.at("rotary_embedding_dim") != 2 * cs->shape[1])
+      fail(n.describe() + ": partial rotary (rotary_embedding_dim) is not raised");
+    if (n.floats.count("scale") && n.floats.at("scale") != 1.0f)
+      fail(n.describe() + ": a RoPE scale is not raised");
+    if (!claimed_.count(cs->name))
+      useCaches(*cs, *sn, true);
+  }
+}
+
+/// Frequencies from cos and sin caches, one row per position: frequency j
+/// is the angle of (cos, sin) at position 1, refined at the last position
+/// (the angle grows with the position; its float rounding does not). Full
+/// width caches hold each half twice (rotate-half); `halfWidth` ones once.
+void Raiser::useCaches(const OnnxConstant &cs, const OnnxConstant &sn, bool halfWidth) {
+  const int64_t P = cs.shape[0], w = cs.shape[1], half = halfWidth ? w : w / 2;
+  if (P < 2 || half < 2)
+    fail("rotary caches '" + cs.name + "': " + shapeString(cs.shape) + " is too small");
+  std::vector<double> f(static_cast<size_t>(half));
+  for (int64_t j = 0; j < half; ++j) {
+    if (!halfWidth && (cs.at(w + j) != cs.at(w + j + half) || sn.at(w + j) != sn.at(w + j + half)))
+      fail("rotary cache '" + cs.name + "': the two halves of a row differ (interleaved "
+           "RoPE is not raised)");
+    const double coarse = std::atan2(sn.at(w + j), cs.at(w + j));
+    const int64_t last = (P - 1) * w + j;
+    const double angle = std::atan2(sn.at(last), cs.at(last));
+    const double turns = std::round((coarse * double(P - 1) - angle) / (2 * M_PI));
+    f[size_t(j)] = (angle + 2 * M_PI * turns) / double(P - 1);
+  }
+  useFrequencies(f, 2e-4, "rotary caches '" + cs.name + "', '" + sn.name + "'");
+  claimed_.insert(cs.name);
+  claimed_.insert(sn.name);
+  cachePositions_ = P;
 }
 
 /// Records head size 2 * f.size() and the base b of f = 1, b^(-2/d), ...;
