@@ -131,7 +131,7 @@ std::optional<RequestError> chatPrompt(const json &j, const Tokenizer *tok,
       return bad("messages", "every message needs a string 'content'");
     msgs.push_back({role, c->get<std::string>()});
   }
-  out = tok->encode(tok->applyChatTemplate(msgs, true), true, /*parse_special=*/true);
+  out = tok->encodeChat(tok->applyChatTemplate(msgs, true));
   if (out.empty())
     return bad("messages", "the messages encode to no tokens");
   return std::nullopt;

@@ -154,6 +154,28 @@ TEST(SmolLM2Tokenizer, ChatTemplateLikeJinja) {
   EXPECT_EQ(enc.front(), 1); // <|im_start|>
 }
 
+// A chat template that starts with the BOS token gets one BOS, not two (a
+// tokenizer that asks for BOS, as transformers' GGUF conversion of SmolLM2
+// does with BOS <|im_start|>; Llama 3's templates write {{ bos_token }});
+// one that does not start with it still gets BOS.
+TEST(SmolLM2Tokenizer, ChatEncodingHasOneBos) {
+  REQUIRE_SMOLLM2();
+  TokenizerData d = *smolData();
+  d.add_bos = true;
+  d.bos_id = 1; // <|im_start|>
+  const Tokenizer tok(d);
+  const std::string rendered = tok.applyChatTemplate({{"user", "Hi"}}, true);
+  const std::vector<int32_t> chat = tok.encodeChat(rendered);
+  ASSERT_GE(chat.size(), 2u);
+  EXPECT_EQ(chat[0], 1);
+  EXPECT_NE(chat[1], 1);
+  EXPECT_EQ(chat, tok.encode(rendered, false, true));
+  const std::vector<int32_t> plain = tok.encodeChat("Hello");
+  ASSERT_FALSE(plain.empty());
+  EXPECT_EQ(plain[0], 1);
+  EXPECT_EQ(plain.size(), tok.encode("Hello", false, true).size() + 1);
+}
+
 TEST(SmolLM2Tokenizer, StopTokens) {
   REQUIRE_SMOLLM2();
   std::vector<int32_t> stops = smol()->stopTokens();

@@ -41,7 +41,8 @@ std::vector<int32_t> encodePrompt(const Tokenizer &tok, const std::string &text,
   if (!p.system.empty())
     msgs.push_back({"system", p.system});
   msgs.push_back({"user", text});
-  return tok.encode(tok.applyChatTemplate(msgs, true), bos, /*parse_special=*/true);
+  const std::string rendered = tok.applyChatTemplate(msgs, true);
+  return bos ? tok.encodeChat(rendered) : tok.encode(rendered, false, /*parse_special=*/true);
 }
 
 } // namespace llmc::tool

@@ -47,6 +47,11 @@ public:
   /// add_bos: prepend BOS if the tokenizer asks for it (data.add_bos).
   std::vector<int32_t> encode(const std::string &text, bool add_bos = true,
                               bool parse_special = true) const;
+  /// Encode a rendered chat template (special tokens parsed). BOS is
+  /// prepended when the tokenizer asks for it, unless the template already
+  /// put it first (Llama 3's `{{ bos_token }}`, or ChatML models whose BOS
+  /// is <|im_start|>): one BOS, as transformers' apply_chat_template gives.
+  std::vector<int32_t> encodeChat(const std::string &rendered) const;
   /// Decode ids to text. Control tokens (BOS/EOS...) are skipped unless
   /// keep_special is true.
   std::string decode(const std::vector<int32_t> &ids, bool keep_special = false) const;

@@ -107,6 +107,14 @@ Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer &&) noexcept = default;
 Tokenizer &Tokenizer::operator=(Tokenizer &&) noexcept = default;
 
+std::vector<int32_t> Tokenizer::encodeChat(const std::string &rendered) const {
+  std::vector<int32_t> ids = encode(rendered, /*add_bos=*/false, /*parse_special=*/true);
+  const TokenizerData &d = impl->data;
+  if (d.add_bos && d.bos_id >= 0 && (ids.empty() || ids.front() != d.bos_id))
+    ids.insert(ids.begin(), d.bos_id);
+  return ids;
+}
+
 std::vector<int32_t> Tokenizer::encode(const std::string &text, bool add_bos,
                                        bool parse_special) const {
   impl->requireTokenizer();
