@@ -201,6 +201,27 @@ std::string Raiser::activationOf(const std::string &g, Activation &kind) const {
   return half.empty() ? std::string() : mulBy(onePlus, half);
 }
 
+/// `a` and `b` as gate and up, in whichever roles fit: the first whose
+/// activated projection is multiplied by the other; else one whose
+/// projection is activated (hidden ""); nullopt if neither is.
+std::optional<Gated> Raiser::gatedPair(const Linear &a, const Linear &b) const {
+  std::optional<Gated> activated;
+  for (int gi = 0; gi < 2; ++gi) {
+    Gated g{gi == 0 ? a : b, gi == 0 ? b : a, {}, Activation::SiLU};
+    const std::string act = activationOf(g.gate.out, g.kind);
+    if (act.empty())
+      continue;
+    for (const Use &u : users(act))
+      if (node(u.node).op == "Mul" && canon(node(u.node).inputs[size_t(1 - u.slot)]) == g.up.out)
+        g.hidden = canon(node(u.node).outputs[0]);
+    if (!g.hidden.empty())
+      return g;
+    if (!activated)
+      activated = g;
+  }
+  return activated;
+}
+
 std::string Raiser::raiseMlp(int64_t layer, const std::string &r) {
   const std::string blk = "blk." + std::to_string(layer) + ".", at = "layer " +
                                                                     std::to_string(layer);
@@ -222,31 +243,22 @@ std::string Raiser::raiseMlp(int64_t layer, const std::string &r) {
   if (lins.size() != 2)
     fail(at + ": the MLP norm feeds " + std::to_string(lins.size()) + " weight MatMuls; "
          "llmc raises gated MLPs and Mixtral-style MoE (plain MLPs are not raised yet)");
-  for (int gi = 0; gi < 2; ++gi) {
-    const Linear &gate = lins[size_t(gi)], &up = lins[size_t(1 - gi)];
-    Activation kind = Activation::SiLU;
-    const std::string act = activationOf(gate.out, kind);
-    if (act.empty())
-      continue;
-    std::string hidden;
-    for (const Use &u : act.empty() ? std::vector<Use>{} : users(act))
-      if (node(u.node).op == "Mul" && canon(node(u.node).inputs[size_t(1 - u.slot)]) == up.out)
-        hidden = canon(node(u.node).outputs[0]);
-    std::vector<Linear> down = hidden.empty() ? std::vector<Linear>{} : linearsFrom(hidden);
+  if (std::optional<Gated> g = gatedPair(lins[0], lins[1])) {
+    std::vector<Linear> down = g->hidden.empty() ? std::vector<Linear>{} : linearsFrom(g->hidden);
     if (down.size() != 1)
       fail(at + ": act(gate) * up does not feed one down projection");
     const std::string next = residualAdd(r, down[0].out);
     if (next.empty())
       fail(node(down[0].node).describe() + ": the down projection is not added to the "
                                            "residual stream");
-    if (!gate.bias.empty() || !up.bias.empty() || !down[0].bias.empty())
+    if (!g->gate.bias.empty() || !g->up.bias.empty() || !down[0].bias.empty())
       fail(at + ": MLP biases are not raised");
-    if (activation_ && *activation_ != kind)
+    if (activation_ && *activation_ != g->kind)
       fail(at + ": its activation differs from the first layer's");
-    activation_ = kind;
-    ffnDim_ = gate.outDim;
-    addLinear(gate, blk + "ffn_gate");
-    addLinear(up, blk + "ffn_up");
+    activation_ = g->kind;
+    ffnDim_ = g->gate.outDim;
+    addLinear(g->gate, blk + "ffn_gate");
+    addLinear(g->up, blk + "ffn_up");
     addLinear(down[0], blk + "ffn_down");
     return next;
   }

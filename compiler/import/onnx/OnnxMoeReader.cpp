@@ -86,24 +86,10 @@ std::string Raiser::raiseMoe(int64_t layer, const std::string &r, const std::str
   std::vector<Linear> gates, ups, downs;
   std::string next;
   for (const auto &p : pairs) {
-    std::optional<Linear> gate, up;
-    std::string hidden;
-    for (int gi = 0; p.size() == 2 && gi < 2 && hidden.empty(); ++gi) {
-      Activation kind = Activation::SiLU;
-      const std::string act = activationOf(p[size_t(gi)].out, kind);
-      for (const Use &u : act.empty() ? std::vector<Use>{} : users(act))
-        if (node(u.node).op == "Mul" &&
-            canon(node(u.node).inputs[size_t(1 - u.slot)]) == p[size_t(1 - gi)].out) {
-          hidden = canon(node(u.node).outputs[0]);
-          gate = p[size_t(gi)];
-          up = p[size_t(1 - gi)];
-          if (activation_ && *activation_ != kind)
-            fail(at + ": an expert's activation differs from the first layer's");
-          activation_ = kind;
-        }
-    }
+    const std::optional<Gated> g = p.size() == 2 ? gatedPair(p[0], p[1]) : std::nullopt;
+    const std::string hidden = g ? g->hidden : std::string();
     std::vector<Linear> down = hidden.empty() ? std::vector<Linear>{} : linearsFrom(hidden);
-    if (down.size() != 1 || !gate->bias.empty() || !up->bias.empty() || !down[0].bias.empty())
+    if (down.size() != 1 || !g->gate.bias.empty() || !g->up.bias.empty() || !down[0].bias.empty())
       fail(at + ": expert " + std::to_string(gates.size()) + " (" +
            node(p[0].node).describe() + ") is not act(w1) * w3 -> w2 without biases");
     for (const Use &u : users(r))
@@ -112,8 +98,11 @@ std::string Raiser::raiseMoe(int64_t layer, const std::string &r, const std::str
     if (next.empty())
       fail(node(down[0].node).describe() + ": the expert's output does not reach the residual "
                                            "stream");
-    gates.push_back(*gate);
-    ups.push_back(*up);
+    if (activation_ && *activation_ != g->kind)
+      fail(at + ": an expert's activation differs from the first layer's");
+    activation_ = g->kind;
+    gates.push_back(g->gate);
+    ups.push_back(g->up);
     downs.push_back(down[0]);
   }
   if (experts_ && (experts_ != E || expertsPerToken_ != k))

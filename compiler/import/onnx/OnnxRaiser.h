@@ -37,6 +37,14 @@ struct Linear {
   int64_t in = 0, outDim = 0;
 };
 
+/// Two projections as a gated MLP: act(gate) * up (`hidden`, "" when the
+/// activated one is not multiplied by the other).
+struct Gated {
+  Linear gate, up;
+  std::string hidden;
+  Activation kind = Activation::SiLU;
+};
+
 class Raiser {
 public:
   explicit Raiser(const OnnxGraph &g) : g_(g) { index(); }
@@ -95,6 +103,7 @@ private:
   std::shared_ptr<OwnedBuffer> dequantizeQdq(const Linear &l);
   std::string raiseAttention(int64_t layer, const std::string &r);
   std::string activationOf(const std::string &g, Activation &kind) const;
+  std::optional<Gated> gatedPair(const Linear &a, const Linear &b) const;
   std::string raiseMlp(int64_t layer, const std::string &r);
   /// Mixtral's sparse MoE as torch traces it (OnnxMoeReader.cpp).
   std::string raiseMoe(int64_t layer, const std::string &r, const std::string &normed,

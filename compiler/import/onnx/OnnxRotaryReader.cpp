@@ -95,9 +95,10 @@ void Raiser::readRotaryCaches() {
       one = one && c.at(j) == 1.0;
       zero = zero && c.at(j) == 0.0;
     }
-    (one ? cosines : zero ? sines : cosines).push_back(one || zero ? &c : nullptr);
-    if (!one && !zero)
-      cosines.pop_back();
+    if (one)
+      cosines.push_back(&c);
+    else if (zero)
+      sines.push_back(&c);
   }
   for (const OnnxConstant *cs : cosines)
     for (const OnnxConstant *sn : sines)
