@@ -13,6 +13,12 @@
 # tool added to TARGETS later is built into the existing build directory
 # (same configuration; the others are up to date and not rebuilt).
 #
+# LLAMACPP_CUDA=1: the CUDA peer of scripts/gpu-check.sh instead: llama-bench
+# and llama-batched-bench with GGML_CUDA=ON for sm_90 only (the H200 of the
+# device machine), CPU code without -march=native (the device's processor is
+# another one), into .cache/peer/build-cuda/bin. It links the toolkit's
+# cudart and cuBLAS dynamically (CUDA 13 here and on the device machine).
+#
 # Usage: scripts/build_llamacpp.sh        (prints the bin directory at the end)
 #        LLAMACPP_JOBS=2 scripts/build_llamacpp.sh
 #        LLAMACPP_CMAKE_ARGS="..." scripts/build_llamacpp.sh   (extra cmake flags)
@@ -28,11 +34,21 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WORK="$ROOT/.cache/peer"
-BUILD="$WORK/build"
-BIN="$BUILD/bin"
 PIP="$ROOT/.venv/bin/pip"
 JOBS="${LLAMACPP_JOBS:-1}"
-TARGETS=(llama-quantize llama-bench llama-perplexity llama-imatrix llama-batched-bench llama-server)
+if [ "${LLAMACPP_CUDA:-0}" = 1 ]; then
+  BUILD="$WORK/build-cuda"
+  TARGETS=(llama-bench llama-batched-bench)
+  KIND_ARGS=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=OFF -DGGML_CUDA_NCCL=OFF
+    -DLLAMA_BUILD_SERVER=OFF)
+  KIND="CUDA for sm_90 (GGML_NATIVE=OFF on the CPU side)"
+else
+  BUILD="$WORK/build"
+  TARGETS=(llama-quantize llama-bench llama-perplexity llama-imatrix llama-batched-bench llama-server)
+  KIND_ARGS=(-DGGML_NATIVE=ON -DLLAMA_BUILD_SERVER=ON)
+  KIND="CPU only"
+fi
+BIN="$BUILD/bin"
 say() { echo "[build_llamacpp] $*" >&2; }
 
 have_all() {
@@ -71,13 +87,13 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   say "configuring $BUILD"
   GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
   cmake -S "$SRC" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
+    "${KIND_ARGS[@]}" -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_TOOLS=ON -DGGML_OPENMP=OFF ${LLAMACPP_CMAKE_ARGS:-} \
     -DCMAKE_RUNTIME_OUTPUT_DIRECTORY="$BIN" >/dev/null
 fi
 # A build configured before llama-server was a target gains it here.
-if grep -q '^LLAMA_BUILD_SERVER:BOOL=OFF' "$BUILD/CMakeCache.txt"; then
+if [ "${LLAMACPP_CUDA:-0}" != 1 ] && grep -q '^LLAMA_BUILD_SERVER:BOOL=OFF' "$BUILD/CMakeCache.txt"; then
   cmake -S "$SRC" -B "$BUILD" -DLLAMA_BUILD_SERVER=ON >/dev/null
 fi
 say "building ${TARGETS[*]} with -j$JOBS (slow on a shared machine)"
@@ -110,7 +126,7 @@ COMMIT="$(tar -xzf "$SDIST" -O "llama_cpp_python-$VERSION/CHANGELOG.md" 2>/dev/n
   echo "llama.cpp commit: ${COMMIT:-unknown} (from the sdist's CHANGELOG)"
   echo "ggml version: $(sed -n 's/.*set(GGML_VERSION_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\)).*/\2/p' \
     "$SRC/ggml/CMakeLists.txt" 2>/dev/null | paste -sd. -)"
-  echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(cache_flags), CPU only"
+  echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(cache_flags), $KIND"
   echo "tools: ${TARGETS[*]}"
 } >"$BIN/LLAMACPP_VERSION.txt"
 have_all || { say "build finished but a tool is missing in $BIN"; exit 1; }

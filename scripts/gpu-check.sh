@@ -15,8 +15,16 @@
 # Exit 0 when every kernel and engine check passed; 1 otherwise.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/gpu-check}
+# The device tool brings back at most 8 files from $OUT: everything is
+# written into $WORK and, at the end, $OUT gets gpu-check.md, log.txt and
+# one gpu-check.tar.gz of the whole of $WORK.
+FINAL=${OUT:-/tmp/gpu-check}
+OUT=${GPU_CHECK_WORK:-/tmp/gpu-check-work}
 DEV=${GPU_CHECK_DEV:-.cache/device}
+# Each step is killed after STEP_S seconds (a hung GPU step must not eat the
+# whole lease).
+STEP_S=${GPU_CHECK_STEP_S:-150}
+rm -rf "$OUT"; mkdir -p "$FINAL"
 # Sizes (smaller ones for a dry run here through the host-emulating driver,
 # LLMC_CUDA_DRIVER=build/lib/libllmc_fakecuda.so; see the README).
 ROWS=${GPU_CHECK_ROWS:-16384} REPS=${GPU_CHECK_REPS:-50}
@@ -27,9 +35,11 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/$DEV/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 status=0
+say() { echo "[gpu-check $(date +%T)] $*"; }
 for art in "$DEV"/*.llmc; do
   name=$(basename "$art" .llmc)
-  if ! "$DEV/llmc-rt" cuda-check "$art" --json --rows "$ROWS" --reps "$REPS" \
+  say "cuda-check $name"
+  if ! timeout "$STEP_S" "$DEV/llmc-rt" cuda-check "$art" --json --rows "$ROWS" --reps "$REPS" \
       --trusted-key "$DEV/signing.pub" > "$OUT/cuda-check-$name.jsonl" 2> "$OUT/cuda-check-$name.err"; then
     status=1
   fi
@@ -37,7 +47,8 @@ done
 # The whole engine on the SmolLM2 cut (its kernels are the whole model's).
 for art in "$DEV"/smollm2-*.llmc; do
   name=$(basename "$art" .llmc)
-  if ! python3 scripts/gpu_engine_check.py --rt "$DEV/llmc-rt" --artifact "$art" \
+  say "engine check $name"
+  if ! timeout "$STEP_S" python3 scripts/gpu_engine_check.py --rt "$DEV/llmc-rt" --artifact "$art" \
       --key "$DEV/signing.pub" --out "$OUT/engine" --prompt "$PROMPT" --tokens "$TOKENS" \
       > "$OUT/engine-$name.json" 2> "$OUT/engine-$name.err"; then
     status=1
@@ -55,7 +66,8 @@ for art in "$DEV"/smollm2-*.llmc; do
       no-graphs-b16) flags=(--device cuda --no-graphs --batch 16) ;;
       cpu) flags=() ;;
     esac
-    "$DEV/llmc-rt" bench "$art" -p "$BENCH_PROMPT" -n "$BENCH_TOKENS" -r 3 --json -q \
+    say "bench $name $mode"
+    timeout "$STEP_S" "$DEV/llmc-rt" bench "$art" -p "$BENCH_PROMPT" -n "$BENCH_TOKENS" -r 3 --json -q \
       --trusted-key "$DEV/signing.pub" "${flags[@]}" > "$OUT/bench-$name-$mode.json" \
       2> "$OUT/bench-$name-$mode.err" || status=1
   done
@@ -72,12 +84,34 @@ for art in "$DEV"/smollm2-*.llmc; do
   name=$(basename "$art" .llmc)
   for mode in cuda cpu; do
     [[ $mode == cuda ]] && flags=(--device cuda) || flags=(--exact-activations --kv-type f16)
-    "$DEV/llmc-rt" generate "$art" --ids --prompts "$OUT/generate-prompts.txt" -n "$GEN_TOKENS" \
+    say "generate $name $mode"
+    timeout "$STEP_S" "$DEV/llmc-rt" generate "$art" --ids --prompts "$OUT/generate-prompts.txt" -n "$GEN_TOKENS" \
       --ignore-eos --max-batch 16 --stats-json --trusted-key "$DEV/signing.pub" "${flags[@]}" \
       > "$OUT/generate-$name-$mode.jsonl" 2> "$OUT/generate-$name-$mode.stderr" || status=1
     grep '^{' "$OUT/generate-$name-$mode.stderr" > "$OUT/generate-$name-$mode.stats.json"
   done
 done
+# The speed benchmark (random-weight models of real shapes, against llama.cpp's
+# CUDA build when carried), then a per-step profile of one decode run each.
+if [[ -f $DEV/bench/shapes.json ]]; then
+  say "speed benchmark"
+  # The peer links the toolkit's cudart and cuBLAS (CUDA 13): their folders here.
+  PEER_LD=$(for n in libcudart.so.13 libcublas.so.13 libcublasLt.so.13; do
+      find /usr/local /usr/lib /opt -name "$n" 2>/dev/null | head -1; done | xargs -r -n1 dirname | sort -u | paste -sd:)
+  echo "peer libraries: ${PEER_LD:-none found}" > "$OUT/gpu-bench.err"
+  timeout "${GPU_CHECK_BENCH_S:-420}" python3 scripts/gpu_bench.py --dir "$DEV/bench" --rt "$DEV/llmc-rt" \
+    --key "$DEV/signing.pub" --peer "$DEV/peer" --peer-ld "$PEER_LD" --work /tmp/gpu-bench \
+    --md "$OUT/gpu-bench.md" > "$OUT/gpu-bench.json" 2>> "$OUT/gpu-bench.err" || status=1
+  for m in SmolLM2-135M-shape.Q4_0 TinyLlama-1.1B-shape.Q4_0; do
+    [[ -f /tmp/gpu-bench/$m.llmc ]] || continue
+    for mode in no-graphs graphs; do
+      say "profile $m $mode"
+      flags=(--device cuda); [[ $mode == no-graphs ]] && flags+=(--no-graphs)
+      LLMC_CUDA_PROFILE=1 timeout "$STEP_S" "$DEV/llmc-rt" bench "/tmp/gpu-bench/$m.llmc" -p 64 -n 64 -r 1 \
+        --trusted-key "$DEV/signing.pub" "${flags[@]}" > "$OUT/profile-$m-$mode.txt" 2>&1
+    done
+  done
+fi
 python3 - "$OUT" <<'PY'
 import glob, json, os, sys
 out = sys.argv[1]
@@ -153,5 +187,11 @@ for f in sorted(glob.glob(os.path.join(out, "generate-*-cuda.jsonl"))):
 open(os.path.join(out, "gpu-check.md"), "w").write("\n".join(L) + "\n")
 print("\n".join(L))
 PY
-for f in "$OUT"/*.err; do [[ -s $f ]] && { echo "== $f"; cat "$f"; }; done
+for f in "$OUT"/*.err "$OUT"/*.stderr; do [[ -s $f ]] && { echo "== $f"; head -c 2000 "$f"; }; done
+[[ -f $OUT/gpu-bench.md ]] && { cat "$OUT/gpu-bench.md" >> "$OUT/gpu-check.md"; cat "$OUT/gpu-bench.md"; }
+for f in "$OUT"/profile-*.txt; do [[ -f $f ]] && { echo "== $f"; grep -E "cuda profile|^\[llmc\] +[0-9]" "$f" | head -24; }; done
+cp "$OUT/gpu-check.md" "$FINAL/" 2>/dev/null
+cp "$OUT/gpu-bench.json" "$FINAL/" 2>/dev/null
+# Everything else in one file (the logit dumps stay: they are tens of MB).
+tar czf "$FINAL/gpu-check.tar.gz" --exclude='*.npy' -C "$OUT" .
 exit $status

@@ -11,6 +11,12 @@
 #                            with --target cpu,cuda and signed
 #   stories260K.llmc         stories260K (f32 kernels), --target cpu,cuda
 #   signing.pub              the public key that signed them
+#   bench/                   the speed benchmark's models (scripts/gpu_bench.py):
+#                            random-weight GGUFs of the SmolLM2-135M and
+#                            TinyLlama-1.1B shapes and their llmc artifacts,
+#                            xz-compressed (a few MB), and shapes.json
+#   peer/                    llama.cpp's CUDA llama-bench and llama-batched-bench
+#                            (LLAMACPP_CUDA=1 scripts/build_llamacpp.sh), when built
 # Then, with a device: run(command="bash scripts/gpu-check.sh",
 #   carry=[".cache/device"], timeout_s=300).
 set -euo pipefail
@@ -34,5 +40,14 @@ cp "$key.pub" "$DEV/signing.pub"
 "$LLMC" compile "$GGUF" -o "$DEV/smollm2-2blk.llmc" --target cpu,cuda \
   --pipeline='llm-prune-depth{method=magnitude drop=28}' -q
 [[ -f $STORIES ]] && "$LLMC" compile "$STORIES" -o "$DEV/stories260K.llmc" --target cpu,cuda -q
+.venv/bin/python scripts/gpu_bench_models.py --llmc "$LLMC" --work .cache/gpu-bench-src --out "$DEV/bench"
+PEER=.cache/peer/build-cuda/bin
+if [[ -x $PEER/llama-bench && -x $PEER/llama-batched-bench ]]; then
+  mkdir -p "$DEV/peer"
+  for t in llama-bench llama-batched-bench; do strip -o "$DEV/peer/$t" "$PEER/$t"; done
+  cp "$PEER/LLAMACPP_VERSION.txt" "$DEV/peer/"
+else
+  echo "gpu-prepare: no llama.cpp CUDA peer (LLAMACPP_CUDA=1 LLAMACPP_JOBS=2 bash scripts/build_llamacpp.sh): the benchmark runs without it" >&2
+fi
 du -sh "$DEV"
 echo "gpu-prepare: ready; carry .cache/device and run scripts/gpu-check.sh on the device"

@@ -62,7 +62,9 @@ extern "C" __global__ void @ROPE@(const float *qkv, long long ldqkv, int T, cons
 
 const char *kAttendTemplate = R"(
 // Flash decoding over the paged f16 cache: @H@ heads, @KV@ KV heads of @HD@, one warp per
-// (row, KV head, split), lane l holding dimensions l + 32 j (j < @D@)
+// (row, KV head, split), lane l holding dimensions l + 32 j (j < @D@); split s of
+// nSplits covers positions [s len, (s + 1) len) of 0..pos, len = max(splitLen,
+// ceil((pos + 1) / nSplits))
 extern "C" __global__ void __launch_bounds__(32)
 @ATTEND@(const float *q, long long ldq, int T, const int *pos, const int *rowSeq,
          const unsigned short *kpool, const unsigned short *vpool, const int *blockTable,
@@ -75,8 +77,13 @@ extern "C" __global__ void __launch_bounds__(32)
     return;
   const int p = pos[t];
   const int seq = rowSeq ? rowSeq[t] : 0;
-  const int lo = split * splitLen;
-  const int hi = lo + splitLen < p + 1 ? lo + splitLen : p + 1;
+  // The positions 0..p are cut into nSplits splits of len >= splitLen each
+  // (a step's split count is fixed: a captured graph replays it at every
+  // length, and the chain of positions one warp walks stays short).
+  const int per = (p + nSplits) / nSplits;
+  const int len = per > splitLen ? per : splitLen;
+  const int lo = split * len;
+  const int hi = lo + len < p + 1 ? lo + len : p + 1;
   const float scale = @SCALE@f;
   float qv[@G@][@D@], acc[@G@][@D@], m[@G@], l[@G@];
 #pragma unroll
@@ -89,6 +96,7 @@ extern "C" __global__ void __launch_bounds__(32)
       acc[g][j] = 0.0f;
     }
   }
+#pragma unroll 2
   for (int pp = lo; pp < hi; ++pp) {
     const long long blk = blockTable[(long long)seq * maxBlocks + pp / @BLK@];
     const long long at = ((blk * @KV@ + kh) * @BLK@ + pp % @BLK@) * @HD@;

@@ -13,6 +13,7 @@
 #include "codegen/cuda/CudaKernelSource.h"
 #include "compiler/weights/WeightTypes.h"
 #include "dialects/llmk/IR/LlmkOps.h"
+#include "llmc/cuda.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
@@ -212,7 +213,7 @@ public:
       kernels.push_back(attend);
       kernels.push_back(combine);
     }
-    out.manifest = {{"abi", 1},           {"source", "codegen.cuda.kernels.cu"},
+    out.manifest = {{"abi", cuda::kCudaKernelAbi},           {"source", "codegen.cuda.kernels.cu"},
                     {"cubin", binaries},  {"ptx", ptx},
                     {"kernels", kernels}, {"compiler", "nvrtc " + *version}};
     const double seconds =

@@ -77,7 +77,8 @@ const char *kMatvecTemplate = R"(
 template <int T>
 __device__ __forceinline__ void @NAME@_t(const unsigned char *__restrict__ w, long long rowStride,
                                          const float *__restrict__ x, long long ldx,
-                                         float *__restrict__ y, long long ldy, long long rows) {
+                                         float *y, long long ldy, long long rows,
+                                         const float *res, long long ldr) {
   constexpr int UNITS = @COLS@ / 8;
   const long long r = (long long)blockIdx.x * @RPB@ + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
@@ -88,6 +89,9 @@ __device__ __forceinline__ void @NAME@_t(const unsigned char *__restrict__ w, lo
 #pragma unroll
   for (int t = 0; t < T; ++t)
     acc[t] = 0.0f;
+  // Unrolled: a lane issues the loads of several units before it needs
+  // them (the bytes in flight, not the arithmetic, bound a matvec).
+#pragma unroll 4
   for (int u = lane; u < UNITS; u += 32) {
     float v[8];
     int c0, c1;
@@ -105,23 +109,23 @@ __device__ __forceinline__ void @NAME@_t(const unsigned char *__restrict__ w, lo
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     const float s = llmcWarpSum(acc[t]);
-    if (lane == 0)
-      y[t * ldy + r] = s;
+    if (lane == 0) // res may be y itself: lane 0 reads it, then writes it
+      y[t * ldy + r] = res ? s + res[t * ldr + r] : s;
   }
 }
 
 extern "C" __global__ void __launch_bounds__(32 * @RPB@)
 @NAME@(const unsigned char *w, long long rowStride, const float *x, long long ldx, int T,
-       float *y, long long ldy, long long rows) {
+       float *y, long long ldy, long long rows, const float *res, long long ldr) {
   switch (T) {
-  case 1: @NAME@_t<1>(w, rowStride, x, ldx, y, ldy, rows); break;
-  case 2: @NAME@_t<2>(w, rowStride, x, ldx, y, ldy, rows); break;
-  case 3: @NAME@_t<3>(w, rowStride, x, ldx, y, ldy, rows); break;
-  case 4: @NAME@_t<4>(w, rowStride, x, ldx, y, ldy, rows); break;
-  case 5: @NAME@_t<5>(w, rowStride, x, ldx, y, ldy, rows); break;
-  case 6: @NAME@_t<6>(w, rowStride, x, ldx, y, ldy, rows); break;
-  case 7: @NAME@_t<7>(w, rowStride, x, ldx, y, ldy, rows); break;
-  case 8: @NAME@_t<8>(w, rowStride, x, ldx, y, ldy, rows); break;
+  case 1: @NAME@_t<1>(w, rowStride, x, ldx, y, ldy, rows, res, ldr); break;
+  case 2: @NAME@_t<2>(w, rowStride, x, ldx, y, ldy, rows, res, ldr); break;
+  case 3: @NAME@_t<3>(w, rowStride, x, ldx, y, ldy, rows, res, ldr); break;
+  case 4: @NAME@_t<4>(w, rowStride, x, ldx, y, ldy, rows, res, ldr); break;
+  case 5: @NAME@_t<5>(w, rowStride, x, ldx, y, ldy, rows, res, ldr); break;
+  case 6: @NAME@_t<6>(w, rowStride, x, ldx, y, ldy, rows, res, ldr); break;
+  case 7: @NAME@_t<7>(w, rowStride, x, ldx, y, ldy, rows, res, ldr); break;
+  case 8: @NAME@_t<8>(w, rowStride, x, ldx, y, ldy, rows, res, ldr); break;
   default: break;
   }
 }

@@ -8,9 +8,10 @@
 // Kernel ABI (extern "C", one per (format, width)):
 //   llmc_cu_mv_<format>_<cols>(const unsigned char *w, long long rowStride,
 //       const float *x, long long ldx, int T, float *y, long long ldy,
-//       long long rows)
-// y[t * ldy + r] = dot(row r of w (rowStride bytes apart), x + t * ldx) for
-// t < T (1..kCudaMaxTokens) and r < rows. One warp per row, launched with
+//       long long rows, const float *res, long long ldr)
+// y[t * ldy + r] = dot(row r of w (rowStride bytes apart), x + t * ldx)
+// (+ res[t * ldr + r] when res is not null: the residual add fused; res may
+// be y) for t < T (1..kCudaMaxTokens) and r < rows (ABI 2, llmc/cuda.h). One warp per row, launched with
 // blockDim.x = 32 * kCudaRowsPerBlock and gridDim.x = ceil(rows /
 // kCudaRowsPerBlock). A lane takes units of 8 weights (a quarter of a
 // 32-weight block), strided by 32 over the row, then the warp sums its

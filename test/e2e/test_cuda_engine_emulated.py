@@ -109,6 +109,17 @@ def smollm2_checks(checks, work):
                  m.groups() == ("0", "0", "4") and np.array_equal(np.load(eager_npy), gl),
                  "SmolLM2: --no-graphs launches all 4 steps eagerly, same tokens and logits",
                  m.group(0) if m else e.stderr.strip()[-300:])
+    # LLMC_CUDA_PROFILE=1: per-step GPU times of the eager steps on stderr,
+    # the same tokens (a profiled run only synchronizes more).
+    pr = run(art, ["--device", "cuda", "--no-graphs"], dict(env, LLMC_CUDA_PROFILE="1"))
+    rows = re.findall(r"^\[llmc\] +[\d.]+ ms +[\d.]+% +(\d+) calls .* (norm_matmul T=1|attend T=1)",
+                      pr.stderr, re.M)
+    checks.check(pr.returncode == 0 and pr.stdout.split() == g.stdout.split() and
+                 "cuda profile, GPU time of eager plan steps" in pr.stderr and
+                 {k for _, k in rows} == {"attend T=1", "norm_matmul T=1"} and
+                 "cuda profile" not in e.stderr,
+                 "SmolLM2: LLMC_CUDA_PROFILE=1 prints per-step GPU times, same tokens; off by default",
+                 "; ".join(f"{k}: {c} calls" for c, k in rows) or pr.stderr.strip()[-300:])
     b = harness.run_llmc(["bench", art, "--device", "cuda", "-p", "8", "-n", "4", "-r", "1",
                           "--json", "-q"], check=False, timeout=900, env=env)
     try:

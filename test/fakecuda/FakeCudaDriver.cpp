@@ -66,7 +66,7 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
   const std::string &n = f.name;
   if (startsWith(n, "llmc_cu_mv_")) {
     auto fn = reinterpret_cast<void (*)(const unsigned char *, ll, const float *, ll, int, float *,
-                                        ll, ll)>(f.sym);
+                                        ll, ll, const float *, ll)>(f.sym);
     auto w = arg<const unsigned char *>(a, 0);
     auto stride = arg<ll>(a, 1);
     auto x = arg<const float *>(a, 2);
@@ -75,7 +75,11 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto y = arg<float *>(a, 5);
     auto ldy = arg<ll>(a, 6);
     auto rows = arg<ll>(a, 7);
-    return [=, &m] { runKernel(m.set, grid, block, [&] { fn(w, stride, x, ldx, T, y, ldy, rows); }); };
+    auto res = arg<const float *>(a, 8);
+    auto ldr = arg<ll>(a, 9);
+    return [=, &m] {
+      runKernel(m.set, grid, block, [&] { fn(w, stride, x, ldx, T, y, ldy, rows, res, ldr); });
+    };
   }
   if (startsWith(n, "llmc_cu_rms_norm_")) {
     auto fn = reinterpret_cast<void (*)(const float *, const float *, float *, ll, float)>(f.sym);

@@ -214,8 +214,12 @@ TEST(CudaKernels, EmulatedFlashDecodingMatchesSoftmaxAttention) {
     const int T = int(pos.size());
     const int64_t ldq = H * hd + 2, ldo = H * hd + 1;
     const std::vector<float> qv = randoms(rng, size_t(T * ldq), 1.0f);
-    for (int splitLen : {20, 64}) { // 3 splits (one past row 3's position) and 1
-      const int nSplits = (64 + splitLen - 1) / splitLen;
+    // {splitLen, nSplits}: 3 splits of 20 (one past row 3's position), one
+    // of 64, and 3 splits of at least 4 whose length the kernel stretches to
+    // ceil((pos + 1) / 3) (17 and 13 positions: the runtime's fixed split
+    // count at a context longer than splits x splitLen).
+    const std::pair<int, int> splitCases[] = {{20, 4}, {64, 1}, {4, 3}};
+    for (auto [splitLen, nSplits] : splitCases) {
       std::vector<float> part(size_t(T * H * nSplits * s.partFloats()), -8.0f);
       std::vector<float> out(size_t(T * ldo), -4.0f);
       cgtest::runKernelReplay(e.set, e.play, e.deposited, unsigned(T * KV * nSplits), 32, [&] {

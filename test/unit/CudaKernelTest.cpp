@@ -31,7 +31,8 @@ using namespace llmc::codegen;
 namespace {
 
 using CudaMatvecFn = void (*)(const unsigned char *w, long long rowStride, const float *x,
-                              long long ldx, int T, float *y, long long ldy, long long rows);
+                              long long ldx, int T, float *y, long long ldy, long long rows,
+                              const float *res, long long ldr);
 
 const std::vector<DType> kFormats = {DType::F32,  DType::F16,  DType::Q8_0, DType::Q4_0,
                                      DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
@@ -85,8 +86,28 @@ TEST(CudaKernels, EmulatedMatvecMatchesDequantizedDoubleProduct) {
         v = nd(rng);
       const unsigned blocks = unsigned((rows + kCudaRowsPerBlock - 1) / kCudaRowsPerBlock);
       cgtest::runKernel(set, blocks, 32 * kCudaRowsPerBlock, [&] {
-        fn(w.data(), stride, x.data(), ldx, T, y.data(), ldy, rows);
+        fn(w.data(), stride, x.data(), ldx, T, y.data(), ldy, rows, nullptr, 0);
       });
+      // The fused residual: into another buffer, and in place (res == y).
+      const int64_t ldr = rows + 5;
+      std::vector<float> res(size_t(T * ldr)), yr(size_t(T * ldy), -7.0f), yi(size_t(T * ldy));
+      for (float &v : res)
+        v = nd(rng);
+      for (int t = 0; t < T; ++t)
+        for (int64_t r = 0; r < rows; ++r)
+          yi[size_t(t * ldy + r)] = res[size_t(t * ldr + r)];
+      cgtest::runKernel(set, blocks, 32 * kCudaRowsPerBlock, [&] {
+        fn(w.data(), stride, x.data(), ldx, T, yr.data(), ldy, rows, res.data(), ldr);
+      });
+      cgtest::runKernel(set, blocks, 32 * kCudaRowsPerBlock, [&] {
+        fn(w.data(), stride, x.data(), ldx, T, yi.data(), ldy, rows, yi.data(), ldy);
+      });
+      for (int t = 0; t < T; ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+          const float want = y[size_t(t * ldy + r)] + res[size_t(t * ldr + r)];
+          ASSERT_EQ(yr[size_t(t * ldy + r)], want) << s.symbol() << " residual, row " << r;
+          ASSERT_EQ(yi[size_t(t * ldy + r)], want) << s.symbol() << " in place, row " << r;
+        }
       for (int t = 0; t < T; ++t)
         for (int64_t r = 0; r < rows; ++r) {
           double ref = 0, mag = 0;

@@ -85,7 +85,9 @@ KernelResult checkKernel(cuda::CudaDevice &dev, void *fn, const KernelEntry &e, 
   uint64_t pw = dw.ptr(), px = dx.ptr(), py = dy.ptr();
   long long lstride = stride, ldx = cols, ldy = rows, nrows = rows;
   int tokens = T;
-  void *args[] = {&pw, &lstride, &px, &ldx, &tokens, &py, &ldy, &nrows};
+  uint64_t noResidual = 0;
+  long long ldr = 0;
+  void *args[] = {&pw, &lstride, &px, &ldx, &tokens, &py, &ldy, &nrows, &noResidual, &ldr};
   const unsigned grid = unsigned((rows + e.rowsPerBlock - 1) / e.rowsPerBlock);
   const unsigned block = 32u * unsigned(e.rowsPerBlock);
   dev.launch(fn, grid, block, args);

@@ -21,6 +21,14 @@
 
 namespace llmc::cuda {
 
+/// The generated kernels' calling conventions (codegen/cuda/CudaKernelSource.h,
+/// CudaAttentionSource.h) that this runtime launches; an artifact records
+/// the ABI its kernels were generated for (codegen_cuda.abi) and one of
+/// another ABI is refused, never launched with the wrong arguments.
+/// 2: matvec takes a residual (res, ldr); attention splits stretch to cover
+/// the position (len = max(splitLen, ceil((pos + 1) / nSplits))).
+constexpr int kCudaKernelAbi = 2;
+
 struct DriverApi; // the bound entry points (CudaDriver.cpp)
 
 /// Device memory of `bytes` bytes, freed on destruction.
@@ -98,6 +106,10 @@ public:
   void replay(const CudaGraph &g) const;
   /// Milliseconds `run` takes on the GPU (events around it, after a sync).
   float timeMs(const std::function<void()> &run) const;
+  /// GPU milliseconds of each of n consecutive pieces of stream work:
+  /// run(i) issues piece i between two recorded events; one synchronize at
+  /// the end (LLMC_CUDA_PROFILE's per-step times).
+  std::vector<float> timeEach(size_t n, const std::function<void(size_t)> &run) const;
 
 private:
   CudaDevice() = default;

@@ -32,6 +32,13 @@ std::vector<std::pair<std::string, std::string>> images(const nlohmann::json &cg
 
 void verifyCudaSections(const Artifact &art, const signing::CodeTrust &trust) {
   const nlohmann::json &cg = cudaEntry(art);
+  const nlohmann::json *abi = cg.contains("abi") ? &cg["abi"] : nullptr;
+  if (!abi || !abi->is_number_integer() || abi->get<int64_t>() != kCudaKernelAbi)
+    throw std::runtime_error(
+        art.path() + ": its CUDA kernels follow kernel ABI " +
+        (abi && abi->is_number_integer() ? std::to_string(abi->get<int64_t>()) : "(none)") +
+        " and this runtime launches ABI " + std::to_string(kCudaKernelAbi) +
+        ": recompile the model with `llmc compile --target cuda` (or cpu,cuda)");
   if (art.builtInThisProcess())
     return;
   const SignatureCheck c = art.checkSignature(trust.keys);

@@ -337,6 +337,33 @@ float CudaDevice::timeMs(const std::function<void()> &run) const {
   return ms;
 }
 
+std::vector<float> CudaDevice::timeEach(size_t n, const std::function<void(size_t)> &run) const {
+  std::vector<void *> ev(n + 1, nullptr);
+  std::vector<float> ms(n, 0.0f);
+  auto release = [&] {
+    for (void *e : ev)
+      if (e)
+        api_->eventDestroy(e);
+  };
+  try {
+    for (void *&e : ev)
+      api_->check(api_->eventCreate(&e, 0), "cuEventCreate");
+    api_->check(api_->eventRecord(ev[0], stream_), "cuEventRecord");
+    for (size_t i = 0; i < n; ++i) {
+      run(i);
+      api_->check(api_->eventRecord(ev[i + 1], stream_), "cuEventRecord");
+    }
+    api_->check(api_->eventSynchronize(ev[n]), "cuEventSynchronize");
+    for (size_t i = 0; i < n; ++i)
+      api_->check(api_->eventElapsed(&ms[i], ev[i], ev[i + 1]), "cuEventElapsedTime");
+  } catch (...) {
+    release();
+    throw;
+  }
+  release();
+  return ms;
+}
+
 std::string pickCudaImage(const std::vector<std::string> &cubinArchs,
                           const std::vector<std::string> &ptxArchs, int major, int minor,
                           std::string &why) {

@@ -11,6 +11,7 @@
 #include "llmc/program.h"
 #include "../exec/KernelPlan.h"
 #include "../exec/PackedWeights.h"
+#include "CudaStepProfile.h"
 #include "../kernels/rows8.h"
 
 #include <algorithm>
@@ -26,7 +27,11 @@ namespace {
 
 // The generated kernels' launch shapes (codegen/cuda/CudaKernelSource.h).
 constexpr int kMatvecMaxTokens = 8, kMatvecRowsPerBlock = 4, kKvBlock = 16;
-constexpr int kSplitLen = 64; // positions per attention split
+// Attention splits: a step launches kMaxSplits (fewer when the context is
+// short) per row and KV head, each of at least kSplitLen positions; the
+// kernel cuts 0..pos evenly among them.
+constexpr int kSplitLen = 16, kMaxSplits = 32;
+constexpr int kRopeThreads = 512;
 
 unsigned blocksFor(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }
 
@@ -85,12 +90,16 @@ struct CudaEngine::Impl {
   std::vector<GpuStep> gsteps;
   std::map<const void *, DeviceBuffer> weights; // by host address: tied weights once
   std::deque<DeviceBuffer> norms; // steps point at their norms: addresses stay put
+  std::deque<DeviceBuffer> stacked; // q, k, v of a step as one matrix (one launch)
   std::vector<DeviceBuffer> kpool, vpool; // per cache
   DeviceBuffer arena, logits, normBuf, tmpBuf, part, tokensBuf, posBuf, seqBuf, blockTable;
   int64_t normW = 0, tmpW = 0;
   int64_t maxHeads = 0, maxHeadDim = 0;
   std::vector<int32_t> hostTokens, hostPos, hostSeq;
   std::map<int64_t, CudaGraph> graphs; // decode step per batch bucket
+  /// LLMC_CUDA_PROFILE=1: eager steps time each plan step on the GPU and
+  /// step()'s host phases; the tables go to stderr when the engine closes.
+  CudaStepProfile profile;
 
   Impl(const Artifact &a, const CudaEngineOptions &o) : art(a), opts(o) {}
 
@@ -109,7 +118,10 @@ struct CudaEngine::Impl {
   uint64_t slotPtr(const PlanSlot &s, int64_t T) const {
     return s.offset < 0 ? logits.ptr() : arena.ptr() + uint64_t(s.offset * T) * 4;
   }
-  void matvec(const GpuMatrix &m, uint64_t x, int64_t ldx, int64_t T, uint64_t y, int64_t ldy);
+  /// y = m x (+ res when res != 0: the residual add fused), in chunks of
+  /// the kernels' token count.
+  void matvec(const GpuMatrix &m, uint64_t x, int64_t ldx, int64_t T, uint64_t y, int64_t ldy,
+              uint64_t res = 0, int64_t ldr = 0);
   void runStep(const PlanStep &s, const GpuStep &g, int64_t T, int64_t rowsOut);
   void launchAll(int64_t T, bool allLogits);
   /// Uploads the rows (token, position, sequence) and runs one step of
@@ -172,7 +184,7 @@ void CudaEngine::Impl::build(void *module) {
   posBuf = dev->alloc(size_t(T * 4));
   seqBuf = dev->alloc(size_t(T * 4));
   maxBlocks = (maxCtx + kKvBlock - 1) / kKvBlock;
-  nSplits = (maxCtx + kSplitLen - 1) / kSplitLen;
+  nSplits = std::min<int64_t>(kMaxSplits, (maxCtx + kSplitLen - 1) / kSplitLen);
   part = dev->alloc(size_t(std::max<int64_t>(T * maxHeads * nSplits * (maxHeadDim + 2), 1) * 4));
   // Sequence q owns blocks [q * maxBlocks, (q + 1) * maxBlocks); one more
   // sequence takes the padding rows of a batch bucket.
@@ -209,7 +221,31 @@ void CudaEngine::Impl::build(void *module) {
 
 void CudaEngine::Impl::bindStep(void *module, const PlanStep &s, GpuStep &g) {
   const std::string &ctx = s.desc;
+  // A norm_matmul's matrices (q, k, v) of one format and width write
+  // adjacent output columns: stacked into one matrix, one launch does them.
+  bool stack = s.kernel == PlanKernel::NormMatmul && s.w.size() > 1;
+  for (const WeightMatrix &w : s.w)
+    stack = stack && w.dtype == s.w[0].dtype && w.cols == s.w[0].cols;
+  if (stack) {
+    std::vector<uint8_t> bytes;
+    int64_t rows = 0;
+    for (const WeightMatrix &w : s.w) {
+      const std::vector<uint8_t> b = rowMajorBytes(w);
+      bytes.insert(bytes.end(), b.begin(), b.end());
+      rows += w.rows;
+    }
+    stacked.push_back(dev->alloc(bytes.size()));
+    dev->upload(stacked.back(), bytes.data(), bytes.size());
+    stats.weight_bytes += int64_t(bytes.size());
+    const WeightMatrix &w = s.w[0];
+    GpuMatrix m{&stacked.back(), w.dtype, rows, w.cols, rowBytes(w.dtype, w.cols), nullptr};
+    m.matvec = kernel(module, "llmc_cu_mv_" + symbolPart(w.dtype) + "_" + std::to_string(w.cols),
+                      ctx);
+    g.w.push_back(m);
+  }
   for (const WeightMatrix &w : s.w) {
+    if (stack)
+      break;
     const void *key = w.data ? static_cast<const void *>(w.data) : w.rows8;
     auto it = weights.find(key);
     if (it == weights.end()) {
@@ -278,12 +314,13 @@ void CudaEngine::Impl::bindStep(void *module, const PlanStep &s, GpuStep &g) {
 }
 
 void CudaEngine::Impl::matvec(const GpuMatrix &m, uint64_t x, int64_t ldx, int64_t T, uint64_t y,
-                              int64_t ldy) {
+                              int64_t ldy, uint64_t res, int64_t ldr) {
   for (int64_t t0 = 0; t0 < T; t0 += kMatvecMaxTokens) {
     uint64_t w = m.buf->ptr(), xp = x + uint64_t(t0 * ldx) * 4, yp = y + uint64_t(t0 * ldy) * 4;
-    long long stride = m.stride, lx = ldx, ly = ldy, rows = m.rows;
+    uint64_t rp = res ? res + uint64_t(t0 * ldr) * 4 : 0;
+    long long stride = m.stride, lx = ldx, ly = ldy, rows = m.rows, lr = ldr;
     int n = int(std::min<int64_t>(kMatvecMaxTokens, T - t0));
-    void *args[] = {&w, &stride, &xp, &lx, &n, &yp, &ly, &rows};
+    void *args[] = {&w, &stride, &xp, &lx, &n, &yp, &ly, &rows, &rp, &lr};
     dev->launch(m.matvec, blocksFor(m.rows, kMatvecRowsPerBlock), 32 * kMatvecRowsPerBlock, args);
   }
 }
@@ -330,8 +367,12 @@ void CudaEngine::Impl::runStep(const PlanStep &s, const GpuStep &g, int64_t T, i
     break;
   }
   case PlanKernel::MatmulAdd: {
-    matvec(g.w[0], in, inW, rowsOut, tmpBuf.ptr(), outW);
     uint64_t res = slotPtr(s.in[1], T) + uint64_t(skip * outW) * 4, tmp = tmpBuf.ptr();
+    if (s.out.offset != s.in[0].offset) { // the residual fused (out may be the residual)
+      matvec(g.w[0], in, inW, rowsOut, out, outW, res, outW);
+      break;
+    }
+    matvec(g.w[0], in, inW, rowsOut, tmpBuf.ptr(), outW);
     long long count = rowsOut * outW;
     void *args[] = {&res, &tmp, &out, &count};
     dev->launch(g.add, blocksFor(count, 256), 256, args);
@@ -352,7 +393,7 @@ void CudaEngine::Impl::runStep(const PlanStep &s, const GpuStep &g, int64_t T, i
     uint64_t pos = posBuf.ptr(), seq = seqBuf.ptr(), k = kpool[size_t(g.cache)].ptr(),
              v = vpool[size_t(g.cache)].ptr(), table = blockTable.ptr();
     void *args[] = {&in, &ld, &nt, &pos, &seq, &out, &ldq, &k, &v, &table, &mb};
-    dev->launch(g.rope, unsigned(T), 128, args);
+    dev->launch(g.rope, unsigned(T), kRopeThreads, args);
     break;
   }
   case PlanKernel::Attend: {
@@ -371,10 +412,18 @@ void CudaEngine::Impl::runStep(const PlanStep &s, const GpuStep &g, int64_t T, i
 
 void CudaEngine::Impl::launchAll(int64_t T, bool allLogits) {
   const std::vector<PlanStep> &steps = plan->steps();
-  for (size_t i = 0; i < steps.size(); ++i) {
+  auto one = [&](size_t i) {
     const bool last = i + 1 == steps.size();
     runStep(steps[i], gsteps[i], T, last && !allLogits ? 1 : T);
+  };
+  if (!profile.enabled()) {
+    for (size_t i = 0; i < steps.size(); ++i)
+      one(i);
+    return;
   }
+  const std::vector<float> ms = dev->timeEach(steps.size(), one);
+  for (size_t i = 0; i < steps.size(); ++i)
+    profile.addStep(cudaStepLabel(steps[i], T), ms[i]);
 }
 
 CudaEngine::CudaEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -412,9 +461,20 @@ std::unique_ptr<CudaEngine> CudaEngine::open(const Artifact &art, const CudaEngi
 }
 
 void CudaEngine::Impl::step(int64_t T, bool bucket, bool allLogits, float *out) {
+  using Clock = std::chrono::steady_clock;
+  auto t0 = Clock::now();
+  auto phase = [&](const char *what) {
+    if (!profile.enabled())
+      return;
+    const auto now = Clock::now();
+    profile.addHost(std::string(what) + " T=" + std::to_string(T),
+                    std::chrono::duration<double, std::milli>(now - t0).count());
+    t0 = now;
+  };
   dev->uploadAsync(tokensBuf, 0, hostTokens.data(), size_t(T * 4));
   dev->uploadAsync(posBuf, 0, hostPos.data(), size_t(T * 4));
   dev->uploadAsync(seqBuf, 0, hostSeq.data(), size_t(T * 4));
+  phase("upload rows");
   if (bucket && opts.graphs) {
     CudaGraph &g = graphs[T];
     if (!g) {
@@ -423,13 +483,16 @@ void CudaEngine::Impl::step(int64_t T, bool bucket, bool allLogits, float *out) 
     }
     dev->replay(g);
     ++stats.graph_steps;
+    phase("graph replay (issue)");
   } else {
     launchAll(T, allLogits);
     ++stats.eager_steps;
+    phase(profile.enabled() ? "launches (profiled: synchronized)" : "launches");
   }
   if (out)
     dev->downloadAsync(out, logits, 0, size_t((allLogits ? T : 1) * vocab * 4));
   dev->synchronize(); // the staging vectors are rewritten by the next step
+  phase("logits download + synchronize");
 }
 
 std::vector<float> CudaEngine::forward(const std::vector<int32_t> &tokens, bool allLogits) {
