@@ -14,10 +14,13 @@
 # (same configuration; the others are up to date and not rebuilt).
 #
 # LLAMACPP_CUDA=1: the CUDA peer of scripts/gpu-check.sh instead: llama-bench
-# and llama-batched-bench with GGML_CUDA=ON for sm_90 only (the H200 of the
-# device machine), CPU code without -march=native (the device's processor is
-# another one), into .cache/peer/build-cuda/bin. It links the toolkit's
-# cudart and cuBLAS dynamically (CUDA 13 here and on the device machine).
+# and llama-batched-bench with GGML_CUDA=ON for sm_90 machine code only
+# (90-real: the H200 of the device machine; no PTX), CPU code without
+# -march=native (the device's processor is another one), shared libraries
+# (the two tools share one libggml-cuda.so: the device tool carries at most
+# 64 MiB, and each static tool was 78 MB with PTX), all in
+# .cache/peer/build-cuda/bin. It links the toolkit's cudart and cuBLAS
+# dynamically (CUDA 13 here and on the device machine).
 #
 # Usage: scripts/build_llamacpp.sh        (prints the bin directory at the end)
 #        LLAMACPP_JOBS=2 scripts/build_llamacpp.sh
@@ -39,13 +42,13 @@ JOBS="${LLAMACPP_JOBS:-1}"
 if [ "${LLAMACPP_CUDA:-0}" = 1 ]; then
   BUILD="$WORK/build-cuda"
   TARGETS=(llama-bench llama-batched-bench)
-  KIND_ARGS=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=OFF -DGGML_CUDA_NCCL=OFF
-    -DLLAMA_BUILD_SERVER=OFF)
+  KIND_ARGS=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=OFF
+    -DGGML_CUDA_NCCL=OFF -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=ON)
   KIND="CUDA for sm_90 (GGML_NATIVE=OFF on the CPU side)"
 else
   BUILD="$WORK/build"
   TARGETS=(llama-quantize llama-bench llama-perplexity llama-imatrix llama-batched-bench llama-server)
-  KIND_ARGS=(-DGGML_NATIVE=ON -DLLAMA_BUILD_SERVER=ON)
+  KIND_ARGS=(-DGGML_NATIVE=ON -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF)
   KIND="CPU only"
 fi
 BIN="$BUILD/bin"
@@ -87,10 +90,10 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   say "configuring $BUILD"
   GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
   cmake -S "$SRC" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
-    "${KIND_ARGS[@]}" -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
+    "${KIND_ARGS[@]}" -DLLAMA_CURL=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_TOOLS=ON -DGGML_OPENMP=OFF ${LLAMACPP_CMAKE_ARGS:-} \
-    -DCMAKE_RUNTIME_OUTPUT_DIRECTORY="$BIN" >/dev/null
+    -DCMAKE_RUNTIME_OUTPUT_DIRECTORY="$BIN" -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$BIN" >/dev/null
 fi
 # A build configured before llama-server was a target gains it here.
 if [ "${LLAMACPP_CUDA:-0}" != 1 ] && grep -q '^LLAMA_BUILD_SERVER:BOOL=OFF' "$BUILD/CMakeCache.txt"; then

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The device check: runs on the GPU machine (one H200, no network) over the
-# files scripts/gpu-prepare.sh wrote into .cache/device (carried), in well
-# under 8 minutes. Writes into $OUT (default /tmp/gpu-check):
+# files scripts/gpu-prepare.sh wrote into .cache/device (carried; or, with
+# GPU_CHECK_DEV=.cache/device-bench, the speed benchmark's folder: each stage
+# runs when its inputs are there), in well under 8 minutes. Writes into $OUT
+# (default /tmp/gpu-check):
 #   nvidia-smi.txt, cuda-check-<artifact>.jsonl (one JSON line per kernel
 #   and token count: largest relative error against the CPU, ms per call,
 #   GB/s), engine-<artifact>.json (scripts/gpu_engine_check.py: the GPU
@@ -14,6 +16,7 @@
 #   (tables of all of them, with the device).
 # Exit 0 when every kernel and engine check passed; 1 otherwise.
 set -uo pipefail
+shopt -s nullglob # a folder without artifacts (the speed benchmark's) skips their stages
 cd "$(dirname "$0")/.."
 # The device tool brings back at most 8 files from $OUT: everything is
 # written into $WORK and, at the end, $OUT gets gpu-check.md, log.txt and
@@ -101,7 +104,7 @@ if [[ -f $DEV/bench/shapes.json ]]; then
   echo "peer libraries: ${PEER_LD:-none found}" > "$OUT/gpu-bench.err"
   timeout "${GPU_CHECK_BENCH_S:-420}" python3 scripts/gpu_bench.py --dir "$DEV/bench" --rt "$DEV/llmc-rt" \
     --key "$DEV/signing.pub" --peer "$DEV/peer" --peer-ld "$PEER_LD" --work /tmp/gpu-bench \
-    --md "$OUT/gpu-bench.md" > "$OUT/gpu-bench.json" 2>> "$OUT/gpu-bench.err" || status=1
+    --md "$OUT/gpu-bench.md" ${GPU_BENCH_ARGS:-} > "$OUT/gpu-bench.json" 2>> "$OUT/gpu-bench.err" || status=1
   for m in SmolLM2-135M-shape.Q4_0 TinyLlama-1.1B-shape.Q4_0; do
     [[ -f /tmp/gpu-bench/$m.llmc ]] || continue
     for mode in no-graphs graphs; do

@@ -11,14 +11,21 @@
 #                            with --target cpu,cuda and signed
 #   stories260K.llmc         stories260K (f32 kernels), --target cpu,cuda
 #   signing.pub              the public key that signed them
+# and .cache/device-bench/ (the speed benchmark; a second carry, since the
+# device tool takes at most 64 MiB a call, the working tree included) with
+#   llmc-rt, lib/, signing.pub   as above
 #   bench/                   the speed benchmark's models (scripts/gpu_bench.py):
 #                            random-weight GGUFs of the SmolLM2-135M and
 #                            TinyLlama-1.1B shapes and their llmc artifacts,
 #                            xz-compressed (a few MB), and shapes.json
 #   peer/                    llama.cpp's CUDA llama-bench and llama-batched-bench
-#                            (LLAMACPP_CUDA=1 scripts/build_llamacpp.sh), when built
-# Then, with a device: run(command="bash scripts/gpu-check.sh",
-#   carry=[".cache/device"], timeout_s=300).
+#                            and their shared libraries (LLAMACPP_CUDA=1
+#                            scripts/build_llamacpp.sh), when built
+# Then, with a device, two calls (each prints its tables; about 1 and 3 minutes):
+#   run(command="bash scripts/gpu-check.sh 2>&1 | tee $OUT/log.txt",
+#       carry=[".cache/device"], timeout_s=300)
+#   run(command="GPU_CHECK_DEV=.cache/device-bench bash scripts/gpu-check.sh 2>&1 | tee $OUT/log.txt",
+#       carry=[".cache/device-bench"], timeout_s=420)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LLMC=${LLMC:-build/bin/llmc}
@@ -26,8 +33,10 @@ RT=${LLMC_RT:-build/bin/llmc-rt}
 GGUF=.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
 STORIES=../shared/models/stories260K.bin
 DEV=.cache/device
+BENCH=.cache/device-bench
 [[ -x $LLMC && -x $RT ]] || { echo "gpu-prepare: build llmc and llmc-rt first (bash scripts/setup.sh)" >&2; exit 1; }
 [[ -f $GGUF ]] || { echo "gpu-prepare: $GGUF missing (bash scripts/setup.sh)" >&2; exit 1; }
+rm -rf "$DEV" "$BENCH"
 mkdir -p "$DEV/lib"
 cp "$RT" "$DEV/llmc-rt"
 # Its shared libraries beyond the C and C++ runtimes (cpp-httplib, brotli,
@@ -40,14 +49,22 @@ cp "$key.pub" "$DEV/signing.pub"
 "$LLMC" compile "$GGUF" -o "$DEV/smollm2-2blk.llmc" --target cpu,cuda \
   --pipeline='llm-prune-depth{method=magnitude drop=28}' -q
 [[ -f $STORIES ]] && "$LLMC" compile "$STORIES" -o "$DEV/stories260K.llmc" --target cpu,cuda -q
-.venv/bin/python scripts/gpu_bench_models.py --llmc "$LLMC" --work .cache/gpu-bench-src --out "$DEV/bench"
+mkdir -p "$BENCH"
+cp -r "$DEV/llmc-rt" "$DEV/lib" "$DEV/signing.pub" "$BENCH/"
+.venv/bin/python scripts/gpu_bench_models.py --llmc "$LLMC" --work .cache/gpu-bench-src --out "$BENCH/bench"
 PEER=.cache/peer/build-cuda/bin
 if [[ -x $PEER/llama-bench && -x $PEER/llama-batched-bench ]]; then
-  mkdir -p "$DEV/peer"
-  for t in llama-bench llama-batched-bench; do strip -o "$DEV/peer/$t" "$PEER/$t"; done
-  cp "$PEER/LLAMACPP_VERSION.txt" "$DEV/peer/"
+  mkdir -p "$BENCH/peer"
+  for t in llama-bench llama-batched-bench; do strip -o "$BENCH/peer/$t" "$PEER/$t"; done
+  for l in "$PEER"/*.so*; do [[ -L $l ]] && cp -P "$l" "$BENCH/peer/" || strip -o "$BENCH/peer/$(basename "$l")" "$l"; done
+  cp "$PEER/LLAMACPP_VERSION.txt" "$BENCH/peer/"
 else
   echo "gpu-prepare: no llama.cpp CUDA peer (LLAMACPP_CUDA=1 LLAMACPP_JOBS=2 bash scripts/build_llamacpp.sh): the benchmark runs without it" >&2
 fi
-du -sh "$DEV"
-echo "gpu-prepare: ready; carry .cache/device and run scripts/gpu-check.sh on the device"
+tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+for d in "$DEV" "$BENCH"; do
+  total=$(( tree + $(du -sb "$d" | cut -f1) ))
+  echo "gpu-prepare: $d + the working tree = $(( total / 1048576 )) MiB of the device tool's 64" \
+    "$( (( total > 64 * 1048576 )) && echo '(TOO LARGE: carry less)')"
+done
+echo "gpu-prepare: ready; carry .cache/device, then .cache/device-bench (GPU_CHECK_DEV), and run scripts/gpu-check.sh on the device"

@@ -55,10 +55,10 @@ def run(cmd, timeout, env=None):
         return 124, e.stdout or "", (e.stderr or "") + "\ntimed out", time.time() - t0
 
 
-def llmc_bench(a, art, flags):
+def llmc_bench(a, art, flags, env=None):
     rc, out, err, secs = run([a.rt, "bench", art, "-p", str(a.prompt), "-n", str(a.tokens),
                               "-r", str(a.reps), "--json", "-q", "--trusted-key", a.key,
-                              "--device", "cuda", *flags], a.step_timeout)
+                              "--device", "cuda", *flags], a.step_timeout, env)
     r = {"exit": rc, "seconds": round(secs, 1)}
     try:
         j = json.loads(out.strip().splitlines()[-1])
@@ -142,7 +142,7 @@ def main():
     shapes = json.load(open(os.path.join(a.dir, "shapes.json")))
     # The peer links the toolkit's cudart and cuBLAS: --peer-ld names their folders there.
     a.peer_env = {"LD_LIBRARY_PATH": ":".join(
-        x for x in (a.peer_ld, os.environ.get("LD_LIBRARY_PATH", "")) if x)}
+        x for x in (a.peer, a.peer_ld, os.environ.get("LD_LIBRARY_PATH", "")) if x)}
     if not (a.peer and os.path.isfile(os.path.join(a.peer, "llama-bench"))):
         a.peer = ""
     t0 = time.time()
@@ -160,7 +160,10 @@ def main():
         art, gguf = paths[(m["name"], "llmc")], paths[(m["name"], "gguf")]
         row = dict(m)
         print(f"[gpu-bench {time.strftime('%H:%M:%S')}] {m['name']}", file=sys.stderr, flush=True)
+        # graphs_mv: decode products by the general kernel at T = 1 instead of
+        # llmc_cu_mv1_* (LLMC_CUDA_MV1=0), the A/B of the one-token kernel.
         row["llmc"] = {"graphs": llmc_bench(a, art, []),
+                       "graphs_mv": llmc_bench(a, art, [], {"LLMC_CUDA_MV1": "0"}),
                        "no_graphs": llmc_bench(a, art, ["--no-graphs"]),
                        f"graphs_b{a.batch}": llmc_bench(a, art, ["--batch", str(a.batch)]),
                        f"no_graphs_b{a.batch}": llmc_bench(a, art, ["--no-graphs", "--batch", str(a.batch)])}
@@ -169,6 +172,7 @@ def main():
         g, n = row["llmc"]["graphs"], row["llmc"]["no_graphs"]
         ratio = lambda x, y: (x / y) if x and y else None
         row["graphs_vs_no_graphs"] = ratio(g.get("decode_tok_s"), n.get("decode_tok_s"))
+        row["mv1_vs_mv"] = ratio(g.get("decode_tok_s"), row["llmc"]["graphs_mv"].get("decode_tok_s"))
         if a.peer:
             row["graphs_vs_llamacpp_b1"] = ratio(g.get("decode_tok_s"), row["llamacpp"]["b1"].get("decode_tok_s"))
             row["prefill_vs_llamacpp"] = ratio(g.get("prefill_tok_s"), row["llamacpp"]["b1"].get("prefill_tok_s"))
@@ -198,9 +202,10 @@ def markdown(res):
          f"{fmt(res['copy_gbps'])} GB/s (bytes read + written)", "",
          "| Model | llmc prefill tok/s | llama.cpp prefill tok/s | llmc decode, graphs | "
          "llmc decode, no graphs | llama.cpp decode | graphs / no graphs | graphs / llama.cpp | "
+         "mv1 / general kernel (decode) | "
          f"llmc b{B}, graphs | llmc b{B}, no graphs | llama.cpp b{B} | llmc / llama.cpp b{B} | "
          "decode GB/s (share of HBM) |",
-         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for m in res["models"]:
         l, p = m["llmc"], m.get("llamacpp", {})
         pb1, pbB = p.get("b1", {}), p.get(f"b{B}", {})
@@ -208,7 +213,7 @@ def markdown(res):
             f"| {m['name']} | {fmt(l['graphs'].get('prefill_tok_s'))} | {fmt(pb1.get('prefill_tok_s'))} | "
             f"{fmt(l['graphs'].get('decode_tok_s'))} | {fmt(l['no_graphs'].get('decode_tok_s'))} | "
             f"{fmt(pb1.get('decode_tok_s'))} | {fmt(m.get('graphs_vs_no_graphs'), '.2f')} | "
-            f"{fmt(m.get('graphs_vs_llamacpp_b1'), '.2f')} | "
+            f"{fmt(m.get('graphs_vs_llamacpp_b1'), '.2f')} | {fmt(m.get('mv1_vs_mv'), '.2f')} | "
             f"{fmt(l[f'graphs_b{B}'].get('decode_tok_s'))} | {fmt(l[f'no_graphs_b{B}'].get('decode_tok_s'))} | "
             f"{fmt(pbB.get('decode_tok_s'))} | {fmt(m.get(f'graphs_vs_llamacpp_b{B}'), '.2f')} | "
             f"{fmt(m.get('decode_gbps'))} ({fmt(100 * m['hbm_share'] if m.get('hbm_share') else None, '.1f')}%) |")

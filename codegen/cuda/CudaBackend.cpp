@@ -182,6 +182,13 @@ public:
                          {"cols", s.cols},
                          {"max_tokens", kCudaMaxTokens},
                          {"rows_per_block", kCudaRowsPerBlock}});
+    for (const CudaMatvecSpec &s : specs)
+      kernels.push_back({{"symbol", s.decodeSymbol()},
+                         {"kind", "matvec_decode"},
+                         {"dtype", std::string(dtypeName(s.dtype))},
+                         {"cols", s.cols},
+                         {"max_tokens", 1},
+                         {"rows_per_block", kCudaDecodeRowsPerBlock}});
     for (const CudaOpSpec &o : ops) {
       nlohmann::json e = {{"symbol", o.symbol()}};
       if (o.kind == CudaOpSpec::Kind::RmsNorm)
@@ -223,7 +230,7 @@ public:
              "generated %zu CUDA kernels (%zu products, %zu ops, %zu embeddings, %zu attention "
              "shapes; %d weights or shapes have none) with NVRTC %s: cubin for sm_80 and sm_90, "
              "PTX for compute_80, in %.2f s",
-             specs.size() + ops.size() + k.embeddings.size() + 3 * k.attention.size(),
+             2 * specs.size() + ops.size() + k.embeddings.size() + 3 * k.attention.size(),
              specs.size(), ops.size(), k.embeddings.size(), k.attention.size(), onCpu,
              version->c_str(), seconds);
     out.summary = buf;

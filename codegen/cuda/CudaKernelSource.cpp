@@ -131,6 +131,37 @@ extern "C" __global__ void __launch_bounds__(32 * @RPB@)
 }
 )";
 
+/// The decode kernel: one token, no token loop (fewer registers, more warps
+/// resident), @RPB1@ rows per block, a deeper unroll; the same sum in the
+/// same order as @NAME@_t<1>, so both give the same bits.
+const char *kMatvec1Template = R"(
+extern "C" __global__ void __launch_bounds__(32 * @RPB1@, 4)
+@NAME1@(const unsigned char *__restrict__ w, long long rowStride, const float *__restrict__ x,
+        float *y, long long rows, const float *res) {
+  constexpr int UNITS = @COLS@ / 8;
+  const long long r = (long long)blockIdx.x * @RPB1@ + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (r >= rows)
+    return;
+  const unsigned char *row = w + r * rowStride;
+  float acc = 0.0f;
+#pragma unroll 8
+  for (int u = lane; u < UNITS; u += 32) {
+    float v[8];
+    int c0, c1;
+@DECODE@
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      s += v[i] * x[c0 + i] + v[4 + i] * x[c1 + i];
+    acc += s;
+  }
+  const float s = llmcWarpSum(acc);
+  if (lane == 0)
+    y[r] = res ? s + res[r] : s;
+}
+)";
+
 /// @NAME@, @COLS@, @DECODE@: the rows of the step's tokens, one warp per
 /// token; an id outside the table gives a row of zeros (the host checks ids
 /// before they reach the GPU: this only keeps a bad one from reading past
@@ -379,6 +410,10 @@ std::string CudaMatvecSpec::symbol() const {
   return "llmc_cu_mv_" + std::string(dtypeName(dtype)) + "_" + std::to_string(cols);
 }
 
+std::string CudaMatvecSpec::decodeSymbol() const {
+  return "llmc_cu_mv1_" + std::string(dtypeName(dtype)) + "_" + std::to_string(cols);
+}
+
 std::string CudaMatvecSpec::embedSymbol() const {
   return "llmc_cu_embed_" + std::string(dtypeName(dtype)) + "_" + std::to_string(cols);
 }
@@ -438,6 +473,11 @@ std::string cudaKernelSource(const std::vector<CudaMatvecSpec> &specs,
     k = replaceAll(k, "@RPB@", std::to_string(kCudaRowsPerBlock));
     out += "\n// " + std::string(dtypeName(s.dtype)) + " rows of " + std::to_string(s.cols) +
            ", f32 activations, up to " + std::to_string(kCudaMaxTokens) + " tokens" + k;
+    std::string k1 = replaceAll(kMatvec1Template, "@DECODE@", decodeText(s.dtype));
+    k1 = replaceAll(k1, "@NAME1@", s.decodeSymbol());
+    k1 = replaceAll(k1, "@COLS@", std::to_string(s.cols));
+    k1 = replaceAll(k1, "@RPB1@", std::to_string(kCudaDecodeRowsPerBlock));
+    out += "\n// the same, one token (decode)" + k1;
   }
   for (const CudaOpSpec &o : ops) {
     if (!seen.insert(o.symbol()).second)

@@ -16,6 +16,10 @@
 // kCudaRowsPerBlock). A lane takes units of 8 weights (a quarter of a
 // 32-weight block), strided by 32 over the row, then the warp sums its
 // lanes by shuffles.
+//   llmc_cu_mv1_<format>_<cols>(const unsigned char *w, long long rowStride,
+//       const float *x, float *y, long long rows, const float *res)
+// the same for one token (decode steps; the same bits as T = 1 above),
+// launched with blockDim.x = 32 * kCudaDecodeRowsPerBlock.
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "codegen/cuda/CudaAttentionSource.h"
@@ -30,12 +34,14 @@ namespace llmc::codegen {
 
 constexpr int kCudaMaxTokens = 8;
 constexpr int kCudaRowsPerBlock = 4;
+constexpr int kCudaDecodeRowsPerBlock = 8;
 
 struct CudaMatvecSpec {
   DType dtype;
   int64_t cols;
   std::string symbol() const;      // llmc_cu_mv_<format>_<cols>
   std::string embedSymbol() const; // llmc_cu_embed_<format>_<cols>
+  std::string decodeSymbol() const; // llmc_cu_mv1_<format>_<cols>
 };
 
 /// Formats with a generated CUDA matrix-vector kernel: f32, f16, q8_0,

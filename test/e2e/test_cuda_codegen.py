@@ -69,7 +69,11 @@ def model_checks(checks, title, model, work, want, want_ops):
     kernels = {(k["dtype"], k["cols"]) for k in cg.get("kernels", []) if k["kind"] == "matvec"}
     checks.check(kernels == want, f"{title}: a CUDA matvec kernel per (format, width) product",
                  f"kernels {sorted(kernels)}, want {sorted(want)}")
-    ops = {k["symbol"] for k in cg.get("kernels", []) if k["kind"] != "matvec"}
+    decode = {(k["dtype"], k["cols"]) for k in cg.get("kernels", [])
+              if k["kind"] == "matvec_decode" and k.get("max_tokens") == 1}
+    checks.check(decode == want, f"{title}: a one-token (decode) matvec kernel per product too",
+                 f"kernels {sorted(decode)}, want {sorted(want)}")
+    ops = {k["symbol"] for k in cg.get("kernels", []) if k["kind"] not in ("matvec", "matvec_decode")}
     checks.check(want_ops <= ops, f"{title}: the op kernels its norms and gates need",
                  f"ops {sorted(ops)}, want at least {sorted(want_ops)}")
     tensors = {t["name"]: t for t in m.get("tensors", [])}

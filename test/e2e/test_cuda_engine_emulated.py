@@ -146,8 +146,11 @@ def smollm2_checks(checks, work):
                          "--json"], capture_output=True, text=True, timeout=600,
                         env=dict(os.environ, **env))
     lines = [json.loads(l) for l in cc.stdout.splitlines() if l.startswith("{")]
-    checks.check(cc.returncode == 0 and len(lines) == 6 and all(l["pass"] for l in lines),
-                 "SmolLM2: llmc-rt cuda-check passes its 3 matvec kernels at 1 and 8 tokens",
+    one = sorted(l["kernel"] for l in lines if l["kernel"].startswith("llmc_cu_mv1_"))
+    checks.check(cc.returncode == 0 and len(lines) == 9 and all(l["pass"] for l in lines) and
+                 one == ["llmc_cu_mv1_q4_1_1536", "llmc_cu_mv1_q4_1_576", "llmc_cu_mv1_q8_0_576"],
+                 "SmolLM2: llmc-rt cuda-check passes its 3 matvec kernels at 1 and 8 tokens "
+                 "and their 3 one-token (decode) kernels",
                  f"exit {cc.returncode}, {len(lines)} results: "
                  f"{[(l['kernel'], l['max_rel_error']) for l in lines]} {cc.stderr.strip()[-200:]}")
     n = run(art, ["--device", "cuda"], {"LLMC_CUDA_DRIVER": os.path.join(work, "no-such.so")})

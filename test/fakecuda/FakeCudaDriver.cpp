@@ -64,6 +64,17 @@ bool startsWith(const std::string &s, const char *p) { return s.rfind(p, 0) == 0
 std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned block, void **a) {
   Module &m = *f.m;
   const std::string &n = f.name;
+  if (startsWith(n, "llmc_cu_mv1_")) { // the one-token decode kernel
+    auto fn = reinterpret_cast<void (*)(const unsigned char *, ll, const float *, float *, ll,
+                                        const float *)>(f.sym);
+    auto w = arg<const unsigned char *>(a, 0);
+    auto stride = arg<ll>(a, 1);
+    auto x = arg<const float *>(a, 2);
+    auto y = arg<float *>(a, 3);
+    auto rows = arg<ll>(a, 4);
+    auto res = arg<const float *>(a, 5);
+    return [=, &m] { runKernel(m.set, grid, block, [&] { fn(w, stride, x, y, rows, res); }); };
+  }
   if (startsWith(n, "llmc_cu_mv_")) {
     auto fn = reinterpret_cast<void (*)(const unsigned char *, ll, const float *, ll, int, float *,
                                         ll, ll, const float *, ll)>(f.sym);

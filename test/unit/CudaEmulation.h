@@ -29,7 +29,7 @@ inline const char *kCudaHostShim = R"(
 #define __device__
 #define __global__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __restrict__ __restrict
 #include <cstring>
 #include <math.h>

@@ -33,6 +33,8 @@ namespace {
 using CudaMatvecFn = void (*)(const unsigned char *w, long long rowStride, const float *x,
                               long long ldx, int T, float *y, long long ldy, long long rows,
                               const float *res, long long ldr);
+using CudaMatvec1Fn = void (*)(const unsigned char *w, long long rowStride, const float *x,
+                               float *y, long long rows, const float *res);
 
 const std::vector<DType> kFormats = {DType::F32,  DType::F16,  DType::Q8_0, DType::Q4_0,
                                      DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
@@ -120,6 +122,24 @@ TEST(CudaKernels, EmulatedMatvecMatchesDequantizedDoubleProduct) {
         }
       for (int t = 0; t < T; ++t) // nothing past the rows
         ASSERT_EQ(y[size_t(t * ldy + rows)], -7.0f) << s.symbol();
+      if (T != 1)
+        continue;
+      // The one-token decode kernel: the general kernel's bits at T = 1,
+      // with and without the residual, nothing past the rows.
+      auto fn1 = obj.fn<CudaMatvec1Fn>(s.decodeSymbol());
+      ASSERT_NE(fn1, nullptr) << s.decodeSymbol();
+      std::vector<float> y1(size_t(rows + 1), -7.0f), y1r(size_t(rows + 1), -7.0f);
+      const unsigned blocks1 =
+          unsigned((rows + kCudaDecodeRowsPerBlock - 1) / kCudaDecodeRowsPerBlock);
+      cgtest::runKernel(set, blocks1, 32 * kCudaDecodeRowsPerBlock,
+                        [&] { fn1(w.data(), stride, x.data(), y1.data(), rows, nullptr); });
+      cgtest::runKernel(set, blocks1, 32 * kCudaDecodeRowsPerBlock,
+                        [&] { fn1(w.data(), stride, x.data(), y1r.data(), rows, res.data()); });
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(y1[size_t(r)], y[size_t(r)]) << s.decodeSymbol() << " row " << r;
+        ASSERT_EQ(y1r[size_t(r)], yr[size_t(r)]) << s.decodeSymbol() << " residual, row " << r;
+      }
+      ASSERT_EQ(y1[size_t(rows)], -7.0f) << s.decodeSymbol();
     }
   }
 }

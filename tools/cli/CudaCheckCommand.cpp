@@ -43,6 +43,7 @@ struct KernelEntry {
   DType dtype = DType::F32;
   int64_t cols = 0;
   int maxTokens = 0, rowsPerBlock = 0;
+  bool decode = false; // llmc_cu_mv1_*: one token, (w, stride, x, y, rows, res)
 };
 
 KernelEntry parseEntry(const nlohmann::json &k) {
@@ -52,6 +53,7 @@ KernelEntry parseEntry(const nlohmann::json &k) {
   e.cols = k.value("cols", int64_t(0));
   e.maxTokens = k.value("max_tokens", 0);
   e.rowsPerBlock = k.value("rows_per_block", 0);
+  e.decode = k.value("kind", "") == "matvec_decode";
   if (e.symbol.empty() || !d || e.cols <= 0 || e.cols % 32 != 0 || e.maxTokens < 1 ||
       e.maxTokens > 64 || e.rowsPerBlock < 1 || e.rowsPerBlock > 32)
     throw std::runtime_error("codegen_cuda: a malformed kernel entry: " + k.dump());
@@ -87,7 +89,9 @@ KernelResult checkKernel(cuda::CudaDevice &dev, void *fn, const KernelEntry &e, 
   int tokens = T;
   uint64_t noResidual = 0;
   long long ldr = 0;
-  void *args[] = {&pw, &lstride, &px, &ldx, &tokens, &py, &ldy, &nrows, &noResidual, &ldr};
+  void *general[] = {&pw, &lstride, &px, &ldx, &tokens, &py, &ldy, &nrows, &noResidual, &ldr};
+  void *decode[] = {&pw, &lstride, &px, &py, &nrows, &noResidual};
+  void **args = e.decode ? decode : general;
   const unsigned grid = unsigned((rows + e.rowsPerBlock - 1) / e.rowsPerBlock);
   const unsigned block = 32u * unsigned(e.rowsPerBlock);
   dev.launch(fn, grid, block, args);
@@ -132,11 +136,15 @@ int runCudaCheck(const CudaCheckArgs &a) {
            dev->ccMajor(), dev->ccMinor(), img.arch.c_str());
   bool ok = true;
   for (const nlohmann::json &k : art->manifest()["codegen_cuda"].value("kernels", nlohmann::json::array())) {
-    if (k.value("kind", "") != "matvec")
+    const std::string kind = k.value("kind", "");
+    if (kind != "matvec" && kind != "matvec_decode")
       continue;
     const KernelEntry e = parseEntry(k);
+    if (e.decode && e.maxTokens != 1)
+      throw std::runtime_error("codegen_cuda: a decode kernel entry for more than one token: " +
+                               k.dump());
     void *fn = dev->function(module, e.symbol);
-    for (int T : {1, e.maxTokens}) {
+    for (int T : e.decode ? std::vector<int>{1} : std::vector<int>{1, e.maxTokens}) {
       const KernelResult r = checkKernel(*dev, fn, e, a.rows, T, a.reps);
       const bool pass = r.maxRelError <= kMaxRelError;
       ok = ok && pass;

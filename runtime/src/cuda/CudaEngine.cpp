@@ -12,11 +12,12 @@
 #include "../exec/KernelPlan.h"
 #include "../exec/PackedWeights.h"
 #include "CudaStepProfile.h"
-#include "../kernels/rows8.h"
+#include "CudaWeightBytes.h"
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <stdexcept>
@@ -27,6 +28,7 @@ namespace {
 
 // The generated kernels' launch shapes (codegen/cuda/CudaKernelSource.h).
 constexpr int kMatvecMaxTokens = 8, kMatvecRowsPerBlock = 4, kKvBlock = 16;
+constexpr int kDecodeRowsPerBlock = 8; // llmc_cu_mv1_*
 // Attention splits: a step launches kMaxSplits (fewer when the context is
 // short) per row and KV head, each of at least kSplitLen positions; the
 // kernel cuts 0..pos evenly among them.
@@ -36,30 +38,6 @@ constexpr int kRopeThreads = 512;
 unsigned blocksFor(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }
 
 std::string symbolPart(DType t) { return std::string(dtypeName(t)); }
-
-/// The row-major bytes of w in its own format (rows8 copies unpacked).
-std::vector<uint8_t> rowMajorBytes(const WeightMatrix &w) {
-  const int64_t stride = rowBytes(w.dtype, w.cols);
-  std::vector<uint8_t> out(size_t(w.rows * stride));
-  if (w.data) {
-    for (int64_t r = 0; r < w.rows; ++r)
-      std::copy(w.row(r), w.row(r) + stride, out.data() + r * stride);
-    return out;
-  }
-  if (!w.rows8 || w.rows % kernels::kRows8 != 0)
-    throw std::runtime_error("a weight stored only in a CPU layout the GPU cannot read");
-  const int64_t gb = kernels::rows8GroupBytes(w.rows8Type, w.cols);
-  for (int64_t r = 0; r < w.rows; ++r) {
-    const uint8_t *group = w.rows8 + (r / kernels::kRows8) * gb;
-    if (w.rows8Type == w.dtype) // Q4_0 ... Q4_K in their own layout
-      kernels::unpackRows8Row(w.dtype, group, int(r % kernels::kRows8), w.cols,
-                              out.data() + r * stride);
-    else // grouped integers in a Q4_0/Q4_1/Q8_0 layout
-      kernels::unpackRows8GroupedRow(w.dtype, group, int(r % kernels::kRows8), w.cols,
-                                     out.data() + r * stride);
-  }
-  return out;
-}
 
 } // namespace
 
@@ -79,6 +57,7 @@ struct CudaEngine::Impl {
     DType dtype = DType::F32;
     int64_t rows = 0, cols = 0, stride = 0;
     void *matvec = nullptr;
+    void *matvec1 = nullptr; // the one-token kernel, when the artifact has it
   };
   struct GpuStep {
     std::vector<GpuMatrix> w;
@@ -100,8 +79,22 @@ struct CudaEngine::Impl {
   /// LLMC_CUDA_PROFILE=1: eager steps time each plan step on the GPU and
   /// step()'s host phases; the tables go to stderr when the engine closes.
   CudaStepProfile profile;
+  /// One-token products run llmc_cu_mv1_* (LLMC_CUDA_MV1=0: the general
+  /// kernel at T = 1, the same bits; for comparing their speed).
+  bool useMatvec1 = true;
 
-  Impl(const Artifact &a, const CudaEngineOptions &o) : art(a), opts(o) {}
+  Impl(const Artifact &a, const CudaEngineOptions &o) : art(a), opts(o) {
+    const char *e = std::getenv("LLMC_CUDA_MV1");
+    useMatvec1 = !(e && std::string(e) == "0");
+  }
+  /// The kernel's function, or nullptr when the module lacks it.
+  void *optionalKernel(void *module, const std::string &symbol) {
+    try {
+      return dev->function(module, symbol);
+    } catch (const std::exception &) {
+      return nullptr;
+    }
+  }
 
   void *kernel(void *module, const std::string &symbol, const std::string &ctx) {
     try {
@@ -241,6 +234,8 @@ void CudaEngine::Impl::bindStep(void *module, const PlanStep &s, GpuStep &g) {
     GpuMatrix m{&stacked.back(), w.dtype, rows, w.cols, rowBytes(w.dtype, w.cols), nullptr};
     m.matvec = kernel(module, "llmc_cu_mv_" + symbolPart(w.dtype) + "_" + std::to_string(w.cols),
                       ctx);
+    m.matvec1 = optionalKernel(module, "llmc_cu_mv1_" + symbolPart(w.dtype) + "_" +
+                                           std::to_string(w.cols));
     g.w.push_back(m);
   }
   for (const WeightMatrix &w : s.w) {
@@ -256,9 +251,12 @@ void CudaEngine::Impl::bindStep(void *module, const PlanStep &s, GpuStep &g) {
       it = weights.emplace(key, std::move(b)).first;
     }
     GpuMatrix m{&it->second, w.dtype, w.rows, w.cols, rowBytes(w.dtype, w.cols), nullptr};
-    if (s.kernel != PlanKernel::Embed)
+    if (s.kernel != PlanKernel::Embed) {
       m.matvec = kernel(module, "llmc_cu_mv_" + symbolPart(w.dtype) + "_" + std::to_string(w.cols),
                         ctx);
+      m.matvec1 = optionalKernel(module, "llmc_cu_mv1_" + symbolPart(w.dtype) + "_" +
+                                             std::to_string(w.cols));
+    }
     g.w.push_back(m);
   }
   const int64_t inW = s.in.empty() ? 0 : s.in[0].width;
@@ -315,6 +313,14 @@ void CudaEngine::Impl::bindStep(void *module, const PlanStep &s, GpuStep &g) {
 
 void CudaEngine::Impl::matvec(const GpuMatrix &m, uint64_t x, int64_t ldx, int64_t T, uint64_t y,
                               int64_t ldy, uint64_t res, int64_t ldr) {
+  if (T == 1 && m.matvec1 && useMatvec1) {
+    uint64_t w = m.buf->ptr(), xp = x, yp = y, rp = res;
+    long long stride = m.stride, rows = m.rows;
+    void *args[] = {&w, &stride, &xp, &yp, &rows, &rp};
+    dev->launch(m.matvec1, blocksFor(m.rows, kDecodeRowsPerBlock), 32 * kDecodeRowsPerBlock,
+                args);
+    return;
+  }
   for (int64_t t0 = 0; t0 < T; t0 += kMatvecMaxTokens) {
     uint64_t w = m.buf->ptr(), xp = x + uint64_t(t0 * ldx) * 4, yp = y + uint64_t(t0 * ldy) * 4;
     uint64_t rp = res ? res + uint64_t(t0 * ldr) * 4 : 0;
