@@ -43,7 +43,10 @@ if [ "${LLAMACPP_CUDA:-0}" = 1 ]; then
   BUILD="$WORK/build-cuda"
   TARGETS=(llama-bench llama-batched-bench)
   KIND_ARGS=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=OFF
-    -DGGML_CUDA_NCCL=OFF -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=ON)
+    -DGGML_CUDA_NCCL=OFF -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=ON
+    "-DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined")
+  # (libggml-cuda.so calls the driver, libcuda.so.1, which only the device
+  # machine has: the tools link without resolving it here.)
   KIND="CUDA for sm_90 (GGML_NATIVE=OFF on the CPU side)"
 else
   BUILD="$WORK/build"

@@ -102,8 +102,15 @@ if [[ -f $DEV/bench/shapes.json ]]; then
   PEER_LD=$(for n in libcudart.so.13 libcublas.so.13 libcublasLt.so.13; do
       find /usr/local /usr/lib /opt -name "$n" 2>/dev/null | head -1; done | xargs -r -n1 dirname | sort -u | paste -sd:)
   echo "peer libraries: ${PEER_LD:-none found}" > "$OUT/gpu-bench.err"
+  # The peer, with its xz-packed libraries unpacked, in a folder of its own.
+  rm -rf /tmp/gpu-peer; mkdir -p /tmp/gpu-peer
+  [[ -d $DEV/peer ]] && cp -P "$DEV"/peer/* /tmp/gpu-peer/
+  for f in /tmp/gpu-peer/*.xz; do
+    python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[1][:-3], 'wb'))" "$f" &&
+      rm "$f" && chmod +x "${f%.xz}"
+  done
   timeout "${GPU_CHECK_BENCH_S:-420}" python3 scripts/gpu_bench.py --dir "$DEV/bench" --rt "$DEV/llmc-rt" \
-    --key "$DEV/signing.pub" --peer "$DEV/peer" --peer-ld "$PEER_LD" --work /tmp/gpu-bench \
+    --key "$DEV/signing.pub" --peer /tmp/gpu-peer --peer-ld "$PEER_LD" --work /tmp/gpu-bench \
     --md "$OUT/gpu-bench.md" ${GPU_BENCH_ARGS:-} > "$OUT/gpu-bench.json" 2>> "$OUT/gpu-bench.err" || status=1
   for m in SmolLM2-135M-shape.Q4_0 TinyLlama-1.1B-shape.Q4_0; do
     [[ -f /tmp/gpu-bench/$m.llmc ]] || continue

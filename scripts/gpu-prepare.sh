@@ -58,6 +58,10 @@ if [[ -x $PEER/llama-bench && -x $PEER/llama-batched-bench ]]; then
   for t in llama-bench llama-batched-bench; do strip -o "$BENCH/peer/$t" "$PEER/$t"; done
   for l in "$PEER"/*.so*; do [[ -L $l ]] && cp -P "$l" "$BENCH/peer/" || strip -o "$BENCH/peer/$(basename "$l")" "$l"; done
   cp "$PEER/LLAMACPP_VERSION.txt" "$BENCH/peer/"
+  # libggml-cuda.so (sm_90 code, ~48 MB) packs to ~19 MB: gpu-check unpacks it.
+  for f in "$BENCH"/peer/*; do
+    [[ ! -L $f && $(stat -c %s "$f") -gt 8000000 ]] && xz -T2 -6 "$f"
+  done
 else
   echo "gpu-prepare: no llama.cpp CUDA peer (LLAMACPP_CUDA=1 LLAMACPP_JOBS=2 bash scripts/build_llamacpp.sh): the benchmark runs without it" >&2
 fi

@@ -49,6 +49,22 @@ __device__ __forceinline__ unsigned short llmcToHalf(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
 }
+// One 16- or 32-bit load where the format keeps the address 2- or 4-byte
+// aligned (every row of a format starts at a multiple of its alignment:
+// buffers are 256-byte aligned, rows a whole number of blocks apart).
+__device__ __forceinline__ unsigned llmcLd16(const unsigned char *p) {
+  return *reinterpret_cast<const unsigned short *>(p);
+}
+__device__ __forceinline__ unsigned llmcLd32(const unsigned char *p) {
+  return *reinterpret_cast<const unsigned *>(p);
+}
+} // namespace
+#else
+namespace {
+unsigned llmcLd16(const unsigned char *p) { return p[0] | (p[1] << 8); }
+unsigned llmcLd32(const unsigned char *p) {
+  return p[0] | (p[1] << 8) | (p[2] << 16) | ((unsigned)p[3] << 24);
+}
 } // namespace
 #endif
 namespace {
@@ -239,38 +255,50 @@ std::string decodeText(DType dtype) {
     return "    c0 = u * 8;\n"
            "    c1 = c0 + 4;\n"
            "#pragma unroll\n"
-           "    for (int i = 0; i < 8; ++i)\n"
-           "      v[i] = llmcHalf(llmcU16(row + 2 * (c0 + i)));\n";
+           "    for (int i = 0; i < 4; ++i) { // 16 bytes, 16-aligned\n"
+           "      const unsigned h2 = llmcLd32(row + 2 * c0 + 4 * i);\n"
+           "      v[2 * i] = llmcHalf((unsigned short)(h2 & 65535u));\n"
+           "      v[2 * i + 1] = llmcHalf((unsigned short)(h2 >> 16));\n"
+           "    }\n";
   case DType::Q8_0: // blocks of 34 bytes: f16 d, 32 int8
     return "    const unsigned char *blk = row + (u >> 2) * 34;\n"
-           "    const float d = llmcHalf(llmcU16(blk));\n"
+           "    const float d = llmcHalf((unsigned short)llmcLd16(blk));\n"
            "    const int p = u & 3;\n"
            "    c0 = (u >> 2) * 32 + p * 8;\n"
            "    c1 = c0 + 4;\n"
+           "    const unsigned char *q = blk + 2 + p * 8; // 2-aligned\n"
+           "    const unsigned w0 = llmcLd16(q) | (llmcLd16(q + 2) << 16);\n"
+           "    const unsigned w1 = llmcLd16(q + 4) | (llmcLd16(q + 6) << 16);\n"
            "#pragma unroll\n"
-           "    for (int i = 0; i < 8; ++i)\n"
-           "      v[i] = d * (float)(signed char)blk[2 + p * 8 + i];\n";
+           "    for (int i = 0; i < 4; ++i) {\n"
+           "      v[i] = d * (float)(signed char)((w0 >> (8 * i)) & 255u);\n"
+           "      v[4 + i] = d * (float)(signed char)((w1 >> (8 * i)) & 255u);\n"
+           "    }\n";
   case DType::Q4_0: // blocks of 18 bytes: f16 d, 16 bytes (low nibble j, high j + 16)
     return "    const unsigned char *blk = row + (u >> 2) * 18;\n"
-           "    const float d = llmcHalf(llmcU16(blk));\n"
+           "    const float d = llmcHalf((unsigned short)llmcLd16(blk));\n"
            "    const int p = u & 3;\n"
            "    c0 = (u >> 2) * 32 + p * 4;\n"
            "    c1 = c0 + 16;\n"
+           "    const unsigned q4 = llmcLd16(blk + 2 + p * 4) | (llmcLd16(blk + 4 + p * 4) << 16);\n"
            "#pragma unroll\n"
            "    for (int i = 0; i < 4; ++i) {\n"
-           "      const int q = blk[2 + p * 4 + i];\n"
+           "      const int q = (int)((q4 >> (8 * i)) & 255u);\n"
            "      v[i] = d * (float)((q & 15) - 8);\n"
            "      v[4 + i] = d * (float)((q >> 4) - 8);\n"
            "    }\n";
   case DType::Q4_1: // blocks of 20 bytes: f16 d, f16 m, 16 bytes
     return "    const unsigned char *blk = row + (u >> 2) * 20;\n"
-           "    const float d = llmcHalf(llmcU16(blk)), m = llmcHalf(llmcU16(blk + 2));\n"
+           "    const unsigned dm = llmcLd32(blk); // 4-aligned\n"
+           "    const float d = llmcHalf((unsigned short)(dm & 65535u)),\n"
+           "                m = llmcHalf((unsigned short)(dm >> 16));\n"
            "    const int p = u & 3;\n"
            "    c0 = (u >> 2) * 32 + p * 4;\n"
            "    c1 = c0 + 16;\n"
+           "    const unsigned q4 = llmcLd32(blk + 4 + p * 4);\n"
            "#pragma unroll\n"
            "    for (int i = 0; i < 4; ++i) {\n"
-           "      const int q = blk[4 + p * 4 + i];\n"
+           "      const int q = (int)((q4 >> (8 * i)) & 255u);\n"
            "      v[i] = d * (float)(q & 15) + m;\n"
            "      v[4 + i] = d * (float)(q >> 4) + m;\n"
            "    }\n";
@@ -279,16 +307,20 @@ std::string decodeText(DType dtype) {
     const bool q51 = dtype == DType::Q5_1;
     return std::string("    const unsigned char *blk = row + (u >> 2) * ") + (q51 ? "24" : "22") +
            ";\n"
-           "    const float d = llmcHalf(llmcU16(blk));\n" +
-           (q51 ? "    const float m = llmcHalf(llmcU16(blk + 2));\n" : "") +
-           "    const unsigned qh = llmcU32(blk + " + (q51 ? "4" : "2") + ");\n"
+           "    const float d = llmcHalf((unsigned short)llmcLd16(blk));\n" +
+           (q51 ? "    const float m = llmcHalf((unsigned short)llmcLd16(blk + 2));\n" : "") +
+           // qh and the nibbles: 2-aligned (q5_0, 22-byte blocks), 4-aligned (q5_1)
+           "    const unsigned qh = llmcLd16(blk + " + (q51 ? "4" : "2") + ") | (llmcLd16(blk + " +
+           (q51 ? "6" : "4") + ") << 16);\n"
            "    const int p = u & 3;\n"
            "    c0 = (u >> 2) * 32 + p * 4;\n"
            "    c1 = c0 + 16;\n"
+           "    const unsigned q4 = llmcLd16(blk + " + (q51 ? "8" : "6") + " + p * 4) | (llmcLd16(blk + " +
+           (q51 ? "10" : "8") + " + p * 4) << 16);\n"
            "#pragma unroll\n"
            "    for (int i = 0; i < 4; ++i) {\n"
            "      const int j = p * 4 + i;\n"
-           "      const int q = blk[" + (q51 ? "8" : "6") + " + j];\n"
+           "      const int q = (int)((q4 >> (8 * i)) & 255u);\n"
            "      const int lo = (q & 15) | (((qh >> j) & 1) << 4);\n"
            "      const int hi = (q >> 4) | (((qh >> (j + 16)) & 1) << 4);\n" +
            (q51 ? "      v[i] = d * (float)lo + m;\n"
@@ -300,7 +332,9 @@ std::string decodeText(DType dtype) {
   case DType::Q4_K: // 144 bytes per 256: f16 d, f16 dmin, 12 bytes of 6-bit scales/mins,
                     // 128 bytes: chunk j's low nibbles sub-block 2j, high ones 2j + 1
     return "    const unsigned char *blk = row + (u >> 5) * 144;\n"
-           "    const float d = llmcHalf(llmcU16(blk)), dmin = llmcHalf(llmcU16(blk + 2));\n"
+           "    const unsigned dd = llmcLd32(blk); // 4-aligned\n"
+           "    const float d = llmcHalf((unsigned short)(dd & 65535u)),\n"
+           "                dmin = llmcHalf((unsigned short)(dd >> 16));\n"
            "    const int w = u & 31, j = w >> 3, p = w & 7;\n"
            "    int s0, m0, s1, m1;\n"
            "    llmcScaleMinK4(2 * j, blk + 4, s0, m0);\n"
@@ -309,16 +343,17 @@ std::string decodeText(DType dtype) {
            "    const float d1 = d * (float)s1, n1 = dmin * (float)m1;\n"
            "    c0 = (u >> 5) * 256 + 64 * j + 4 * p;\n"
            "    c1 = c0 + 32;\n"
+           "    const unsigned q4 = llmcLd32(blk + 16 + 32 * j + 4 * p);\n"
            "#pragma unroll\n"
            "    for (int i = 0; i < 4; ++i) {\n"
-           "      const int q = blk[16 + 32 * j + 4 * p + i];\n"
+           "      const int q = (int)((q4 >> (8 * i)) & 255u);\n"
            "      v[i] = d0 * (float)(q & 15) - n0;\n"
            "      v[4 + i] = d1 * (float)(q >> 4) - n1;\n"
            "    }\n";
   case DType::Q6_K: // 210 bytes per 256: ql[128], qh[64], int8 scales[16], f16 d; per
                     // half of 128: y[l], y[l+32], y[l+64], y[l+96] from ql[l], ql[l+32], qh[l]
     return "    const unsigned char *blk = row + (u >> 5) * 210;\n"
-           "    const float d = llmcHalf(llmcU16(blk + 208));\n"
+           "    const float d = llmcHalf((unsigned short)llmcLd16(blk + 208));\n"
            "    const int w = u & 31, half = w >> 4, g = (w >> 3) & 1, p = w & 7;\n"
            "    const unsigned char *ql = blk + 64 * half + 32 * g, *qh = blk + 128 + 32 * half;\n"
            "    const signed char *sc = (const signed char *)(blk + 192 + 8 * half);\n"
@@ -326,9 +361,11 @@ std::string decodeText(DType dtype) {
            "    const float dB = d * (float)sc[(p >> 2) + 4 + 2 * g];\n"
            "    c0 = (u >> 5) * 256 + 128 * half + 32 * g + 4 * p;\n"
            "    c1 = c0 + 64;\n"
+           "    const unsigned b4 = llmcLd16(ql + 4 * p) | (llmcLd16(ql + 4 * p + 2) << 16);\n"
+           "    const unsigned h4 = llmcLd16(qh + 4 * p) | (llmcLd16(qh + 4 * p + 2) << 16);\n"
            "#pragma unroll\n"
            "    for (int i = 0; i < 4; ++i) {\n"
-           "      const int l = 4 * p + i, b = ql[l], h = qh[l];\n"
+           "      const int b = (int)((b4 >> (8 * i)) & 255u), h = (int)((h4 >> (8 * i)) & 255u);\n"
            "      v[i] = dA * (float)(((b & 15) | (((h >> (2 * g)) & 3) << 4)) - 32);\n"
            "      v[4 + i] = dB * (float)(((b >> 4) | (((h >> (4 + 2 * g)) & 3) << 4)) - 32);\n"
            "    }\n";
