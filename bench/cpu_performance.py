@@ -68,7 +68,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
 import bench_common  # noqa: E402
 import llamacpp_quants  # noqa: E402  (make_f32_gguf, llamacpp_version)
-from cpu_performance_gguf import random_llama_gguf  # noqa: E402
+from cpu_performance_gguf import gguf_decode_bytes, random_llama_gguf  # noqa: E402
 from cpu_performance_report import markdown  # noqa: E402  (the report; targets there)
 
 DEFAULT_MODEL = os.path.join(REPO, ".cache", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -272,27 +272,6 @@ def tinyllama_gguf(work, qtype):
         log(f"writing the random TinyLlama-shape {qtype} GGUF {path}")
         random_llama_gguf(path, qtype, TINYLLAMA)
     return path
-
-
-def gguf_decode_bytes(path):
-    """Bytes one llama.cpp decode step reads from the weights (every tensor
-    once; token_embd one row when a separate output.weight exists) and the
-    f16 KV cache bytes per cached position."""
-    from gguf import GGUFReader
-    r = GGUFReader(path)
-    names = {t.name for t in r.tensors}
-    total = 0
-    for t in r.tensors:
-        nb = int(t.n_bytes)
-        if t.name == "token_embd.weight" and "output.weight" in names:
-            nb //= int(t.shape[-1])  # ggml shape: [cols, rows]
-        total += nb
-    arch = r.fields["general.architecture"].contents()
-    get = lambda k: r.fields[f"{arch}.{k}"].contents() if f"{arch}.{k}" in r.fields else None
-    layers, heads = int(get("block_count")), int(get("attention.head_count"))
-    kv = int(get("attention.head_count_kv") or heads)
-    hd = int(get("attention.key_length") or get("embedding_length") // heads)
-    return total, 2 * layers * kv * hd * 2
 
 
 #===- the two benchmarks ------------------------------------------------------===#

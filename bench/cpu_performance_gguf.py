@@ -126,3 +126,24 @@ def random_llama_gguf(path, qtype_name, shape, seed=1234, period_rows=None, tied
     w.write_tensors_to_file()
     w.close()
     os.replace(tmp, path)
+
+
+def gguf_decode_bytes(path):
+    """Bytes one llama.cpp decode step reads from the weights (every tensor
+    once; token_embd one row when a separate output.weight exists) and the
+    f16 KV cache bytes per cached position."""
+    from gguf import GGUFReader
+    r = GGUFReader(path)
+    names = {t.name for t in r.tensors}
+    total = 0
+    for t in r.tensors:
+        nb = int(t.n_bytes)
+        if t.name == "token_embd.weight" and "output.weight" in names:
+            nb //= int(t.shape[-1])  # ggml shape: [cols, rows]
+        total += nb
+    arch = r.fields["general.architecture"].contents()
+    get = lambda k: r.fields[f"{arch}.{k}"].contents() if f"{arch}.{k}" in r.fields else None
+    layers, heads = int(get("block_count")), int(get("attention.head_count"))
+    kv = int(get("attention.head_count_kv") or heads)
+    hd = int(get("attention.key_length") or get("embedding_length") // heads)
+    return total, 2 * layers * kv * hd * 2

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
-from cpu_performance_gguf import random_llama_gguf  # noqa: E402
+from cpu_performance_gguf import gguf_decode_bytes, random_llama_gguf  # noqa: E402
 
 SMOLLM2 = {"name": "SmolLM2-135M-shape", "hidden": 576, "layers": 30, "heads": 9, "kv_heads": 3,
            "intermediate": 1536, "vocab": 49152, "context": 8192, "tied": True}
@@ -25,21 +25,6 @@ TINYLLAMA = {"name": "TinyLlama-1.1B-shape", "hidden": 2048, "layers": 22, "head
              "kv_heads": 4, "intermediate": 5632, "vocab": 32000, "context": 2048, "tied": False}
 MODELS = [(SMOLLM2, "F32"), (SMOLLM2, "Q8_0"), (SMOLLM2, "Q4_0"), (SMOLLM2, "Q4_K_M"),
           (TINYLLAMA, "Q4_0"), (TINYLLAMA, "Q4_K_M")]
-
-
-def decode_bytes(path):
-    """Weight bytes one decode step reads: every tensor once, token_embd one
-    row when the LM head is a separate output.weight."""
-    from gguf import GGUFReader
-    r = GGUFReader(path)
-    names = {t.name for t in r.tensors}
-    total = 0
-    for t in r.tensors:
-        nb = int(t.n_bytes)
-        if t.name == "token_embd.weight" and "output.weight" in names:
-            nb //= int(t.shape[-1])
-        total += nb
-    return total
 
 
 def main():
@@ -71,7 +56,7 @@ def main():
         models.append({"name": name, "shape": shape["name"], "format": fmt,
                        "hidden": shape["hidden"], "layers": shape["layers"],
                        "gguf_bytes": os.path.getsize(gguf), "llmc_bytes": os.path.getsize(art),
-                       "decode_bytes": decode_bytes(gguf), "period_rows": a.period_rows})
+                       "decode_bytes": gguf_decode_bytes(gguf)[0], "period_rows": a.period_rows})
     json.dump({"models": models}, open(os.path.join(a.out, "shapes.json"), "w"), indent=1)
     print(f"[gpu-bench-models] {len(models)} models in {a.out}", file=sys.stderr)
 
