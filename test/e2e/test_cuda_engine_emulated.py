@@ -120,6 +120,14 @@ def smollm2_checks(checks, work):
                  "cuda profile" not in e.stderr,
                  "SmolLM2: LLMC_CUDA_PROFILE=1 prints per-step GPU times, same tokens; off by default",
                  "; ".join(f"{k}: {c} calls" for c, k in rows) or pr.stderr.strip()[-300:])
+    # With graphs: the eager prompt is timed, the captured decode step is not
+    # (waiting on an event recorded in a capturing stream is refused).
+    pg = run(art, ["--device", "cuda"], dict(env, LLMC_CUDA_PROFILE="1"))
+    checks.check(pg.returncode == 0 and pg.stdout.split() == g.stdout.split() and
+                 "cuda profile, GPU time of eager plan steps" in pg.stderr and
+                 not re.search(r"attend T=1$", pg.stderr, re.M),
+                 "SmolLM2: LLMC_CUDA_PROFILE=1 with graphs: the prompt profiled, the graph captured",
+                 f"exit {pg.returncode}: {pg.stderr.strip()[-300:]}")
     b = harness.run_llmc(["bench", art, "--device", "cuda", "-p", "8", "-n", "4", "-r", "1",
                           "--json", "-q"], check=False, timeout=900, env=env)
     try:

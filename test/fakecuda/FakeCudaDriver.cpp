@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <sstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,8 @@ namespace {
 using ll = long long;
 using us = unsigned short;
 
-enum Error { kSuccess = 0, kInvalidValue = 1, kNotFound = 500, kInvalidImage = 200, kUnknown = 999 };
+enum Error { kSuccess = 0, kInvalidValue = 1, kNotFound = 500, kInvalidImage = 200,
+             kCapturedEvent = 907, kUnknown = 999 };
 
 struct Module {
   void *so = nullptr;
@@ -55,6 +57,7 @@ struct Function {
 
 bool capturing = false;
 std::vector<std::function<void()>> recorded;
+std::set<void *> capturedEvents; // last recorded in a capturing stream
 std::string lastError;
 
 template <typename T> T arg(void **args, int i) { return *static_cast<T *>(args[i]); }
@@ -334,10 +337,21 @@ int cuEventCreate(void **e, unsigned) {
   return kSuccess;
 }
 int cuEventRecord(void *e, void *) {
+  if (capturing) { // a node of the graph, as the driver does
+    capturedEvents.insert(e);
+    return kSuccess;
+  }
+  capturedEvents.erase(e);
   *static_cast<std::chrono::steady_clock::time_point *>(e) = std::chrono::steady_clock::now();
   return kSuccess;
 }
-int cuEventSynchronize(void *) { return kSuccess; }
+// As the driver: an event last recorded in a capturing stream cannot be waited on.
+int cuEventSynchronize(void *e) {
+  if (!capturedEvents.count(e))
+    return kSuccess;
+  lastError = "operation not permitted on an event last recorded in a capturing stream";
+  return kCapturedEvent;
+}
 int cuEventElapsedTime(float *ms, void *a, void *b) {
   using TP = std::chrono::steady_clock::time_point;
   *ms = std::chrono::duration<float, std::milli>(*static_cast<TP *>(b) - *static_cast<TP *>(a))

@@ -96,6 +96,17 @@ struct CudaEngine::Impl {
     }
   }
 
+  /// A product's matrix on the device with its kernels (the one-token kernel
+  /// when the artifact has it).
+  GpuMatrix productMatrix(void *module, const DeviceBuffer &buf, DType dtype, int64_t rows,
+                          int64_t cols, const std::string &ctx) {
+    const std::string shape = symbolPart(dtype) + "_" + std::to_string(cols);
+    GpuMatrix m{&buf, dtype, rows, cols, rowBytes(dtype, cols), nullptr};
+    m.matvec = kernel(module, "llmc_cu_mv_" + shape, ctx);
+    m.matvec1 = optionalKernel(module, "llmc_cu_mv1_" + shape);
+    return m;
+  }
+
   void *kernel(void *module, const std::string &symbol, const std::string &ctx) {
     try {
       return dev->function(module, symbol);
@@ -116,7 +127,9 @@ struct CudaEngine::Impl {
   void matvec(const GpuMatrix &m, uint64_t x, int64_t ldx, int64_t T, uint64_t y, int64_t ldy,
               uint64_t res = 0, int64_t ldr = 0);
   void runStep(const PlanStep &s, const GpuStep &g, int64_t T, int64_t rowsOut);
-  void launchAll(int64_t T, bool allLogits);
+  /// Every plan step's launches; `timed` (eager steps with LLMC_CUDA_PROFILE,
+  /// never inside a graph capture) times each step on the GPU.
+  void launchAll(int64_t T, bool allLogits, bool timed);
   /// Uploads the rows (token, position, sequence) and runs one step of
   /// their count (a graph when `bucket`), logits downloaded to `out`.
   void step(int64_t T, bool bucket, bool allLogits, float *out);
@@ -230,17 +243,10 @@ void CudaEngine::Impl::bindStep(void *module, const PlanStep &s, GpuStep &g) {
     stacked.push_back(dev->alloc(bytes.size()));
     dev->upload(stacked.back(), bytes.data(), bytes.size());
     stats.weight_bytes += int64_t(bytes.size());
-    const WeightMatrix &w = s.w[0];
-    GpuMatrix m{&stacked.back(), w.dtype, rows, w.cols, rowBytes(w.dtype, w.cols), nullptr};
-    m.matvec = kernel(module, "llmc_cu_mv_" + symbolPart(w.dtype) + "_" + std::to_string(w.cols),
-                      ctx);
-    m.matvec1 = optionalKernel(module, "llmc_cu_mv1_" + symbolPart(w.dtype) + "_" +
-                                           std::to_string(w.cols));
-    g.w.push_back(m);
+    g.w.push_back(productMatrix(module, stacked.back(), s.w[0].dtype, rows, s.w[0].cols, ctx));
   }
-  for (const WeightMatrix &w : s.w) {
-    if (stack)
-      break;
+  for (size_t i = 0; !stack && i < s.w.size(); ++i) { // each matrix once (tied ones shared)
+    const WeightMatrix &w = s.w[i];
     const void *key = w.data ? static_cast<const void *>(w.data) : w.rows8;
     auto it = weights.find(key);
     if (it == weights.end()) {
@@ -250,14 +256,10 @@ void CudaEngine::Impl::bindStep(void *module, const PlanStep &s, GpuStep &g) {
       stats.weight_bytes += int64_t(bytes.size());
       it = weights.emplace(key, std::move(b)).first;
     }
-    GpuMatrix m{&it->second, w.dtype, w.rows, w.cols, rowBytes(w.dtype, w.cols), nullptr};
-    if (s.kernel != PlanKernel::Embed) {
-      m.matvec = kernel(module, "llmc_cu_mv_" + symbolPart(w.dtype) + "_" + std::to_string(w.cols),
-                        ctx);
-      m.matvec1 = optionalKernel(module, "llmc_cu_mv1_" + symbolPart(w.dtype) + "_" +
-                                             std::to_string(w.cols));
-    }
-    g.w.push_back(m);
+    g.w.push_back(s.kernel == PlanKernel::Embed
+                      ? GpuMatrix{&it->second, w.dtype, w.rows, w.cols,
+                                  rowBytes(w.dtype, w.cols), nullptr}
+                      : productMatrix(module, it->second, w.dtype, w.rows, w.cols, ctx));
   }
   const int64_t inW = s.in.empty() ? 0 : s.in[0].width;
   if (!s.norm.empty()) {
@@ -416,13 +418,13 @@ void CudaEngine::Impl::runStep(const PlanStep &s, const GpuStep &g, int64_t T, i
   }
 }
 
-void CudaEngine::Impl::launchAll(int64_t T, bool allLogits) {
+void CudaEngine::Impl::launchAll(int64_t T, bool allLogits, bool timed) {
   const std::vector<PlanStep> &steps = plan->steps();
   auto one = [&](size_t i) {
     const bool last = i + 1 == steps.size();
     runStep(steps[i], gsteps[i], T, last && !allLogits ? 1 : T);
   };
-  if (!profile.enabled()) {
+  if (!timed) {
     for (size_t i = 0; i < steps.size(); ++i)
       one(i);
     return;
@@ -484,14 +486,14 @@ void CudaEngine::Impl::step(int64_t T, bool bucket, bool allLogits, float *out) 
   if (bucket && opts.graphs) {
     CudaGraph &g = graphs[T];
     if (!g) {
-      g = dev->capture([&] { launchAll(T, true); });
+      g = dev->capture([&] { launchAll(T, true, false); });
       ++stats.captures;
     }
     dev->replay(g);
     ++stats.graph_steps;
     phase("graph replay (issue)");
   } else {
-    launchAll(T, allLogits);
+    launchAll(T, allLogits, profile.enabled());
     ++stats.eager_steps;
     phase(profile.enabled() ? "launches (profiled: synchronized)" : "launches");
   }
