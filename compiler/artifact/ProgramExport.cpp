@@ -139,13 +139,21 @@ private:
               })
               .Case([&](llm::MoEOp m) -> LogicalResult {
                 int64_t e = cast<RankedTensorType>(m.getRouter().getType()).getShape()[0];
+                nlohmann::json attrs = {
+                    {"num_experts", e},
+                    {"top_k", m.getTopK()},
+                    {"activation", llm::stringifyActivation(m.getActivation()).str()},
+                    {"renormalize", m.getRenormalize()},
+                    {"gating", llm::stringifyMoEGating(m.getGating()).str()}};
+                if (auto nu = m.getExpertEnergyAttr()) {
+                  attrs["expert_energy"] = std::vector<float>(nu.asArrayRef().begin(),
+                                                              nu.asArrayRef().end());
+                  attrs["energy_threshold"] = m.getEnergyThreshold().convertToDouble();
+                }
                 return node(m, "moe", {m.getX()},
                             {{"router", m.getRouter()}, {"gate", m.getGate()},
                              {"up", m.getUp()}, {"down", m.getDown()}},
-                            {{"num_experts", e},
-                             {"top_k", m.getTopK()},
-                             {"activation", llm::stringifyActivation(m.getActivation()).str()},
-                             {"renormalize", m.getRenormalize()}});
+                            attrs);
               })
               .Case([&](llm::LMHeadOp h) -> LogicalResult {
                 return node(h, "lm_head", {h.getX()}, {{"weight", h.getWeight()}});

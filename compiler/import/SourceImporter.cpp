@@ -191,7 +191,9 @@ private:
       Value dn = weight(p + "ffn_down_exps.weight", {e, d, f});
       ffn = llm::MoEOp::create(b, loc(p + "moe"), x.getType(), n2, router, g, u,
                                dn, b.getI64IntegerAttr(c.num_experts_per_token),
-                               actName, b.getBoolAttr(true));
+                               actName, b.getBoolAttr(true),
+                               llm::MoEGatingAttr::get(&ctx, llm::MoEGating::Softmax),
+                               DenseF32ArrayAttr(), b.getF64FloatAttr(0.0));
     } else {
       Value g = weight(p + "ffn_gate.weight", {f, d});
       Value u = weight(p + "ffn_up.weight", {f, d});

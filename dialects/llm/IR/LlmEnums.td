@@ -29,6 +29,28 @@ def Llm_ActivationFnEnum : Llm_Enum<"Activation", "the gated MLP's activation", 
   I32EnumAttrCase<"GELU", 1, "gelu">]>;
 def Llm_ActivationFnAttr : EnumAttr<Llm_Dialect, Llm_ActivationFnEnum, "activation">;
 
+def Llm_MoEGatingEnum : Llm_Enum<"MoEGating", "how an MoE layer weights its routed experts", [
+  I32EnumAttrCase<"Softmax", 0, "softmax">,
+  I32EnumAttrCase<"Unit", 1, "unit">]>;
+def Llm_MoEGatingAttr : EnumAttr<Llm_Dialect, Llm_MoEGatingEnum, "moe_gating">;
+
+def Llm_ExpertPruneMethodEnum : Llm_Enum<"ExpertPruneMethod",
+    "how llm-prune-experts ranks the experts of an MoE layer", [
+  I32EnumAttrCase<"OMP", 0, "omp">,
+  I32EnumAttrCase<"Frequency", 1, "frequency">,
+  I32EnumAttrCase<"Norm", 2, "norm">,
+  I32EnumAttrCase<"Greedy", 3, "greedy">]>;
+
+def Llm_ExpertAllocationEnum : Llm_Enum<"ExpertAllocation",
+    "how llm-prune-experts shares the kept experts among layers", [
+  I32EnumAttrCase<"Uniform", 0, "uniform">,
+  I32EnumAttrCase<"Waterfill", 1, "waterfill">]>;
+
+def Llm_MoefyClusteringEnum : Llm_Enum<"MoefyClustering",
+    "how llm-moefy groups an MLP's neurons into experts", [
+  I32EnumAttrCase<"Coactivation", 0, "coactivation">,
+  I32EnumAttrCase<"Weights", 1, "weights">]>;
+
 def Llm_NormKindEnum : Llm_Enum<"NormKind", "the normalization of a model", [
   I32EnumAttrCase<"RMSNorm", 0, "rms_norm">,
   I32EnumAttrCase<"LayerNorm", 1, "layer_norm">]>;

@@ -2,6 +2,7 @@
 // Verifiers check every shape relation an op implies and say which operand
 // is off, what it is and what was expected.
 //===----------------------------------------------------------------------===//
+#include <cmath>
 #include "dialects/llm/IR/LlmOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -284,6 +285,18 @@ LogicalResult MoEOp::verify() {
     return failure();
   if (getTopK() < 1 || getTopK() > e)
     return emitOpError("top_k must be in [1, ") << e << "], got " << getTopK();
+  const double tau = getEnergyThreshold().convertToDouble();
+  if (!(tau >= 0.0 && tau <= 1.0))
+    return emitOpError("energy_threshold must be in [0, 1], got ") << tau;
+  if (auto nu = getExpertEnergyAttr()) {
+    if (int64_t(nu.size()) != e)
+      return emitOpError("expert_energy has ") << nu.size() << " values for " << e << " experts";
+    for (float v : nu.asArrayRef())
+      if (!(v >= 0.0f && std::isfinite(v)))
+        return emitOpError("expert_energy values must be finite and >= 0, got ") << v;
+  } else if (tau > 0.0) {
+    return emitOpError("energy_threshold > 0 needs expert_energy");
+  }
   return success();
 }
 

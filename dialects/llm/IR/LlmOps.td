@@ -212,10 +212,25 @@ def Llm_MoEOp : Llm_Op<"moe", [Pure, AllTypesMatch<["x", "result"]>]> {
     largest; with `renormalize` (Mixtral) their weights are divided by their
     sum. Expert e computes down[e](act(gate[e] x) * up[e] x) with stacked
     weights gate/up [E, F, D] and down [E, D, F].
+
+    `gating`: `softmax` (the default: each routed expert's output is scaled
+    by its softmax weight as above) or `unit` (MoEfied dense MLPs, whose
+    experts are slices of one MLP: the router only selects, every routed
+    expert's output is added with weight 1, `renormalize` is ignored).
+
+    Adaptive activation (llm-prune-experts adaptive-energy=τ): with
+    `energy_threshold` τ in (0, 1] and `expert_energy` ν (one mean output
+    norm per expert, from calibration), each token runs only the smallest
+    prefix of its top-k experts, ordered by predicted energy g_e ν_e, whose
+    energy reaches τ of the top-k's; with softmax gating and `renormalize`
+    the gates are renormalized over the experts that run.
   }];
   let arguments = (ins Llm_Activation:$x, Llm_Weight:$router, Llm_Weight:$gate,
                        Llm_Weight:$up, Llm_Weight:$down, I64Attr:$top_k,
-                       Llm_ActivationFnAttr:$activation, DefaultValuedAttr<BoolAttr, "true">:$renormalize);
+                       Llm_ActivationFnAttr:$activation, DefaultValuedAttr<BoolAttr, "true">:$renormalize,
+                       DefaultValuedAttr<Llm_MoEGatingAttr, "::llmc::llm::MoEGating::Softmax">:$gating,
+                       OptionalAttr<DenseF32ArrayAttr>:$expert_energy,
+                       DefaultValuedAttr<F64Attr, "0.0">:$energy_threshold);
   let results = (outs Llm_Activation:$result);
   let assemblyFormat = "$x `,` $router `,` $gate `,` $up `,` $down attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

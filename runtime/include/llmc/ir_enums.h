@@ -83,6 +83,78 @@ constexpr std::string_view spellingsDepthPruneMethod() {
   return "wrp, magnitude, block-influence or angular";
 }
 
+/// how llm-prune-experts shares the kept experts among layers
+enum class ExpertAllocation : uint32_t {
+  Uniform = 0,
+  Waterfill = 1,
+};
+
+/// The spelling of `v` in IR attributes, pass options and manifests.
+constexpr std::string_view spelling(ExpertAllocation v) {
+  switch (v) {
+  case ExpertAllocation::Uniform:
+    return "uniform";
+  case ExpertAllocation::Waterfill:
+    return "waterfill";
+  }
+  return "";
+}
+
+/// The ExpertAllocation spelled `s`, or nullopt.
+constexpr std::optional<ExpertAllocation> parseExpertAllocation(std::string_view s) {
+  if (s == "uniform")
+    return ExpertAllocation::Uniform;
+  if (s == "waterfill")
+    return ExpertAllocation::Waterfill;
+  return std::nullopt;
+}
+
+/// Every spelling, "a, b or c" (for messages).
+constexpr std::string_view spellingsExpertAllocation() {
+  return "uniform or waterfill";
+}
+
+/// how llm-prune-experts ranks the experts of an MoE layer
+enum class ExpertPruneMethod : uint32_t {
+  OMP = 0,
+  Frequency = 1,
+  Norm = 2,
+  Greedy = 3,
+};
+
+/// The spelling of `v` in IR attributes, pass options and manifests.
+constexpr std::string_view spelling(ExpertPruneMethod v) {
+  switch (v) {
+  case ExpertPruneMethod::OMP:
+    return "omp";
+  case ExpertPruneMethod::Frequency:
+    return "frequency";
+  case ExpertPruneMethod::Norm:
+    return "norm";
+  case ExpertPruneMethod::Greedy:
+    return "greedy";
+  }
+  return "";
+}
+
+/// The ExpertPruneMethod spelled `s`, or nullopt.
+constexpr std::optional<ExpertPruneMethod> parseExpertPruneMethod(std::string_view s) {
+  if (s == "omp")
+    return ExpertPruneMethod::OMP;
+  if (s == "frequency")
+    return ExpertPruneMethod::Frequency;
+  if (s == "norm")
+    return ExpertPruneMethod::Norm;
+  if (s == "greedy")
+    return ExpertPruneMethod::Greedy;
+  return std::nullopt;
+}
+
+/// Every spelling, "a, b or c" (for messages).
+constexpr std::string_view spellingsExpertPruneMethod() {
+  return "omp, frequency, norm or greedy";
+}
+
 /// a KV-cache policy
 enum class KvMethod : uint32_t {
   Full = 0,
@@ -229,6 +301,68 @@ constexpr std::optional<KvQuant> parseKvQuant(std::string_view s) {
 /// Every spelling, "a, b or c" (for messages).
 constexpr std::string_view spellingsKvQuant() {
   return "none or polykv";
+}
+
+/// how an MoE layer weights its routed experts
+enum class MoEGating : uint32_t {
+  Softmax = 0,
+  Unit = 1,
+};
+
+/// The spelling of `v` in IR attributes, pass options and manifests.
+constexpr std::string_view spelling(MoEGating v) {
+  switch (v) {
+  case MoEGating::Softmax:
+    return "softmax";
+  case MoEGating::Unit:
+    return "unit";
+  }
+  return "";
+}
+
+/// The MoEGating spelled `s`, or nullopt.
+constexpr std::optional<MoEGating> parseMoEGating(std::string_view s) {
+  if (s == "softmax")
+    return MoEGating::Softmax;
+  if (s == "unit")
+    return MoEGating::Unit;
+  return std::nullopt;
+}
+
+/// Every spelling, "a, b or c" (for messages).
+constexpr std::string_view spellingsMoEGating() {
+  return "softmax or unit";
+}
+
+/// how llm-moefy groups an MLP's neurons into experts
+enum class MoefyClustering : uint32_t {
+  Coactivation = 0,
+  Weights = 1,
+};
+
+/// The spelling of `v` in IR attributes, pass options and manifests.
+constexpr std::string_view spelling(MoefyClustering v) {
+  switch (v) {
+  case MoefyClustering::Coactivation:
+    return "coactivation";
+  case MoefyClustering::Weights:
+    return "weights";
+  }
+  return "";
+}
+
+/// The MoefyClustering spelled `s`, or nullopt.
+constexpr std::optional<MoefyClustering> parseMoefyClustering(std::string_view s) {
+  if (s == "coactivation")
+    return MoefyClustering::Coactivation;
+  if (s == "weights")
+    return MoefyClustering::Weights;
+  return std::nullopt;
+}
+
+/// Every spelling, "a, b or c" (for messages).
+constexpr std::string_view spellingsMoefyClustering() {
+  return "coactivation or weights";
 }
 
 /// the normalization of a model

@@ -6,6 +6,7 @@
 // The kernel plan, when the artifact has one and it is to run forward(),
 // is bound to the same weights and caches.
 //===----------------------------------------------------------------------===//
+#include <cmath>
 #include "ExecutorImpl.h"
 
 #include "../artifact/JsonFields.h"
@@ -354,6 +355,24 @@ void Executor::Impl::buildMoe(Node &n, const ProgramNode &pn) {
   n.experts = E;
   n.topK = k;
   n.renormalize = jsonf::getBool(at, "renormalize", ctx, true);
+  n.gating = jsonf::getEnum<MoEGating>(at, "gating", ctx, MoEGating::Softmax, parseMoEGating,
+                                       spellingsMoEGating());
+  n.energyThreshold = jsonf::getDouble(at, "energy_threshold", ctx, 0.0);
+  if (!(n.energyThreshold >= 0.0 && n.energyThreshold <= 1.0))
+    throw std::runtime_error(ctx + ": energy_threshold must be in [0, 1]");
+  if (const nlohmann::json *nu = jsonf::find(at, "expert_energy")) {
+    if (!nu->is_array() || int64_t(nu->size()) != E)
+      throw std::runtime_error(ctx + ": expert_energy must be an array of " + std::to_string(E) +
+                               " numbers");
+    for (const nlohmann::json &v : *nu) {
+      const double x = jsonf::asDouble(v, "expert_energy", ctx);
+      if (!(x >= 0.0 && std::isfinite(x)))
+        throw std::runtime_error(ctx + ": expert_energy values must be finite and >= 0");
+      n.expertEnergy.push_back(float(x));
+    }
+  } else if (n.energyThreshold > 0.0) {
+    throw std::runtime_error(ctx + ": energy_threshold > 0 needs expert_energy");
+  }
   n.act = activationOf(at, ctx);
   n.width = dn.shape[1];
 }

@@ -43,6 +43,9 @@ struct Node {
   Activation act = Activation::SiLU;
   int64_t ffn = 0, experts = 0, topK = 0;
   bool renormalize = true;
+  MoEGating gating = MoEGating::Softmax;  // moe: how routed experts are weighted
+  std::vector<float> expertEnergy;         // moe adaptive activation: ν per expert
+  double energyThreshold = 0;              // moe adaptive activation: τ (0: off)
   int index = 0;      // program node index
   int64_t block = -1; // attrs.block
   // Linear-input sites for the hook: attention {q,k,v} {o}; mlp {gate,up}

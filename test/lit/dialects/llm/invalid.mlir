@@ -182,6 +182,66 @@ llm.model @m config {} {
 
 // -----
 
+// MoE adaptive activation: one energy per expert.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  %r = llm.weight "r" : tensor<4x16xf32>
+  %g = llm.weight "g" : tensor<4x32x16xf32>
+  %d = llm.weight "d" : tensor<4x16x32xf32>
+  // expected-error @+1 {{expert_energy has 3 values for 4 experts}}
+  %m = llm.moe %x, %r, %g, %g, %d {top_k = 2 : i64, activation = #llm<activation silu>, gating = #llm<moe_gating unit>, expert_energy = array<f32: 1.0, 2.0, 3.0>, energy_threshold = 0.5 : f64} : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<?x16xf32>
+  llm.return %m : tensor<?x16xf32>
+}
+
+// -----
+
+// MoE adaptive activation needs the energies.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  %r = llm.weight "r" : tensor<4x16xf32>
+  %g = llm.weight "g" : tensor<4x32x16xf32>
+  %d = llm.weight "d" : tensor<4x16x32xf32>
+  // expected-error @+1 {{energy_threshold > 0 needs expert_energy}}
+  %m = llm.moe %x, %r, %g, %g, %d {top_k = 2 : i64, activation = #llm<activation silu>, gating = #llm<moe_gating unit>, energy_threshold = 0.5 : f64} : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<?x16xf32>
+  llm.return %m : tensor<?x16xf32>
+}
+
+// -----
+
+// MoE adaptive activation: a share of the energy.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  %r = llm.weight "r" : tensor<4x16xf32>
+  %g = llm.weight "g" : tensor<4x32x16xf32>
+  %d = llm.weight "d" : tensor<4x16x32xf32>
+  // expected-error @+1 {{energy_threshold must be in [0, 1], got 1.5}}
+  %m = llm.moe %x, %r, %g, %g, %d {top_k = 2 : i64, activation = #llm<activation silu>, gating = #llm<moe_gating unit>, expert_energy = array<f32: 1.0, 2.0, 3.0, 4.0>, energy_threshold = 1.5 : f64} : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<?x16xf32>
+  llm.return %m : tensor<?x16xf32>
+}
+
+// -----
+
+// MoE expert energies are norms.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x16xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x16xf32> -> tensor<?x16xf32>
+  %r = llm.weight "r" : tensor<4x16xf32>
+  %g = llm.weight "g" : tensor<4x32x16xf32>
+  %d = llm.weight "d" : tensor<4x16x32xf32>
+  // expected-error @+1 {{expert_energy values must be finite and >= 0, got -1}}
+  %m = llm.moe %x, %r, %g, %g, %d {top_k = 2 : i64, activation = #llm<activation silu>, gating = #llm<moe_gating unit>, expert_energy = array<f32: 1.0, -1.0, 3.0, 4.0>} : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<?x16xf32>
+  llm.return %m : tensor<?x16xf32>
+}
+
+// -----
+
 // LM head output must be as wide as the vocabulary.
 llm.model @m config {} {
 ^bb0(%t: tensor<?xi32>):
