@@ -9,6 +9,7 @@
 #include "passes/lowering/Passes.h"
 #include "passes/prune/Passes.h"
 #include "passes/quant/Passes.h"
+#include "passes/spec/Passes.h"
 #include "mlir/Transforms/Passes.h"
 
 namespace llmc {
@@ -25,6 +26,7 @@ void registerLlmcPasses() {
   quant::registerQuantPasses();
   kv::registerKvPasses();
   prune::registerPrunePasses();
+  spec::registerSpecPasses();
   lowering::registerLoweringPasses();
   registerCompilePipelines();
 }

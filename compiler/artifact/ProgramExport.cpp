@@ -158,6 +158,7 @@ private:
               .Case([&](llm::LMHeadOp h) -> LogicalResult {
                 return node(h, "lm_head", {h.getX()}, {{"weight", h.getWeight()}});
               })
+              .Case([&](llm::SpeculateOp sp) -> LogicalResult { return addSpeculation(sp); })
               .Default([&](Operation *o) -> LogicalResult {
                 return o->emitOpError("cannot be exported to the runtime plan; "
                                       "lower it first");
@@ -165,6 +166,28 @@ private:
       if (failed(r))
         return failure();
     }
+    return success();
+  }
+
+  LogicalResult addSpeculation(llm::SpeculateOp sp) {
+    if (!out.speculation.is_null())
+      return sp.emitOpError("is the model's second; one drafter per model");
+    nlohmann::json j = {{"method", llm::stringifySpecMethod(sp.getMethod()).str()},
+                        {"max_draft", sp.getMaxDraft()}};
+    if (sp.getMethod() == llm::SpecMethod::Ngram)
+      j["ngram"] = sp.getNgram();
+    if (sp.getHeads()) {
+      auto h = weightNames.find(sp.getHeads()), b = weightNames.find(sp.getBias());
+      if (h == weightNames.end() || b == weightNames.end())
+        return sp.emitOpError("'heads' and 'bias' must come from 'llm.weight'");
+      j["heads"] = cast<RankedTensorType>(sp.getHeads().getType()).getShape()[0];
+      j["weights"] = {{"heads", h->second}, {"bias", b->second}};
+      if (auto v = sp.getDraftVocabAttr())
+        j["draft_vocab"] = std::vector<int32_t>(v.asArrayRef().begin(), v.asArrayRef().end());
+    }
+    if (auto fit = sp.getFitAttr())
+      j["fit"] = attrToJson(fit);
+    out.speculation = std::move(j);
     return success();
   }
 

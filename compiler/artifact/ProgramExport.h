@@ -19,6 +19,10 @@ struct ExportedModel {
   Program program;
   nlohmann::json config;              // from the model's `config` attribute
   std::vector<ExportedWeight> weights; // every weight the program reads, once each
+  /// The llm.speculate op's drafter (manifest "speculation"), null without one:
+  /// {"method", "max_draft", "ngram"} or, for medusa, also "heads" (count),
+  /// "weights": {"heads", "bias"} (tensor names) and "fit".
+  nlohmann::json speculation;
 };
 
 /// An attribute as JSON (bool, integer, float, string, dictionary, array;

@@ -165,6 +165,8 @@ CompiledModel compileModule(MLIRContext &ctx, OwningOpRef<ModuleOp> module,
   nlohmann::json &m = out.manifest;
   m["config"] = exported->config;
   m["program"] = exported->program.toJson();
+  if (!exported->speculation.is_null())
+    m["speculation"] = exported->speculation;
   if (opts.kernels) {
     auto t2 = std::chrono::steady_clock::now();
     std::string why;

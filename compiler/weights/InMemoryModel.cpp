@@ -24,6 +24,8 @@ std::unique_ptr<Artifact> buildInMemoryArtifact(mlir::ModuleOp module,
   nlohmann::json manifest;
   manifest["config"] = exported->config;
   manifest["program"] = exported->program.toJson();
+  if (!exported->speculation.is_null())
+    manifest["speculation"] = exported->speculation;
   manifest["tokenizer"] = tokenizerToJson(store.tokenizer());
   ArtifactWriter writer(std::move(manifest), std::move(tensors));
   return Artifact::fromBuffer(writer.toBuffer(), "<model being compiled>",

@@ -198,6 +198,10 @@ LogicalResult lowerModel(llm::ModelOp model) {
   MLIRContext *ctx = model.getContext();
   if (failed(checkLowerable(model)))
     return failure();
+  // The drafter is not part of the step: the manifest's "speculation"
+  // (ProgramExport, from the llm IR) carries it; the plan is the target's.
+  for (llm::SpeculateOp sp : llvm::to_vector(model.getBodyBlock().getOps<llm::SpeculateOp>()))
+    sp.erase();
   RewritePatternSet fusions(ctx);
   fusions.add<InlineLayer, FuseAttention, FuseMlp, FuseHead>(ctx);
   GreedyRewriteConfig config;

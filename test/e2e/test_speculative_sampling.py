@@ -1,7 +1,8 @@
-"""End-to-end: sampling with prompt-lookup drafts (`llmc run --speculate
-ngram --temp T`) draws every token from the same distribution as plain
-sampling: the lossless rule keeps a draft d with probability p(d) and
-otherwise draws from p with d removed.
+"""End-to-end: sampling with drafts (`llmc run --speculate ngram --temp T`,
+and `--speculate medusa` with heads llm-spec-attach fitted on
+data/calib/stories260k.ids) draws every token from the same distribution
+as plain sampling: the lossless rule keeps a draft d with probability p(d)
+and otherwise draws from p with d removed.
 
 On stories260K (vocabulary 512): a fixed 5-token prompt, 6 tokens at
 temperature 0.9 with top-k 200 and top-p 0.98, --ignore-eos, 1500 seeds in
@@ -66,14 +67,15 @@ def homogeneity(a, b, min_count=10):
     return stat, df, chi2_sf(stat, df)
 
 
-def tokens_at(art, sampling, spec):
+def tokens_at(art, sampling, spec, seed0=0):
+    """Token counts at POSITIONS over SEEDS runs from seed0; spec: the
+    drafter's name (None: plain sampling)."""
     counts, accepted, rejected = {i: Counter() for i in POSITIONS}, 0, 0
-    first = SPEC_SEED0 if spec else 0
-    for seed in range(first, first + SEEDS):
+    for seed in range(seed0, seed0 + SEEDS):
         args = ["run", art, "--prompt-tokens", PROMPT, "-n", "6", "--ignore-eos", "--print-ids",
                 "-t", "1", "--seed", str(seed), *sampling]
         if spec:
-            args += ["--speculate", "ngram", "--draft", "4"]
+            args += ["--speculate", spec, "--draft", "4"]
         p = harness.run_llmc(args, timeout=120)
         ids = p.stdout.split()
         if len(ids) != 6:
@@ -94,15 +96,21 @@ def main():
     work = harness.work_dir("speculative_sampling")
     art = os.path.join(work, "stories.llmc")
     harness.compile_checked(checks, STORIES, art, "", "stories260K")
-    if os.path.exists(art):
-        name = " ".join(SAMPLING)
-        plain, _, _ = tokens_at(art, SAMPLING, False)
-        spec, acc, rej = tokens_at(art, SAMPLING, True)
-        checks.check(acc > 0 and rej > 0, f"{name}: drafts accepted and rejected",
+    med = os.path.join(work, "stories-medusa.llmc")
+    calib = os.path.join(harness.SOURCE_DIR, "data", "calib", "stories260k.ids")
+    harness.compile_checked(checks, STORIES, med,
+                            f"llm-spec-attach{{method=medusa heads=4 calib={calib} "
+                            "calib-tokens=2048 calib-seq=512 holdout=0.25}", "stories260K + Medusa heads")
+    name = " ".join(SAMPLING)
+    plain, _, _ = tokens_at(art, SAMPLING, None)
+    # Disjoint seeds per mode: the samples are independent.
+    for drafter, model, seed0 in (("ngram", art, SPEC_SEED0), ("medusa", med, 2 * SPEC_SEED0)):
+        spec, acc, rej = tokens_at(model, SAMPLING, drafter, seed0)
+        checks.check(acc > 0 and rej > 0, f"{drafter} {name}: drafts accepted and rejected",
                      f"{acc} accepted, {rej} rejected over {SEEDS} runs")
         for i in POSITIONS:
             stat, df, p = homogeneity(plain[i], spec[i])
-            checks.check(p >= 0.0005, f"{name}: token {i + 1} distributed alike "
+            checks.check(p >= 0.0005, f"{drafter} {name}: token {i + 1} distributed alike "
                          "(chi-square p >= 0.0005)",
                          f"chi2 {stat:.1f}, df {df}, p {p:.2g}; {len(plain[i])} / "
                          f"{len(spec[i])} distinct tokens")

@@ -23,6 +23,7 @@ struct GenerateArgs {
   PromptChoice p;
   KvPagingChoice kv;
   bool ids = false, quiet = false, noBos = false, ignoreEos = false, statsJson = false;
+  bool promptIds = false;
   EngineChoice engine;
   DeviceChoice device;
 };
@@ -35,6 +36,9 @@ void declareGenerateOptions(CLI::App &app, GenerateArgs &a) {
   cmd->add_option("--prompts", a.prompts, "file with one prompt per line ('-': stdin)")
       ->required();
   cmd->add_flag("--ids", a.ids, "each line is comma-separated token ids, not text");
+  cmd->add_flag("--prompt-ids", a.promptIds,
+                "also write each request's prompt token ids (\"prompt_ids\"; with --chat, the "
+                "rendered template's), e.g. to calibrate drafters on the model's own answers");
   cmd->add_option("-n,--tokens", a.n, "tokens to generate per request")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-batch", a.maxBatch, "sequences per step (default 16)")
@@ -185,6 +189,8 @@ int runGenerate(const GenerateArgs &a) {
   for (size_t i = 0; i < results.size(); ++i) {
     nlohmann::json j = {{"index", i}, {"prompt_tokens", prompts[i].size()},
                         {"tokens", results[i].tokens}, {"finish_reason", results[i].finish}};
+    if (a.promptIds)
+      j["prompt_ids"] = prompts[i];
     if (tok)
       j["text"] = tok->decode(results[i].tokens);
     if (!results[i].error.empty()) {

@@ -49,6 +49,40 @@ void printKvPolicies(const Program &program) {
     printf("%s\n", l.c_str());
 }
 
+/// The drafter llm-spec-attach attached (manifest "speculation"), with its
+/// fit for Medusa heads.
+void printSpeculation(const nlohmann::json &m) {
+  if (!m.contains("speculation") || !m["speculation"].is_object())
+    return;
+  const nlohmann::json &s = m["speculation"];
+  const std::string method = s.value("method", "?");
+  printf("speculation:   %s, drafts of up to %lld tokens", method.c_str(),
+         (long long)s.value("max_draft", (int64_t)0));
+  if (method == "ngram")
+    printf(", suffixes of up to %lld tokens\n", (long long)s.value("ngram", (int64_t)0));
+  else
+    printf(", %lld heads over a draft vocabulary of %zu tokens\n",
+           (long long)s.value("heads", (int64_t)0),
+           s.contains("draft_vocab") && s["draft_vocab"].is_array() ? s["draft_vocab"].size()
+                                                                     : size_t(0));
+  if (!s.contains("fit") || !s["fit"].is_object())
+    return;
+  const nlohmann::json &f = s["fit"];
+  std::string top1;
+  if (f.contains("top1") && f["top1"].is_array())
+    for (const nlohmann::json &v : f["top1"])
+      if (v.is_number()) {
+        char b[16];
+        snprintf(b, sizeof b, "%s%.3f", top1.empty() ? "" : ", ", v.get<double>());
+        top1 += b;
+      }
+  const nlohmann::json cal = f.value("calibration", nlohmann::json::object());
+  printf("  fit: %lld calibration tokens; held-out top-1 per head %s; predicted accepted "
+         "length %.2f\n",
+         (long long)cal.value("tokens", (int64_t)0), top1.c_str(),
+         f.value("predicted_accepted_length", 0.0));
+}
+
 /// The generated kernels the artifact carries: per backend, its kernels
 /// and binaries (from the manifest's "codegen" and "codegen_cuda").
 void printCodegen(const nlohmann::json &m) {
@@ -117,6 +151,7 @@ std::function<int()> addInspectCommand(CLI::App &app) {
            tok.eos_id, tok.chat_template.empty() ? "no" : "yes");
     printf("program:       %zu nodes\n", art->program().nodes.size());
     printKvPolicies(art->program());
+    printSpeculation(m);
     printCodegen(m);
     printf("tensors:       %zu\n", art->tensors().size());
     printf("  %-36s %-6s %-16s %12s %10s\n", "name", "type", "shape", "bytes", "offset");

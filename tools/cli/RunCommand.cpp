@@ -13,8 +13,8 @@
 
 namespace llmc::tool {
 namespace {
-/// Drafters `llmc run --speculate` knows.
-enum class SpecMethod { None, Ngram };
+/// Drafters `llmc run --speculate` knows (auto: the artifact's own).
+enum class SpecChoice { None, Ngram, Medusa, Auto };
 /// Where `llmc run` runs the model.
 enum class RunDevice { Cpu, Cuda };
 
@@ -25,8 +25,10 @@ struct RunArgs {
   bool quiet = false, noBos = false, ignoreEos = false, printIds = false;
   int64_t ctx = 0, prefillChunk = 0;
   EngineChoice engine;
-  SpecMethod speculate = SpecMethod::None;
+  SpecChoice speculate = SpecChoice::None;
   spec::SpecOptions spec;
+  int draft = 0; // --draft (0: the artifact's max_draft, else 4)
+  double minConfidence = -1; // --min-confidence (< 0: the artifact's)
   RunDevice device = RunDevice::Cpu;
   bool noGraphs = false;
 };
@@ -110,11 +112,13 @@ void declareRunOptions(CLI::App &app, RunArgs &a) {
   cmd->add_option("--speculate", a.speculate,
                   "speculative decoding, lossless (greedy: the same tokens as without; "
                   "sampling: the same distribution): 'ngram' drafts by prompt lookup, "
-                  "verified in one target pass each")
-      ->transform(CLI::Transformer(
-                      std::map<std::string, SpecMethod>{{"none", SpecMethod::None},
-                                                        {"ngram", SpecMethod::Ngram}})
-                      .description("one of: none, ngram"));
+                  "'medusa' by the heads llm-spec-attach compiled into the artifact, 'auto' "
+                  "by the artifact's drafter; verified in one target pass each")
+      ->transform(CLI::Transformer(std::map<std::string, SpecChoice>{{"none", SpecChoice::None},
+                                                                     {"ngram", SpecChoice::Ngram},
+                                                                     {"medusa", SpecChoice::Medusa},
+                                                                     {"auto", SpecChoice::Auto}})
+                      .description("one of: none, ngram, medusa, auto"));
   cmd->add_option("--device", a.device,
                   "cpu (default) or cuda: run on this machine's GPU with the artifact's CUDA "
                   "kernels (compiled with --target cuda or cpu,cuda, signed by a trusted key); "
@@ -125,8 +129,14 @@ void declareRunOptions(CLI::App &app, RunArgs &a) {
   cmd->add_flag("--no-graphs", a.noGraphs,
                 "--device cuda: launch every decode step's kernels one by one instead of "
                 "replaying its captured CUDA Graph (for comparison)");
-  cmd->add_option("--draft", a.spec.max_draft, "draft tokens per target pass (--speculate)")
+  cmd->add_option("--draft", a.draft,
+                  "draft tokens per target pass at most (--speculate; default: the artifact's "
+                  "max_draft, else 4)")
       ->check(CLI::Range(1, 16));
+  cmd->add_option("--min-confidence", a.minConfidence,
+                  "--speculate medusa: stop drafting at the first head whose draft has a lower "
+                  "probability (default: the artifact's, fitted by llm-spec-attach)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--ngram", a.spec.max_n, "longest context suffix prompt lookup matches")
       ->check(CLI::Range(1, 8));
   addEngineOptions(cmd, a.engine);
@@ -211,9 +221,32 @@ int generateTokens(const RunArgs &a, Engine &exec, const Tokenizer *tok,
   return generated;
 }
 
+/// The drafter --speculate names (auto: the artifact's), with the draft
+/// length: --draft, else the artifact's, else 4.
+std::unique_ptr<spec::Drafter> makeDrafter(const RunArgs &a, const Artifact &art, Executor &exec,
+                                           spec::SpecOptions &opts) {
+  const std::optional<spec::SpecConfig> c = spec::specConfigOf(art);
+  SpecChoice choice = a.speculate;
+  if (choice == SpecChoice::Auto) {
+    if (!c)
+      throw std::runtime_error("--speculate auto: the artifact has no drafter (attach one with "
+                               "--pipeline='llm-spec-attach{method=medusa}' or use "
+                               "--speculate ngram)");
+    choice = c->method == SpecMethod::Medusa ? SpecChoice::Medusa : SpecChoice::Ngram;
+  }
+  opts = a.spec;
+  opts.max_draft = a.draft > 0 ? a.draft : (c ? c->max_draft : 4);
+  if (c && c->method == SpecMethod::Ngram && a.speculate == SpecChoice::Auto)
+    opts.max_n = c->ngram;
+  if (choice == SpecChoice::Medusa)
+    return std::make_unique<spec::MedusaDrafter>(art, exec, a.minConfidence);
+  return std::make_unique<spec::NgramDrafter>(opts.max_n, opts.min_n);
+}
+
 /// generateTokens() with drafts verified by the target (lossless: greedy
 /// gives the same tokens, sampling the same distribution).
-int generateSpeculative(const RunArgs &a, Executor &exec, const Tokenizer *tok,
+int generateSpeculative(const RunArgs &a, Executor &exec, spec::Drafter &drafter,
+                        const spec::SpecOptions &opts, const Tokenizer *tok,
                         const std::vector<int32_t> &stops, const std::vector<int32_t> &prompt,
                         Sampler &sampler, std::vector<float> logits, spec::SpecStats &stats) {
   TokenPrinter print(tok, a.printIds);
@@ -221,8 +254,8 @@ int generateSpeculative(const RunArgs &a, Executor &exec, const Tokenizer *tok,
     print(id);
     return true;
   };
-  const int64_t n = spec::generate(exec, prompt, std::move(logits), a.n, stops, a.spec, sampler,
-                                   emit, stats);
+  const int64_t n = spec::generate(exec, drafter, prompt, std::move(logits), a.n, stops, opts,
+                                   sampler, emit, stats);
   print.finish();
   return int(n);
 }
@@ -261,7 +294,7 @@ void dumpLogits(const RunArgs &a, std::vector<float> &logits, int64_t rows, int6
 
 /// llmc run --device cuda: the artifact's kernel plan on the GPU (CudaEngine).
 int runOnCuda(const RunArgs &a) {
-  if (a.speculate != SpecMethod::None || a.engine.engine == Engine::Reference ||
+  if (a.speculate != SpecChoice::None || a.engine.engine == Engine::Reference ||
       a.engine.library || a.engine.kvType != "f32" || a.prefillChunk > 0 || a.threads > 0)
     return usage("--device cuda runs the artifact's CUDA kernels with its own f16 paged KV "
                      "cache and prompt chunks: --speculate, --engine reference, "
@@ -323,6 +356,8 @@ int runGeneration(const RunArgs &a) {
   eo.threads = a.threads;
   eo.max_context = a.ctx;
   eo.prefill_chunk = a.prefillChunk;
+  // Medusa heads read the final hidden state (an artifact's own drafter may be one).
+  eo.keep_hidden = a.speculate == SpecChoice::Medusa || a.speculate == SpecChoice::Auto;
   GenerationModel model =
       openForGeneration(a.input, a.pipeline, a.tokenizer, a.quiet, a.engine, eo);
   Executor &exec = *model.exec;
@@ -346,19 +381,24 @@ int runGeneration(const RunArgs &a) {
   if (!a.quiet && !tok && !a.printIds)
     fprintf(stderr, "[llmc] no tokenizer: printing token ids\n");
 
+  spec::SpecOptions specOpts;
+  std::unique_ptr<spec::Drafter> drafter;
+  if (a.speculate != SpecChoice::None)
+    drafter = makeDrafter(a, *model.artifact, exec, specOpts);
   auto td = std::chrono::steady_clock::now();
   spec::SpecStats specStats;
-  int generated = a.speculate == SpecMethod::None
+  int generated = !drafter
                       ? generateTokens(a, exec, tok.get(), stops, sampler, std::move(logits))
-                      : generateSpeculative(a, exec, tok.get(), stops, ids, sampler,
-                                            std::move(logits), specStats);
+                      : generateSpeculative(a, exec, *drafter, specOpts, tok.get(), stops, ids,
+                                            sampler, std::move(logits), specStats);
   printRunStats(a, exec, loadS, ids.size(), prefillS, generated, secondsSince(td));
-  if (a.speculate != SpecMethod::None && !a.quiet)
+  if (drafter && !a.quiet)
     fprintf(stderr,
-            "[llmc] speculative (prompt lookup, up to %d drafts): %lld target passes with a "
+            "[llmc] speculative (%s, up to %d drafts): %lld target passes with a "
             "draft, %lld of %lld drafts accepted, mean accepted length %.2f tokens per pass\n",
-            a.spec.max_draft, (long long)specStats.passes, (long long)specStats.accepted,
-            (long long)specStats.drafted, specStats.meanAccepted());
+            drafter->name(), specOpts.max_draft, (long long)specStats.passes,
+            (long long)specStats.accepted, (long long)specStats.drafted,
+            specStats.meanAccepted());
   return kOk;
 }
 } // namespace

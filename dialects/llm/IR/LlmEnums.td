@@ -51,6 +51,12 @@ def Llm_MoefyClusteringEnum : Llm_Enum<"MoefyClustering",
   I32EnumAttrCase<"Coactivation", 0, "coactivation">,
   I32EnumAttrCase<"Weights", 1, "weights">]>;
 
+def Llm_SpecMethodEnum : Llm_Enum<"SpecMethod",
+    "how llm.speculate drafts tokens for lossless speculative decoding", [
+  I32EnumAttrCase<"Ngram", 0, "ngram">,
+  I32EnumAttrCase<"Medusa", 1, "medusa">]>;
+def Llm_SpecMethodAttr : EnumAttr<Llm_Dialect, Llm_SpecMethodEnum, "spec_method">;
+
 def Llm_NormKindEnum : Llm_Enum<"NormKind", "the normalization of a model", [
   I32EnumAttrCase<"RMSNorm", 0, "rms_norm">,
   I32EnumAttrCase<"LayerNorm", 1, "layer_norm">]>;

@@ -311,3 +311,51 @@ LogicalResult LMHeadOp::verify() {
   return checkActivation(*this, "result", getResult(), w[0],
                          "the vocabulary size of 'weight'");
 }
+
+LogicalResult SpeculateOp::verify() {
+  if (getMaxDraft() < 1 || getMaxDraft() > 64)
+    return emitOpError("max_draft must be in [1, 64], got ") << getMaxDraft();
+  if (getMethod() == SpecMethod::Ngram) {
+    if (getHidden() || getHeads() || getBias() || getDraftVocabAttr())
+      return emitOpError("method 'ngram' drafts from the context and takes no operands or "
+                         "draft_vocab");
+    if (getNgram() < 1 || getNgram() > 16)
+      return emitOpError("ngram must be in [1, 16], got ") << getNgram();
+    return success();
+  }
+  // Medusa: heads over the LM head's input.
+  if (!getHidden() || !getHeads() || !getBias())
+    return emitOpError("method 'medusa' needs the final hidden state and its heads and bias");
+  if (failed(checkActivation(*this, "hidden", getHidden())))
+    return failure();
+  if (!llvm::any_of(getHidden().getUsers(), [](Operation *u) { return isa<LMHeadOp>(u); }))
+    return emitOpError("'hidden' must be the input of an 'llm.lm_head'");
+  const int64_t d = features(getHidden());
+  ArrayRef<int64_t> h = shapeOf(getHeads());
+  if (h.size() != 3 || h[0] < 1 || h[1] != d || h[2] != 2 * d)
+    return emitOpError("'heads' has shape ") << ShapeStr(h) << " but expected [heads, " << d
+                                             << ", " << 2 * d << "]";
+  auto f32 = [](Value v) { return cast<RankedTensorType>(v.getType()).getElementType().isF32(); };
+  if (!f32(getHeads()) || !f32(getBias()))
+    return emitOpError("'heads' and 'bias' must be f32");
+  if (failed(expectShape(*this, "bias", getBias(), {h[0], d}, "heads, hidden")))
+    return failure();
+  if (getMaxDraft() > h[0])
+    return emitOpError("max_draft ") << getMaxDraft() << " exceeds the " << h[0] << " heads";
+  auto vocab = getDraftVocabAttr();
+  if (!vocab || vocab.empty())
+    return emitOpError("method 'medusa' needs a non-empty draft_vocab");
+  int64_t prev = -1;
+  for (int32_t id : vocab.asArrayRef()) {
+    if (id <= prev)
+      return emitOpError("draft_vocab must be increasing token ids, got ") << id << " after "
+                                                                           << prev;
+    prev = id;
+  }
+  for (Operation *u : getHidden().getUsers())
+    if (auto lm = dyn_cast<LMHeadOp>(u))
+      if (prev >= shapeOf(lm.getWeight())[0])
+        return emitOpError("draft_vocab id ") << prev << " is outside the vocabulary of "
+                                              << shapeOf(lm.getWeight())[0];
+  return success();
+}

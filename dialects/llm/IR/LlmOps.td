@@ -247,4 +247,47 @@ def Llm_LMHeadOp : Llm_Op<"lm_head", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Speculative decoding
+//===----------------------------------------------------------------------===//
+
+def Llm_SpeculateOp : Llm_Op<"speculate", [AttrSizedOperandSegments, HasParent<"ModelOp">]> {
+  let summary = "Draft machinery for lossless speculative decoding";
+  let description = [{
+    Attached by `llm-spec-attach`: how the runtime drafts the next tokens
+    that one target pass then verifies (greedy: exact match; sampling: the
+    lossless rejection rule), carried into the artifact's manifest
+    ("speculation") and shown by `llmc inspect`. Not a compute op of the
+    step: it has no result and the logits do not depend on it (it is never
+    erased as dead code: it has effects).
+
+    `ngram`: prompt lookup, no weights (`ngram` = the longest context
+    suffix matched).
+
+    `medusa`: `heads` holds K maps [K, D, 2D] and `bias` [K, D] over the
+    final hidden state `hidden` (the LM head's input, after the final
+    norm) and a token embedding: head k maps [h_t; e(x_{t+k})] (x_{t+k}:
+    the token the model chose after h_t for k = 1, head k-1's draft after
+    that) to a prediction of h_{t+k}, which the model's own LM head,
+    restricted to the rows `draft_vocab` lists (sorted token ids), turns
+    into a draft of token t+k+1. `fit` records how the heads were fitted
+    (calibration, ridge, held-out agreement per head).
+
+    ```mlir
+    llm.speculate medusa (%hn : tensor<?x576xf32>) heads(%w, %b : tensor<4x576x1152xf32>, tensor<4x576xf32>) {draft_vocab = array<i32: 0, 1, 5>, max_draft = 4 : i64}
+    ```
+  }];
+  let arguments = (ins Llm_SpecMethodAttr:$method, Optional<Llm_Activation>:$hidden,
+                       Optional<Llm_Weight>:$heads, Optional<Llm_Weight>:$bias,
+                       DefaultValuedAttr<I64Attr, "4">:$max_draft,
+                       DefaultValuedAttr<I64Attr, "3">:$ngram,
+                       OptionalAttr<DenseI32ArrayAttr>:$draft_vocab,
+                       OptionalAttr<DictionaryAttr>:$fit);
+  let assemblyFormat = [{
+    $method (`(` $hidden^ `:` type($hidden) `)`)?
+    (`heads` `(` $heads^ `,` $bias `:` type($heads) `,` type($bias) `)`)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // LLM_OPS_TD

@@ -72,6 +72,10 @@ struct ExecutorOptions {
   /// row type). All attention layers must share one head size.
   KvRowType kv_row_type = KvRowType::F32;
   Engine engine = Engine::Auto;
+  /// Keep the final hidden state (the LM head's input, after the final
+  /// norm) of every row of each step, for hidden() (speculative heads,
+  /// their calibration). Single sequences only (not forwardBatch).
+  bool keep_hidden = false;
   /// The kernel engine runs the artifact's generated kernels (every product
   /// and op the artifact has a kernel for; the runtime's library kernels for
   /// the rest, or for all when false or when the artifact has none).
@@ -161,6 +165,21 @@ public:
   std::vector<float> blockInput(const std::vector<int32_t> &tokens, int64_t block = 0);
   std::vector<float> forwardBlock(int64_t block, const std::vector<float> &hidden);
   int64_t pos() const;
+  /// With keep_hidden: the final hidden state [rows, hiddenSize()] of every
+  /// token of the last step forward() ran (the last chunk of a chunked
+  /// prompt), row-major; empty without keep_hidden.
+  const std::vector<float> &hidden() const;
+  int64_t hiddenSize() const;
+  /// The LM head's product alone on rows [rows, hiddenSize()] of final
+  /// hidden states (no norm): logits [rows, vocab] into `logits`, by the
+  /// same kernels as forward()'s logits (draft heads' predictions).
+  void lmHead(const float *x, int64_t rows, std::vector<float> &logits);
+  /// Row `id` of the LM head's weight, or of the token embedding table, in
+  /// f32 [hiddenSize()] (dequantized as the kernels read it; a draft
+  /// vocabulary's rows, the embedding of a drafted token). Throws
+  /// std::runtime_error for an id out of range.
+  void lmHeadRow(int32_t id, float *out) const;
+  void embeddingRow(int32_t id, float *out) const;
   /// "kernels" or "reference": the engine forward() uses.
   const char *engineName() const;
   /// Which generated-kernel object the kernel engine loaded (and how), or

@@ -483,6 +483,37 @@ constexpr std::string_view spellingsRopeStyle() {
   return "interleaved or half";
 }
 
+/// how llm.speculate drafts tokens for lossless speculative decoding
+enum class SpecMethod : uint32_t {
+  Ngram = 0,
+  Medusa = 1,
+};
+
+/// The spelling of `v` in IR attributes, pass options and manifests.
+constexpr std::string_view spelling(SpecMethod v) {
+  switch (v) {
+  case SpecMethod::Ngram:
+    return "ngram";
+  case SpecMethod::Medusa:
+    return "medusa";
+  }
+  return "";
+}
+
+/// The SpecMethod spelled `s`, or nullopt.
+constexpr std::optional<SpecMethod> parseSpecMethod(std::string_view s) {
+  if (s == "ngram")
+    return SpecMethod::Ngram;
+  if (s == "medusa")
+    return SpecMethod::Medusa;
+  return std::nullopt;
+}
+
+/// Every spelling, "a, b or c" (for messages).
+constexpr std::string_view spellingsSpecMethod() {
+  return "ngram or medusa";
+}
+
 /// what WRP compares of two blocks' residual-stream writers
 enum class WrpSignature : uint32_t {
   Gram = 0,

@@ -5,14 +5,18 @@
 // target's next token after them), and the KV entries of the rejected
 // drafts are dropped (Executor::rewind). Greedy output is the plain greedy
 // decoding's token for token; sampled output has plain sampling's
-// distribution. The drafter here is prompt lookup (n-gram matching against
-// the context): no weights.
+// distribution. Drafters: prompt lookup (n-gram matching against the
+// context: no weights) and Medusa heads compiled into the artifact
+// (llm-spec-attach: maps of the final hidden state that the model's own LM
+// head turns into drafts of the next tokens).
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "llmc/executor.h"
+#include "llmc/ir_enums.h"
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace llmc::spec {
@@ -31,6 +35,77 @@ std::vector<int32_t> ngramDraft(const std::vector<int32_t> &context, int max_dra
 /// drawn from that distribution with d removed (renormalized). Either way
 /// the token that results (d if kept, else next) is distributed as p.
 bool verifyDraft(Sampler &sampler, const float *row, int64_t vocab, int32_t d, int32_t &next);
+
+/// Proposes the tokens that may follow the context.
+class Drafter {
+public:
+  virtual ~Drafter() = default;
+  /// Up to max_draft tokens to follow `context` (which ends with the token
+  /// just chosen, not yet fed). `hidden`: the final hidden state of the
+  /// position whose logits chose that token (needsHidden() drafters only).
+  virtual std::vector<int32_t> draft(const std::vector<int32_t> &context, int max_draft,
+                                     const float *hidden) = 0;
+  /// Whether draft() reads `hidden` (the executor must keep_hidden).
+  virtual bool needsHidden() const { return false; }
+  virtual const char *name() const = 0;
+};
+
+class NgramDrafter final : public Drafter {
+public:
+  NgramDrafter(int max_n, int min_n) : max_n_(max_n), min_n_(min_n) {}
+  std::vector<int32_t> draft(const std::vector<int32_t> &context, int max_draft,
+                             const float *) override {
+    return ngramDraft(context, max_draft, max_n_, min_n_);
+  }
+  const char *name() const override { return "prompt lookup"; }
+
+private:
+  int max_n_, min_n_;
+};
+
+/// Medusa heads from an artifact's "speculation" (method medusa): head k
+/// maps the final hidden state h_t and the embedding of the token before
+/// its draft (the model's own choice for head 1, head k-1's draft after
+/// that) to y_k = W_k [h_t; e] + b_k, and the model's LM head rows of the
+/// draft vocabulary (gathered in f32 when the drafter is made) turn y_k
+/// into the draft of token t+k+1 (its argmax). The drafts form a chain:
+/// head k's token is tried only if heads 1..k-1's were accepted.
+class MedusaDrafter final : public Drafter {
+public:
+  /// Throws std::runtime_error when the artifact has no medusa heads or
+  /// their tensors are missing, not f32, or of the wrong shape.
+  /// min_confidence < 0: the artifact's ("min_confidence", else 0).
+  MedusaDrafter(const Artifact &art, Executor &exec, double min_confidence = -1);
+  std::vector<int32_t> draft(const std::vector<int32_t> &context, int max_draft,
+                             const float *hidden) override;
+  bool needsHidden() const override { return true; }
+  const char *name() const override { return "medusa heads"; }
+  int64_t heads() const { return heads_; }
+  int64_t vocabSize() const { return int64_t(vocab_.size()); }
+  /// Drafting stops at the first head whose draft has a probability (its
+  /// softmax over the draft vocabulary) below this.
+  double minConfidence() const { return minConfidence_; }
+
+private:
+  Executor &exec_;
+  int64_t heads_ = 0, width_ = 0;
+  const float *w_ = nullptr, *b_ = nullptr; // [heads, width, 2 width], [heads, width]
+  double minConfidence_ = 0;
+  std::vector<int32_t> vocab_;              // the draft vocabulary's token ids
+  std::vector<float> vocabRows_;            // their LM head rows [vocab, width]
+  std::vector<float> in_, y_, logits_;
+};
+
+/// The artifact's drafter (manifest "speculation"): its method, draft
+/// length and n-gram length; nullopt when it has none. Throws
+/// std::runtime_error for a malformed entry.
+struct SpecConfig {
+  SpecMethod method = SpecMethod::Ngram;
+  int max_draft = 4;
+  int ngram = 3;
+  int64_t heads = 0;
+};
+std::optional<SpecConfig> specConfigOf(const Artifact &art);
 
 struct SpecOptions {
   int max_draft = 4; // draft tokens per target pass at most (the length adapts:
@@ -60,5 +135,11 @@ struct SpecStats {
 int64_t generate(Executor &exec, std::vector<int32_t> context, std::vector<float> logits,
                  int64_t n, const std::vector<int32_t> &stops, const SpecOptions &opts,
                  Sampler &sampler, const std::function<bool(int32_t)> &emit, SpecStats &stats);
+/// The same with any drafter (a needsHidden() drafter needs an executor
+/// made with keep_hidden, whose last forward() was the prompt's).
+int64_t generate(Executor &exec, Drafter &drafter, std::vector<int32_t> context,
+                 std::vector<float> logits, int64_t n, const std::vector<int32_t> &stops,
+                 const SpecOptions &opts, Sampler &sampler,
+                 const std::function<bool(int32_t)> &emit, SpecStats &stats);
 
 } // namespace llmc::spec

@@ -19,6 +19,63 @@ Executor::Executor(const Artifact &artifact, ExecutorOptions opts)
 Executor::~Executor() = default;
 
 int64_t Executor::pos() const { return impl->pos; }
+const std::vector<float> &Executor::hidden() const { return impl->hidden; }
+
+const exec::Node *Executor::Impl::logitsNode() const {
+  for (const Node &n : nodes)
+    if (n.op == exec::Op::LmHead && n.out == output)
+      return &n;
+  return nullptr;
+}
+
+namespace {
+void loadCheckedRow(const WeightMatrix &w, int32_t id, float *out, const char *what) {
+  if (id < 0 || id >= w.rows)
+    throw std::runtime_error(std::string("Executor: ") + what + " row " + std::to_string(id) +
+                             " is outside 0.." + std::to_string(w.rows - 1));
+  loadRow(w, id, out);
+}
+} // namespace
+
+void Executor::lmHeadRow(int32_t id, float *out) const {
+  const Impl &m = *impl;
+  if (m.plan)
+    return loadCheckedRow(m.plan->lmHeadMatrix(), id, out, "LM head");
+  const exec::Node *n = m.logitsNode();
+  if (!n)
+    throw std::runtime_error("Executor::lmHeadRow: the program's logits are not an lm_head node");
+  loadCheckedRow(n->a, id, out, "LM head");
+}
+
+void Executor::embeddingRow(int32_t id, float *out) const {
+  const Impl &m = *impl;
+  if (m.plan)
+    return loadCheckedRow(m.plan->embeddingMatrix(), id, out, "embedding");
+  for (const exec::Node &n : m.nodes)
+    if (n.op == exec::Op::Embed)
+      return loadCheckedRow(n.a, id, out, "embedding");
+  throw std::runtime_error("Executor::embeddingRow: the program has no embed node");
+}
+
+int64_t Executor::hiddenSize() const {
+  if (impl->plan)
+    return impl->plan->hiddenWidth();
+  const exec::Node *n = impl->logitsNode();
+  return n ? n->inWidth : 0;
+}
+
+void Executor::lmHead(const float *x, int64_t rows, std::vector<float> &logits) {
+  Impl &m = *impl;
+  if (m.plan) {
+    m.plan->lmHead(m.pool, x, rows, logits);
+    return;
+  }
+  const exec::Node *n = m.logitsNode();
+  if (!n)
+    throw std::runtime_error("Executor::lmHead: the program's logits are not an lm_head node");
+  logits.resize(size_t(rows * n->width));
+  matmul(m.pool, n->a, x, rows, n->inWidth, logits.data(), n->width);
+}
 const char *Executor::engineName() const { return impl->plan ? "kernels" : "reference"; }
 std::string Executor::untrustedCodeWarning() const {
   const std::string &h = impl->generatedHow;

@@ -94,10 +94,14 @@ struct Executor::Impl {
   std::string generatedHow;                             // which object, or why none
   std::unique_ptr<PlanEngine> plan; // the kernel plan, when it runs forward()
   std::vector<float> planLogits;
+  bool keepHidden = false;
+  std::vector<float> hidden; // keep_hidden: the last step's final hidden rows
+  int lmHeadNode = -1;       // the node whose output is the logits
 
   Impl(const Artifact &a, const ExecutorOptions &o)
       : art(a), packed(a), pool(o.threads), hook(o.linear_input_hook), hookBlock(o.hook_block),
-        stopAfterBlock(o.stop_after_block), kvRecord(o.kv_record) {
+        stopAfterBlock(o.stop_after_block), kvRecord(o.kv_record),
+        keepHidden(o.keep_hidden) {
     int64_t ctx = a.config().context_length;
     maxCtx = o.max_context > 0 ? o.max_context : (ctx > 0 ? std::min<int64_t>(ctx, 4096) : 4096);
     if (o.prefill_chunk < 0)
@@ -170,6 +174,8 @@ struct Executor::Impl {
   std::vector<float> step(const std::vector<int32_t> &tokens, bool allLogits);
 
   void buildPlan(const ExecutorOptions &o);
+  /// The lm_head node that writes the logits (nullptr: none).
+  const exec::Node *logitsNode() const;
 
   void build();
   /// Sizes the table of value widths from the largest value id the program

@@ -220,6 +220,8 @@ void Executor::Impl::run(const Node &n, const std::vector<int32_t> &tokens, bool
     const int64_t R = valRows[size_t(n.in[0])];
     const bool lastOnly = !allLogits && n.out == output;
     const int64_t rows = lastOnly ? std::min<int64_t>(R, 1) : R;
+    if (keepHidden && n.out == output)
+      hidden.assign(vals[size_t(n.in[0])].begin(), vals[size_t(n.in[0])].begin() + R * n.inWidth);
     sx.assign(vals[size_t(n.in[0])].begin() + (R - rows) * n.inWidth, vals[size_t(n.in[0])].end());
     std::vector<float> &out = value(n.out, rows, n.width);
     matmul(pool, n.a, sx.data(), rows, n.inWidth, out.data(), n.width);
@@ -272,7 +274,8 @@ std::vector<float> Executor::Impl::step(const std::vector<int32_t> &tokens, bool
   Impl &m = *this;
   const int64_t n = int64_t(tokens.size());
   if (m.plan) {
-    m.plan->run(m.pool, m.caches, tokens, m.pos, all_logits, m.planLogits);
+    m.plan->run(m.pool, m.caches, tokens, m.pos, all_logits, m.planLogits,
+                m.keepHidden ? &m.hidden : nullptr);
     m.pos += n;
     return m.planLogits;
   }

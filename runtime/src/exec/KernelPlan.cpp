@@ -403,9 +403,39 @@ struct PlanEngine::StepIO {
 
 void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
                      const std::vector<int32_t> &tokens, int64_t pos, bool allLogits,
-                     std::vector<float> &logits) {
+                     std::vector<float> &logits, std::vector<float> *hidden) {
   const PlanSegment one{&caches, tokens.data(), int64_t(tokens.size()), pos};
-  runBatch(pool, {one}, allLogits, logits);
+  runBatch(pool, {one}, allLogits, logits, hidden);
+}
+
+const WeightMatrix &PlanEngine::lmHeadMatrix() const {
+  const PlanStep &s = steps_.back();
+  if (s.kernel != PlanKernel::NormMatmul || s.w.size() != 1)
+    throw std::runtime_error(s.desc + ": the logits step is not one product (no LM head alone)");
+  return s.w[0];
+}
+
+const WeightMatrix &PlanEngine::embeddingMatrix() const {
+  for (const PlanStep &s : steps_)
+    if (s.kernel == PlanKernel::Embed)
+      return s.w[0];
+  throw std::runtime_error("the kernel plan has no embedding step");
+}
+
+void PlanEngine::lmHead(ThreadPool &pool, const float *x, int64_t rows,
+                        std::vector<float> &logits) const {
+  const PlanStep &s = steps_.back();
+  if (s.kernel != PlanKernel::NormMatmul || s.in.size() != 1)
+    throw std::runtime_error(s.desc + ": the logits step is not one product (no LM head alone)");
+  const int64_t W = s.out.width, D = s.in[0].width;
+  logits.resize(size_t(rows * W));
+  MatmulJob jobs[8];
+  int64_t col = 0;
+  for (size_t k = 0; k < s.w.size(); ++k) {
+    jobs[k] = MatmulJob{&s.w[k], logits.data() + col, W, nullptr};
+    col += s.w[k].rows;
+  }
+  matmulMany(pool, jobs, int(s.w.size()), x, rows, D, nullptr, paths(s));
 }
 
 void PlanEngine::gatherLastRows(const PlanStep &s, const std::vector<PlanSegment> &segments,
@@ -424,7 +454,8 @@ void PlanEngine::gatherLastRows(const PlanStep &s, const std::vector<PlanSegment
 }
 
 void PlanEngine::runBatch(ThreadPool &pool, const std::vector<PlanSegment> &segments,
-                          bool allLogits, std::vector<float> &logits) {
+                          bool allLogits, std::vector<float> &logits,
+                          std::vector<float> *hidden) {
   int64_t R = 0;
   for (const PlanSegment &g : segments)
     R += g.n;
@@ -441,6 +472,14 @@ void PlanEngine::runBatch(ThreadPool &pool, const std::vector<PlanSegment> &segm
   for (const PlanStep &s : steps_) {
     StepIO io{R, 0, R, arena_.data(), nullptr};
     if (s.out.offset < 0) {
+      if (hidden) { // every row's final hidden state (the step's norm, if fused)
+        const float *x = arena_.data() + s.in[0].offset * R;
+        hidden->resize(size_t(R * s.in[0].width));
+        if (s.norm.empty())
+          std::copy(x, x + R * s.in[0].width, hidden->begin());
+        else
+          rmsNorm(s, x, hidden->data(), R);
+      }
       // The logits: every row, the one segment's last, or each segment's
       // last gathered into rows of their own.
       if (!allLogits && S == 1) {

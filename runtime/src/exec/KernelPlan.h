@@ -101,16 +101,25 @@ public:
 
   /// One step of T = tokens.size() tokens at positions pos..; returns the
   /// logits [T or 1, vocab] into `logits`.
+  /// `hidden` (optional): every row's final hidden state (the logits
+  /// step's input after its norm) [T, hidden width].
   void run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
            const std::vector<int32_t> &tokens, int64_t pos, bool allLogits,
-           std::vector<float> &logits);
+           std::vector<float> &logits, std::vector<float> *hidden = nullptr);
+  /// The logits step's products alone (no norm) on rows x [rows, width]:
+  /// logits [rows, vocab].
+  void lmHead(ThreadPool &pool, const float *x, int64_t rows, std::vector<float> &logits) const;
+  int64_t hiddenWidth() const { return steps_.back().in[0].width; }
+  /// The logits step's (single) weight and the embedding step's table.
+  const WeightMatrix &lmHeadMatrix() const;
+  const WeightMatrix &embeddingMatrix() const;
   /// One step over several sequences: their rows go through every product
   /// together (each weight is read once for all of them), RoPE, the KV
   /// append and attention run per sequence on its own caches and
   /// positions. Logits: every row of every segment when allLogits, else
   /// the last row of each [segments, vocab], in segment order.
   void runBatch(ThreadPool &pool, const std::vector<PlanSegment> &segments, bool allLogits,
-                std::vector<float> &logits);
+                std::vector<float> &logits, std::vector<float> *hidden = nullptr);
 
   int64_t vocab() const { return steps_.back().out.width; }
   /// The parsed, checked steps (for engines on other devices).

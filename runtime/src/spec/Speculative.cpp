@@ -1,7 +1,12 @@
 //===- Speculative.cpp - Prompt-lookup drafts, greedy verification --------===//
 #include "llmc/speculative.h"
 
+#include "llmc/artifact.h"
+#include "../exec/Matmul.h"
+
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace llmc::spec {
@@ -59,9 +64,146 @@ bool verifyDraft(Sampler &sampler, const float *row, int64_t vocab, int32_t d, i
   return false;
 }
 
+std::optional<SpecConfig> specConfigOf(const Artifact &art) {
+  const nlohmann::json &m = art.manifest();
+  if (!m.contains("speculation"))
+    return std::nullopt;
+  const nlohmann::json &s = m["speculation"];
+  auto bad = [&](const std::string &why) {
+    return std::runtime_error(art.path() + ": manifest 'speculation': " + why);
+  };
+  if (!s.is_object() || !s.contains("method") || !s["method"].is_string())
+    throw bad("must be an object with a string 'method'");
+  std::optional<SpecMethod> method = parseSpecMethod(s["method"].get<std::string>());
+  if (!method)
+    throw bad("unknown method '" + s["method"].get<std::string>() + "'");
+  SpecConfig c;
+  c.method = *method;
+  auto integer = [&](const char *key, int64_t lo, int64_t hi, int64_t dflt) {
+    if (!s.contains(key))
+      return dflt;
+    if (!s[key].is_number_integer() || s[key].get<int64_t>() < lo || s[key].get<int64_t>() > hi)
+      throw bad(std::string("'") + key + "' must be an integer in [" + std::to_string(lo) + ", " +
+                std::to_string(hi) + "]");
+    return s[key].get<int64_t>();
+  };
+  c.max_draft = int(integer("max_draft", 1, 64, 4));
+  c.ngram = int(integer("ngram", 1, 16, 3));
+  c.heads = integer("heads", 0, 64, 0);
+  if (c.method == SpecMethod::Medusa && c.heads < 1)
+    throw bad("method 'medusa' needs 'heads' >= 1");
+  return c;
+}
+
+MedusaDrafter::MedusaDrafter(const Artifact &art, Executor &exec, double min_confidence)
+    : exec_(exec) {
+  std::optional<SpecConfig> c = specConfigOf(art);
+  if (!c || c->method != SpecMethod::Medusa)
+    throw std::runtime_error(art.path() + " has no Medusa heads (compile it with "
+                             "--pipeline='llm-spec-attach{method=medusa}')");
+  const nlohmann::json &s = art.manifest()["speculation"];
+  const nlohmann::json &w = s.contains("weights") ? s["weights"] : nlohmann::json();
+  if (!w.is_object() || !w.contains("heads") || !w["heads"].is_string() ||
+      !w.contains("bias") || !w["bias"].is_string())
+    throw std::runtime_error(art.path() + ": speculation.weights must name 'heads' and 'bias'");
+  heads_ = c->heads;
+  width_ = exec.hiddenSize();
+  auto tensor = [&](const std::string &name, std::vector<int64_t> shape) {
+    const TensorView *t = art.tensor(name);
+    if (!t)
+      throw std::runtime_error(art.path() + ": no tensor '" + name + "' (Medusa heads)");
+    if (t->dtype != DType::F32 || t->shape != shape ||
+        t->nbytes != t->numElements() * int64_t(sizeof(float)))
+      throw std::runtime_error(art.path() + ": Medusa tensor '" + name +
+                               "' is not f32 of the heads' shape");
+    return static_cast<const float *>(t->data);
+  };
+  w_ = tensor(w["heads"].get<std::string>(), {heads_, width_, 2 * width_});
+  b_ = tensor(w["bias"].get<std::string>(), {heads_, width_});
+  const nlohmann::json &v = s.contains("draft_vocab") ? s["draft_vocab"] : nlohmann::json();
+  if (!v.is_array() || v.empty())
+    throw std::runtime_error(art.path() + ": speculation.draft_vocab must list token ids");
+  for (const nlohmann::json &id : v) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+        id.get<int64_t>() >= exec.vocabSize() ||
+        (!vocab_.empty() && id.get<int64_t>() <= vocab_.back()))
+      throw std::runtime_error(art.path() + ": speculation.draft_vocab must be increasing token "
+                               "ids of the vocabulary");
+    vocab_.push_back(int32_t(id.get<int64_t>()));
+  }
+  minConfidence_ = min_confidence;
+  if (minConfidence_ < 0) {
+    minConfidence_ = 0;
+    if (s.contains("min_confidence")) {
+      if (!s["min_confidence"].is_number() || !(s["min_confidence"].get<double>() >= 0) ||
+          s["min_confidence"].get<double>() > 1)
+        throw std::runtime_error(art.path() + ": speculation.min_confidence must be in [0, 1]");
+      minConfidence_ = s["min_confidence"].get<double>();
+    }
+  }
+  vocabRows_.resize(vocab_.size() * size_t(width_));
+  for (size_t i = 0; i < vocab_.size(); ++i)
+    exec.lmHeadRow(vocab_[i], vocabRows_.data() + i * size_t(width_));
+}
+
+std::vector<int32_t> MedusaDrafter::draft(const std::vector<int32_t> &context, int max_draft,
+                                          const float *hidden) {
+  const int64_t k = std::min<int64_t>(heads_, max_draft), D = width_;
+  if (k <= 0 || !hidden || context.empty())
+    return {};
+  in_.resize(size_t(2 * D));
+  y_.resize(size_t(D));
+  std::copy(hidden, hidden + D, in_.begin());
+  std::vector<int32_t> out;
+  int32_t fed = context.back(); // the token the model chose after `hidden`
+  for (int64_t h = 0; h < k; ++h) {
+    exec_.embeddingRow(fed, in_.data() + D);
+    const float *W = w_ + h * D * 2 * D;
+    for (int64_t i = 0; i < D; ++i)
+      y_[size_t(i)] = b_[h * D + i] + dot(W + i * 2 * D, in_.data(), 2 * D);
+    logits_.resize(vocab_.size());
+    int64_t best = 0;
+    for (size_t r = 0; r < vocab_.size(); ++r) {
+      logits_[r] = dot(vocabRows_.data() + r * size_t(D), y_.data(), D);
+      if (logits_[r] > logits_[size_t(best)])
+        best = int64_t(r);
+    }
+    if (minConfidence_ > 0) { // the draft's softmax probability
+      double z = 0;
+      for (float l : logits_)
+        z += std::exp(double(l) - double(logits_[size_t(best)]));
+      if (1.0 / z < minConfidence_)
+        break;
+    }
+    fed = vocab_[size_t(best)];
+    out.push_back(fed);
+  }
+  return out;
+}
+
 int64_t generate(Executor &exec, std::vector<int32_t> context, std::vector<float> logits,
                  int64_t n, const std::vector<int32_t> &stops, const SpecOptions &opts,
                  Sampler &sampler, const std::function<bool(int32_t)> &emit, SpecStats &stats) {
+  NgramDrafter ngram(opts.max_n, opts.min_n);
+  return generate(exec, ngram, std::move(context), std::move(logits), n, stops, opts, sampler,
+                  emit, stats);
+}
+
+int64_t generate(Executor &exec, Drafter &drafter, std::vector<int32_t> context,
+                 std::vector<float> logits, int64_t n, const std::vector<int32_t> &stops,
+                 const SpecOptions &opts, Sampler &sampler,
+                 const std::function<bool(int32_t)> &emit, SpecStats &stats) {
+  const int64_t width = exec.hiddenSize();
+  if (drafter.needsHidden() && (width <= 0 || exec.hidden().size() < size_t(width)))
+    throw std::runtime_error(std::string(drafter.name()) +
+                             " draft from the final hidden state: the executor must keep it "
+                             "(ExecutorOptions::keep_hidden) and have fed the prompt");
+  // The hidden row whose logits chose `next`: the prompt's last, then the
+  // row of the last kept token of each pass.
+  int64_t hiddenRow = drafter.needsHidden() ? int64_t(exec.hidden().size()) / width - 1 : -1;
+  auto hiddenOf = [&]() -> const float * {
+    return hiddenRow >= 0 ? exec.hidden().data() + hiddenRow * width : nullptr;
+  };
   if (!exec.rewindable())
     throw std::runtime_error("speculative decoding needs KV caches that can drop their newest "
                              "entries (the full KV policy); this model's policy keeps more state");
@@ -84,13 +226,15 @@ int64_t generate(Executor &exec, std::vector<int32_t> context, std::vector<float
     // Drafts past the tokens still wanted or the context are not scored.
     const int64_t room = std::min(n - emitted, exec.maxContext() - exec.pos() - 1);
     std::vector<int32_t> draft =
-        ngramDraft(context, int(std::min<int64_t>(draftLen, room)), opts.max_n, opts.min_n);
+        room > 0 ? drafter.draft(context, int(std::min<int64_t>(draftLen, room)), hiddenOf())
+                 : std::vector<int32_t>();
     const int64_t base = exec.pos(); // `next` goes here, the drafts after it
     std::vector<int32_t> step{next};
     step.insert(step.end(), draft.begin(), draft.end());
     logits = exec.forward(step, /*all_logits=*/!draft.empty());
     if (draft.empty()) {
       next = sampler.sample(row(0), vocab);
+      hiddenRow = hiddenRow >= 0 ? 0 : -1;
       continue;
     }
     ++stats.passes;
@@ -117,6 +261,7 @@ int64_t generate(Executor &exec, std::vector<int32_t> context, std::vector<float
     if (stopped)
       break;
     exec.rewind(base + 1 + int64_t(kept)); // `next` and the kept drafts stay
+    hiddenRow = hiddenRow >= 0 ? int64_t(kept) : -1; // row `kept` chose the new `next`
     if (!rejected) // every draft kept: the target's own token after them
       next = sampler.sample(row(kept), vocab);
     if (kept == 0)

@@ -389,3 +389,103 @@ llm.model @m config {} {
   %l = llm.lm_head %a, %e : (tensor<?x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
   llm.return %l : tensor<?x16xf32>
 }
+
+// -----
+
+// llm.speculate medusa: the heads read the LM head's input.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x4xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x4xf32> -> tensor<?x4xf32>
+  %l = llm.lm_head %x, %e : (tensor<?x4xf32>, tensor<8x4xf32>) -> tensor<?x8xf32>
+  %h = llm.weight "h" : tensor<2x4x8xf32>
+  %b = llm.weight "b" : tensor<2x4xf32>
+  // expected-error @+1 {{'hidden' must be the input of an 'llm.lm_head'}}
+  llm.speculate medusa(%l : tensor<?x8xf32>) heads(%h, %b : tensor<2x4x8xf32>, tensor<2x4xf32>) {draft_vocab = array<i32: 1, 2>, max_draft = 2 : i64}
+  llm.return %l : tensor<?x8xf32>
+}
+
+// -----
+
+// llm.speculate medusa: heads are [heads, D, 2D].
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x4xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x4xf32> -> tensor<?x4xf32>
+  %l = llm.lm_head %x, %e : (tensor<?x4xf32>, tensor<8x4xf32>) -> tensor<?x8xf32>
+  %h = llm.weight "h" : tensor<2x4x4xf32>
+  %b = llm.weight "b" : tensor<2x4xf32>
+  // expected-error @+1 {{'heads' has shape [2, 4, 4] but expected [heads, 4, 8]}}
+  llm.speculate medusa(%x : tensor<?x4xf32>) heads(%h, %b : tensor<2x4x4xf32>, tensor<2x4xf32>) {draft_vocab = array<i32: 1, 2>, max_draft = 2 : i64}
+  llm.return %l : tensor<?x8xf32>
+}
+
+// -----
+
+// llm.speculate medusa: the draft vocabulary is increasing ids of the vocabulary.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x4xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x4xf32> -> tensor<?x4xf32>
+  %l = llm.lm_head %x, %e : (tensor<?x4xf32>, tensor<8x4xf32>) -> tensor<?x8xf32>
+  %h = llm.weight "h" : tensor<2x4x8xf32>
+  %b = llm.weight "b" : tensor<2x4xf32>
+  // expected-error @+1 {{draft_vocab must be increasing token ids, got 2 after 5}}
+  llm.speculate medusa(%x : tensor<?x4xf32>) heads(%h, %b : tensor<2x4x8xf32>, tensor<2x4xf32>) {draft_vocab = array<i32: 5, 2>, max_draft = 2 : i64}
+  llm.return %l : tensor<?x8xf32>
+}
+
+// -----
+
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x4xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x4xf32> -> tensor<?x4xf32>
+  %l = llm.lm_head %x, %e : (tensor<?x4xf32>, tensor<8x4xf32>) -> tensor<?x8xf32>
+  %h = llm.weight "h" : tensor<2x4x8xf32>
+  %b = llm.weight "b" : tensor<2x4xf32>
+  // expected-error @+1 {{draft_vocab id 9 is outside the vocabulary of 8}}
+  llm.speculate medusa(%x : tensor<?x4xf32>) heads(%h, %b : tensor<2x4x8xf32>, tensor<2x4xf32>) {draft_vocab = array<i32: 1, 9>, max_draft = 2 : i64}
+  llm.return %l : tensor<?x8xf32>
+}
+
+// -----
+
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x4xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x4xf32> -> tensor<?x4xf32>
+  %l = llm.lm_head %x, %e : (tensor<?x4xf32>, tensor<8x4xf32>) -> tensor<?x8xf32>
+  %h = llm.weight "h" : tensor<2x4x8xf32>
+  %b = llm.weight "b" : tensor<2x4xf32>
+  // expected-error @+1 {{max_draft 3 exceeds the 2 heads}}
+  llm.speculate medusa(%x : tensor<?x4xf32>) heads(%h, %b : tensor<2x4x8xf32>, tensor<2x4xf32>) {draft_vocab = array<i32: 1, 2>, max_draft = 3 : i64}
+  llm.return %l : tensor<?x8xf32>
+}
+
+// -----
+
+// llm.speculate ngram takes no weights.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x4xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x4xf32> -> tensor<?x4xf32>
+  %l = llm.lm_head %x, %e : (tensor<?x4xf32>, tensor<8x4xf32>) -> tensor<?x8xf32>
+  %h = llm.weight "h" : tensor<2x4x8xf32>
+  %b = llm.weight "b" : tensor<2x4xf32>
+  // expected-error @+1 {{method 'ngram' drafts from the context and takes no operands or draft_vocab}}
+  llm.speculate ngram(%x : tensor<?x4xf32>) heads(%h, %b : tensor<2x4x8xf32>, tensor<2x4xf32>) {max_draft = 2 : i64}
+  llm.return %l : tensor<?x8xf32>
+}
+
+// -----
+
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x4xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x4xf32> -> tensor<?x4xf32>
+  %l = llm.lm_head %x, %e : (tensor<?x4xf32>, tensor<8x4xf32>) -> tensor<?x8xf32>
+  // expected-error @+1 {{max_draft must be in [1, 64], got 0}}
+  llm.speculate ngram {max_draft = 0 : i64}
+  llm.return %l : tensor<?x8xf32>
+}
