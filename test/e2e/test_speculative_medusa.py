@@ -11,7 +11,8 @@ with chat, code and story prompts in the chat template, 96 tokens,
 --ignore-eos, and on stories260K (f32, heads fitted on
 data/calib/stories260k.ids) with a token-id prompt:
 - the token ids equal plain greedy decoding with up to 4 drafts per pass,
-  1, and the artifact's own drafter (--speculate auto), on the kernel and
+  1, prompt lookup with the heads as fallback (--speculate hybrid), and the
+  artifact's own drafter (--speculate auto), on the kernel and
   the reference engine (each against its own plain run: the kernel engine
   quantizes activations to int8);
 - `llmc inspect` shows the drafter and its fit;
@@ -61,7 +62,8 @@ def equal_checks(checks, title, model, prompt_args, n):
     _, plain_ref, _ = run(model, prompt_args, n, ["--engine", "reference"])
     stats = None
     for extra in (["--speculate", "medusa", "--draft", "4"], ["--speculate", "medusa", "--draft", "1"],
-                  ["--speculate", "auto"], ["--speculate", "auto", "--engine", "reference"]):
+                  ["--speculate", "hybrid"], ["--speculate", "auto"],
+                  ["--speculate", "auto", "--engine", "reference"]):
         p, ids, st = run(model, prompt_args, n, extra)
         want = plain_ref if "reference" in extra else plain
         checks.check(ids == want, f"{title}: {' '.join(extra)} equals plain greedy",

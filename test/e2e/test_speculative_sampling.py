@@ -90,7 +90,7 @@ def tokens_at(art, sampling, spec, seed0=0):
 
 
 def main():
-    checks = harness.Checks("llmc run --speculate ngram with sampling: plain sampling's distribution")
+    checks = harness.Checks("llmc run --speculate ngram|medusa with sampling: plain sampling's distribution")
     if not os.path.exists(STORIES):
         harness.skip(f"{STORIES} missing")
     work = harness.work_dir("speculative_sampling")

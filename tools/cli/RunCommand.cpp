@@ -14,7 +14,7 @@
 namespace llmc::tool {
 namespace {
 /// Drafters `llmc run --speculate` knows (auto: the artifact's own).
-enum class SpecChoice { None, Ngram, Medusa, Auto };
+enum class SpecChoice { None, Ngram, Medusa, Hybrid, Auto };
 /// Where `llmc run` runs the model.
 enum class RunDevice { Cpu, Cuda };
 
@@ -112,13 +112,15 @@ void declareRunOptions(CLI::App &app, RunArgs &a) {
   cmd->add_option("--speculate", a.speculate,
                   "speculative decoding, lossless (greedy: the same tokens as without; "
                   "sampling: the same distribution): 'ngram' drafts by prompt lookup, "
-                  "'medusa' by the heads llm-spec-attach compiled into the artifact, 'auto' "
-                  "by the artifact's drafter; verified in one target pass each")
+                  "'medusa' by the heads llm-spec-attach compiled into the artifact, 'hybrid' by "
+                  "prompt lookup where a suffix of 2+ tokens recurs and the heads elsewhere, "
+                  "'auto' by the artifact's drafter; verified in one target pass each")
       ->transform(CLI::Transformer(std::map<std::string, SpecChoice>{{"none", SpecChoice::None},
                                                                      {"ngram", SpecChoice::Ngram},
                                                                      {"medusa", SpecChoice::Medusa},
+                                                                     {"hybrid", SpecChoice::Hybrid},
                                                                      {"auto", SpecChoice::Auto}})
-                      .description("one of: none, ngram, medusa, auto"));
+                      .description("one of: none, ngram, medusa, hybrid, auto"));
   cmd->add_option("--device", a.device,
                   "cpu (default) or cuda: run on this machine's GPU with the artifact's CUDA "
                   "kernels (compiled with --target cuda or cpu,cuda, signed by a trusted key); "
@@ -240,6 +242,10 @@ std::unique_ptr<spec::Drafter> makeDrafter(const RunArgs &a, const Artifact &art
     opts.max_n = c->ngram;
   if (choice == SpecChoice::Medusa)
     return std::make_unique<spec::MedusaDrafter>(art, exec, a.minConfidence);
+  if (choice == SpecChoice::Hybrid)
+    return std::make_unique<spec::HybridDrafter>(
+        opts.max_n, std::max(2, opts.min_n),
+        std::make_unique<spec::MedusaDrafter>(art, exec, a.minConfidence));
   return std::make_unique<spec::NgramDrafter>(opts.max_n, opts.min_n);
 }
 
@@ -357,7 +363,8 @@ int runGeneration(const RunArgs &a) {
   eo.max_context = a.ctx;
   eo.prefill_chunk = a.prefillChunk;
   // Medusa heads read the final hidden state (an artifact's own drafter may be one).
-  eo.keep_hidden = a.speculate == SpecChoice::Medusa || a.speculate == SpecChoice::Auto;
+  eo.keep_hidden = a.speculate == SpecChoice::Medusa || a.speculate == SpecChoice::Hybrid ||
+                   a.speculate == SpecChoice::Auto;
   GenerationModel model =
       openForGeneration(a.input, a.pipeline, a.tokenizer, a.quiet, a.engine, eo);
   Executor &exec = *model.exec;
@@ -395,10 +402,11 @@ int runGeneration(const RunArgs &a) {
   if (drafter && !a.quiet)
     fprintf(stderr,
             "[llmc] speculative (%s, up to %d drafts): %lld target passes with a "
-            "draft, %lld of %lld drafts accepted, mean accepted length %.2f tokens per pass\n",
+            "draft, %lld of %lld drafts accepted, mean accepted length %.2f tokens per pass, "
+            "drafting %.1f ms\n",
             drafter->name(), specOpts.max_draft, (long long)specStats.passes,
             (long long)specStats.accepted, (long long)specStats.drafted,
-            specStats.meanAccepted());
+            specStats.meanAccepted(), specStats.draft_seconds * 1e3);
   return kOk;
 }
 } // namespace

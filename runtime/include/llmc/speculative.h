@@ -96,6 +96,25 @@ private:
   std::vector<float> in_, y_, logits_;
 };
 
+/// Prompt lookup where the context repeats (a suffix of at least min_n
+/// tokens recurs), the fallback drafter (e.g. Medusa heads) elsewhere.
+class HybridDrafter final : public Drafter {
+public:
+  HybridDrafter(int max_n, int min_n, std::unique_ptr<Drafter> fallback)
+      : lookup_(max_n, min_n), fallback_(std::move(fallback)) {}
+  std::vector<int32_t> draft(const std::vector<int32_t> &context, int max_draft,
+                             const float *hidden) override {
+    std::vector<int32_t> d = lookup_.draft(context, max_draft, hidden);
+    return d.empty() ? fallback_->draft(context, max_draft, hidden) : d;
+  }
+  bool needsHidden() const override { return fallback_->needsHidden(); }
+  const char *name() const override { return "prompt lookup, then medusa heads"; }
+
+private:
+  NgramDrafter lookup_;
+  std::unique_ptr<Drafter> fallback_;
+};
+
 /// The artifact's drafter (manifest "speculation"): its method, draft
 /// length and n-gram length; nullopt when it has none. Throws
 /// std::runtime_error for a malformed entry.
@@ -118,6 +137,7 @@ struct SpecStats {
   int64_t passes = 0;   // target passes with a draft
   int64_t drafted = 0;  // draft tokens scored
   int64_t accepted = 0; // draft tokens kept
+  double draft_seconds = 0; // time in the drafter (its overhead)
   /// Tokens each drafted target pass yields (accepted drafts + the target's own).
   double meanAccepted() const { return passes ? double(accepted + passes) / double(passes) : 0.0; }
 };

@@ -5,6 +5,7 @@
 #include "../exec/Matmul.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -225,9 +226,12 @@ int64_t generate(Executor &exec, Drafter &drafter, std::vector<int32_t> context,
       break;
     // Drafts past the tokens still wanted or the context are not scored.
     const int64_t room = std::min(n - emitted, exec.maxContext() - exec.pos() - 1);
+    const auto t0 = std::chrono::steady_clock::now();
     std::vector<int32_t> draft =
         room > 0 ? drafter.draft(context, int(std::min<int64_t>(draftLen, room)), hiddenOf())
                  : std::vector<int32_t>();
+    stats.draft_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t base = exec.pos(); // `next` goes here, the drafts after it
     std::vector<int32_t> step{next};
     step.insert(step.end(), draft.begin(), draft.end());
