@@ -23,7 +23,6 @@ data/calib/stories260k.ids) with a token-id prompt:
 - --speculate medusa on an artifact without heads: exit 1, a message.
 """
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref"))
@@ -36,17 +35,7 @@ CHAT_PROMPTS = {
     "code": "Write a Python function that returns the n-th triangular number, with a docstring.",
     "story": "Write a short story about a fox who opens a bakery.",
 }
-STATS = re.compile(r"(\d+) target passes with a draft, (\d+) of (\d+) drafts accepted, "
-                   r"mean accepted length ([\d.]+)")
-
-
-def run(model, prompt_args, n, extra=()):
-    p = harness.run_llmc(["run", model, *prompt_args, "-n", str(n), "--print-ids",
-                          "--ignore-eos", "-t", "2", *extra], timeout=600, check=False)
-    ids = [int(t) for t in p.stdout.split()] if p.returncode == 0 else None
-    m = STATS.search(p.stderr)
-    return p, ids, (m and {"passes": int(m[1]), "accepted": int(m[2]), "drafted": int(m[3]),
-                           "mean": float(m[4])})
+run = harness.run_speculative
 
 
 def first_difference(a, b):

@@ -16,7 +16,6 @@ tokens, --ignore-eos, and on stories260K (f32) with token-id prompts:
   its entries: exit 1, a message, no tokens.
 """
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref"))
@@ -30,17 +29,7 @@ CHAT_PROMPTS = {
     "list": "Repeat the following list exactly three times, one item per line: apple, banana, "
             "cherry, date, elderberry, fig, grape.",
 }
-STATS = re.compile(r"(\d+) target passes with a draft, (\d+) of (\d+) drafts accepted, "
-                   r"mean accepted length ([\d.]+)")
-
-
-def run(model, prompt_args, n, extra=()):
-    p = harness.run_llmc(["run", model, *prompt_args, "-n", str(n), "--print-ids",
-                          "--ignore-eos", "-t", "2", *extra], timeout=600, check=False)
-    ids = [int(t) for t in p.stdout.split()] if p.returncode == 0 else None
-    m = STATS.search(p.stderr)
-    return p, ids, (m and {"passes": int(m[1]), "accepted": int(m[2]), "drafted": int(m[3]),
-                           "mean": float(m[4])})
+run = harness.run_speculative
 
 
 def equal_checks(checks, title, model, prompt_args, n, drafts=(4,)):

@@ -319,3 +319,23 @@ def compare_generated_models(work, title, models, load_ref, prompt, n_gen, rel_t
 # themselves: one definition, shared with the benchmarks.
 sys.path.insert(0, os.path.join(SOURCE_DIR, "bench"))
 from bench_common import weight_tensors  # noqa: E402,F401
+
+
+_SPEC_STATS = None
+
+
+def run_speculative(model, prompt_args, n, extra=()):
+    """`llmc run MODEL PROMPT_ARGS -n N --print-ids --ignore-eos -t 2 EXTRA`:
+    the run, its token ids (None on failure) and the speculative statistics
+    line as {passes, accepted, drafted, mean} (None without one)."""
+    import re
+    global _SPEC_STATS
+    if _SPEC_STATS is None:
+        _SPEC_STATS = re.compile(r"(\d+) target passes with a draft, (\d+) of (\d+) drafts "
+                                 r"accepted, mean accepted length ([\d.]+)")
+    p = run_llmc(["run", model, *prompt_args, "-n", str(n), "--print-ids", "--ignore-eos",
+                  "-t", "2", *extra], timeout=600, check=False)
+    ids = [int(t) for t in p.stdout.split()] if p.returncode == 0 else None
+    m = _SPEC_STATS.search(p.stderr)
+    return p, ids, (m and {"passes": int(m[1]), "accepted": int(m[2]), "drafted": int(m[3]),
+                           "mean": float(m[4])})
