@@ -6,11 +6,13 @@
 // (MedusaFit.h), measures their agreement with the model on the held-out
 // sequences through the model's own LM head, and stores them as f32 weights.
 //===----------------------------------------------------------------------===//
+#include "compiler/weights/CalibrationText.h"
 #include "compiler/weights/InMemoryModel.h"
 #include "compiler/weights/IrAttributes.h"
 #include "compiler/weights/WeightStore.h"
 #include "dialects/llm/IR/LlmOps.h"
 #include "llmc/executor.h"
+#include "llmc/tokenizer.h"
 #include "passes/prune/BlockActivations.h"
 #include "passes/prune/MoeWeights.h"
 #include "passes/spec/MedusaFit.h"
@@ -21,8 +23,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <climits>
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <nlohmann/json.hpp>
@@ -197,10 +197,14 @@ private:
   std::vector<std::vector<int32_t>> calibrationSequences(const WeightStore &store,
                                                          prune::CalibrationUse &use) {
     std::vector<std::vector<int32_t>> lines;
-    const std::string path = calib;
-    if (path.size() > 4 && path.compare(path.size() - 4, 4, ".ids") == 0) {
-      use.path = path;
-      lines = readIdLines(path);
+    if (isTokenIdFile(calib)) {
+      use.path = calib;
+      std::ifstream in(use.path, std::ios::binary);
+      if (!in)
+        throw std::runtime_error(use.path + ": cannot read the calibration file");
+      std::stringstream text;
+      text << in.rdbuf();
+      lines = readTokenIdLines(text.str(), use.path, store.vocabSize());
     } else {
       lines.push_back(prune::calibrationIds(store, calib, calibTokens, use));
     }
@@ -216,35 +220,6 @@ private:
         total += int64_t(end - at);
       }
     return pieces;
-  }
-
-  /// A .ids file: '#' comments, one sequence of token ids (space or comma
-  /// separated) per line. Throws std::runtime_error naming a bad line.
-  static std::vector<std::vector<int32_t>> readIdLines(const std::string &path) {
-    std::ifstream in(path);
-    if (!in)
-      throw std::runtime_error("cannot read calibration file '" + path + "'");
-    std::vector<std::vector<int32_t>> lines;
-    std::string line;
-    for (int64_t no = 1; std::getline(in, line); ++no) {
-      if (line.empty() || line[0] == '#')
-        continue;
-      std::replace(line.begin(), line.end(), ',', ' ');
-      std::istringstream ss(line);
-      std::vector<int32_t> ids;
-      std::string item;
-      while (ss >> item) {
-        char *end = nullptr;
-        const long v = std::strtol(item.c_str(), &end, 10);
-        if (*end != '\0' || v < 0 || v > INT32_MAX)
-          throw std::runtime_error(path + ":" + std::to_string(no) + ": '" + item +
-                                   "' is not a token id");
-        ids.push_back(int32_t(v));
-      }
-      if (!ids.empty())
-        lines.push_back(std::move(ids));
-    }
-    return lines;
   }
 
   FitResult fitHeads(const WeightStore &store, llm::ModelOp model, llm::LMHeadOp head) {

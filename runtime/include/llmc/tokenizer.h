@@ -81,5 +81,9 @@ private:
 /// token when an entry is not a number or not below vocab_size (when > 0).
 std::vector<int32_t> readTokenIds(const std::string &text, const std::string &source,
                                   int64_t vocab_size);
+/// The same, one vector per line that holds ids (sequences written one per
+/// line, e.g. a prompt and the model's answer).
+std::vector<std::vector<int32_t>> readTokenIdLines(const std::string &text,
+                                                   const std::string &source, int64_t vocab_size);
 
 } // namespace llmc

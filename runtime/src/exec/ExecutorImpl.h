@@ -96,7 +96,6 @@ struct Executor::Impl {
   std::vector<float> planLogits;
   bool keepHidden = false;
   std::vector<float> hidden; // keep_hidden: the last step's final hidden rows
-  int lmHeadNode = -1;       // the node whose output is the logits
 
   Impl(const Artifact &a, const ExecutorOptions &o)
       : art(a), packed(a), pool(o.threads), hook(o.linear_input_hook), hookBlock(o.hook_block),

@@ -425,17 +425,21 @@ const WeightMatrix &PlanEngine::embeddingMatrix() const {
 void PlanEngine::lmHead(ThreadPool &pool, const float *x, int64_t rows,
                         std::vector<float> &logits) const {
   const PlanStep &s = steps_.back();
-  if (s.kernel != PlanKernel::NormMatmul || s.in.size() != 1)
-    throw std::runtime_error(s.desc + ": the logits step is not one product (no LM head alone)");
-  const int64_t W = s.out.width, D = s.in[0].width;
-  logits.resize(size_t(rows * W));
+  (void)lmHeadMatrix(); // checks it is one product
+  logits.resize(size_t(rows * s.out.width));
+  products(pool, s, x, rows, logits.data());
+}
+
+void PlanEngine::products(ThreadPool &pool, const PlanStep &s, const float *x, int64_t rows,
+                          float *out) const {
+  const int64_t W = s.out.width;
   MatmulJob jobs[8];
   int64_t col = 0;
   for (size_t k = 0; k < s.w.size(); ++k) {
-    jobs[k] = MatmulJob{&s.w[k], logits.data() + col, W, nullptr};
+    jobs[k] = MatmulJob{&s.w[k], out + col, W, nullptr};
     col += s.w[k].rows;
   }
-  matmulMany(pool, jobs, int(s.w.size()), x, rows, D, nullptr, paths(s));
+  matmulMany(pool, jobs, int(s.w.size()), x, rows, s.in[0].width, nullptr, paths(s));
 }
 
 void PlanEngine::gatherLastRows(const PlanStep &s, const std::vector<PlanSegment> &segments,
@@ -591,13 +595,7 @@ void PlanEngine::runNormMatmul(ThreadPool &pool, const PlanStep &s, const StepIO
     x = xn_.data();
   }
   if (s.kernel == PlanKernel::NormMatmul) {
-    MatmulJob jobs[8];
-    int64_t col = 0;
-    for (size_t k = 0; k < s.w.size(); ++k) {
-      jobs[k] = MatmulJob{&s.w[k], out + col, W, nullptr};
-      col += s.w[k].rows;
-    }
-    matmulMany(pool, jobs, int(s.w.size()), x, rows, D, nullptr, paths(s));
+    products(pool, s, x, rows, out);
     return;
   }
   if (kv_.size() < size_t(rows * W))

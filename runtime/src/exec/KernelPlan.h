@@ -159,6 +159,10 @@ private:
   MatmulPaths paths(const PlanStep &s) const;
   void bindGeneratedOps(PlanStep &s, const codegen::GeneratedKernels *g);
   static void rmsNorm(const PlanStep &s, const float *x, float *y, int64_t rows);
+  /// norm_matmul's products (the step's weights side by side in `out`'s
+  /// rows) on rows x that are already normalised.
+  void products(ThreadPool &pool, const PlanStep &s, const float *x, int64_t rows,
+                float *out) const;
   /// One step of run(): its rows and arena slots (KernelPlan.cpp).
   struct StepIO;
   /// `tokens`: one per row of the whole step (the embedding reads rows

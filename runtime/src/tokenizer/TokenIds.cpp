@@ -9,9 +9,10 @@
 
 namespace llmc {
 
-std::vector<int32_t> readTokenIds(const std::string &text, const std::string &source,
-                                  int64_t vocab_size) {
-  std::vector<int32_t> ids;
+std::vector<std::vector<int32_t>> readTokenIdLines(const std::string &text,
+                                                   const std::string &source,
+                                                   int64_t vocab_size) {
+  std::vector<std::vector<int32_t>> out;
   std::istringstream lines(text);
   std::string line;
   int64_t lineNo = 0;
@@ -20,6 +21,7 @@ std::vector<int32_t> readTokenIds(const std::string &text, const std::string &so
     size_t first = line.find_first_not_of(" \t\r");
     if (first == std::string::npos || line[first] == '#')
       continue;
+    std::vector<int32_t> ids;
     std::istringstream words(line);
     std::string w;
     while (words >> w) {
@@ -36,7 +38,17 @@ std::vector<int32_t> readTokenIds(const std::string &text, const std::string &so
                                  std::to_string(vocab_size));
       ids.push_back(int32_t(id));
     }
+    if (!ids.empty())
+      out.push_back(std::move(ids));
   }
+  return out;
+}
+
+std::vector<int32_t> readTokenIds(const std::string &text, const std::string &source,
+                                  int64_t vocab_size) {
+  std::vector<int32_t> ids;
+  for (const std::vector<int32_t> &line : readTokenIdLines(text, source, vocab_size))
+    ids.insert(ids.end(), line.begin(), line.end());
   return ids;
 }
 
