@@ -21,6 +21,14 @@ zero points, and symmetric without; QDQ, DequantizeLinear of uint4 codes at
 opset 21): logits against onnxruntime's. onnxruntime's transformer
 optimizer output (SkipSimplifiedLayerNormalization, RotaryEmbedding): the
 same model as the plain export.
+LayerNorm models: OLMo (parameter-free LayerNorms) exported at opset 17
+(LayerNormalization) and at opset 14 (written out: ReduceMean, Sub, Pow,
+...), both against onnxruntime, the NumPy reference and the HF import; a
+Llama with affine LayerNorms (scale and shift; onnxruntime's logits only,
+no transformers family has that shape) and its transformer-optimizer output
+(SkipLayerNormalization). Interleaved RoPE: the optimizer's RotaryEmbedding
+with interleaved=1 (onnxruntime's logits). Depth pruning (WRP, one block)
+gives the same artifact and logits from the ONNX and the HF import.
 Bad input: a tanh-approximated GELU MLP (a pattern llmc does not raise: the
 error names the nodes), external data missing or escaping the folder, an initializer of the wrong
 size, a cycle, a truncated and a
@@ -37,9 +45,12 @@ import harness  # noqa: E402  (first: pins BLAS threads)
 from hf_loader import load_hf  # noqa: E402
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "onnx")
-MODELS = ["llama-tied", "qwen2-bias", "llama-gelu", "llama-f16", "llama-past", "mixtral-moe"]
+MODELS = ["llama-tied", "qwen2-bias", "llama-gelu", "llama-f16", "llama-past", "mixtral-moe",
+          "olmo", "olmo-opset14"]
+# Exports with no Hugging Face folder (onnxruntime's logits are the reference).
+ORT_ONLY = ["llama-layernorm", "llama-interleaved"]
 QUANTIZED = [("llama-q4", "llama-tied"), ("qwen2-q4sym", "qwen2-bias"), ("llama-qdq", "llama-tied")]
-OPTIMIZED = [("llama-ortopt", "llama-tied")]
+OPTIMIZED = [("llama-ortopt", "llama-tied"), ("llama-layernorm-ortopt", "llama-layernorm")]
 # llmc float32 vs onnxruntime float32: measured max abs error 1.4e-6 and
 # 1.2e-6 with max|logit| 2.2 (6e-7 relative); vs the float64 NumPy
 # reference likewise. 1e-5 relative leaves ~15x; a wrong RoPE half, bias or
@@ -51,6 +62,12 @@ REL_TOL = 1e-5
 # weights) keeps REL_TOL.
 ORT_REL_TOL = {"llama-f16": 2e-3}
 PIPELINE = "llm-quantize{method=rtn bits=4 group=16},llm-kv-policy{method=snapkv budget=0.5}"
+PRUNE = "llm-prune-depth{method=wrp drop=1 keep-first=0 keep-last=0}"
+# What the raised config must say of these (name: (norm, rope_style)).
+EXPECT_CONFIG = {"olmo": ("layer_norm", "half"), "olmo-opset14": ("layer_norm", "half"),
+                 "llama-layernorm": ("layer_norm", "half"),
+                 "llama-interleaved": ("rms_norm", "interleaved"),
+                 "llama-tied": ("rms_norm", "half")}
 
 
 def manifest(art):
@@ -106,6 +123,49 @@ def model_checks(checks, work, name):
                  f"{name}: RTN 4-bit + SnapKV give the same artifact and logits from either import",
                  f"passes {[p.split('{')[0] for p in pa['pipeline']['passes']]}, "
                  f"quantized logits differ from float by {float(np.abs(la - got).max()):.3g}")
+    if name in EXPECT_CONFIG:
+        config_check(checks, name, a)
+        prune_checks(checks, work, name, folder, prompt, got)
+
+
+def config_check(checks, name, m):
+    want = EXPECT_CONFIG[name]
+    have = (m["config"]["norm"], m["config"]["rope_style"])
+    checks.check(have == want, f"{name}: raised with norm {want[0]}, RoPE {want[1]}", str(have))
+
+
+def prune_checks(checks, work, name, folder, prompt, unpruned):
+    """Depth pruning sees the same model from either import."""
+    piped = [os.path.join(work, f"{name}.{k}.wrp.llmc") for k in ("onnx", "hf")]
+    if not (compile_to(checks, os.path.join(folder, "model.onnx"), piped[0],
+                       ["--pipeline", PRUNE]) and
+            compile_to(checks, folder, piped[1], ["--pipeline", PRUNE])):
+        return
+    pa, pb = manifest(piped[0]), manifest(piped[1])
+    la = harness.llmc_logits(piped[0], prompt, os.path.join(work, f"{name}.wrp-onnx.npy"))
+    lb = harness.llmc_logits(piped[1], prompt, os.path.join(work, f"{name}.wrp-hf.npy"))
+    checks.check(pa == pb and np.array_equal(la, lb) and pa["config"]["num_layers"] == 1,
+                 f"{name}: {PRUNE} gives the same artifact and logits from either import",
+                 f"{pa['config']['num_layers']} block left, logits moved by "
+                 f"{float(np.abs(la - unpruned).max()):.3g}")
+
+
+def ort_only_checks(checks, work, name):
+    """An export with no HF folder: llmc's logits against onnxruntime's."""
+    folder = os.path.join(FIXTURES, name)
+    ref = np.load(os.path.join(folder, "reference.npz"))
+    prompt = [int(t) for t in ref["prompt"]]
+    art = os.path.join(work, f"{name}.onnx.llmc")
+    if not compile_to(checks, os.path.join(folder, "model.onnx"), art):
+        return
+    got = harness.llmc_logits(art, prompt, os.path.join(work, f"{name}.onnx.npy"))
+    harness.compare_logits(checks, f"{name} vs onnxruntime", got, ref["logits"], REL_TOL)
+    config_check(checks, name, manifest(art))
+    if name == "llama-interleaved":  # the half-rotating original: other logits
+        half = np.load(os.path.join(FIXTURES, "llama-ortopt", "reference.npz"))["logits"]
+        moved = float(np.abs(half - got).max())
+        checks.check(moved > 1e-2, f"{name}: interleaved pairs give other logits than "
+                     "rotate-half on the same weights", f"max |diff| {moved:.3g}")
 
 
 def quantized_checks(checks, work, name, float_name):
@@ -188,13 +248,15 @@ def bad_input_checks(checks, work):
 
 
 def main():
-    checks = harness.Checks("ONNX import: exported Llama, Qwen2 and Mixtral against onnxruntime")
-    for name in MODELS + [q for q, _ in QUANTIZED + OPTIMIZED]:
+    checks = harness.Checks("ONNX import: exported Llama, Qwen2, Mixtral and OLMo against onnxruntime")
+    for name in MODELS + ORT_ONLY + [q for q, _ in QUANTIZED + OPTIMIZED]:
         if not os.path.exists(os.path.join(FIXTURES, name, "model.onnx")):
             harness.skip(f"{FIXTURES}/{name}/model.onnx not found (committed fixture)")
     work = harness.work_dir("onnx_import")
     for name in MODELS:
         model_checks(checks, work, name)
+    for name in ORT_ONLY:
+        ort_only_checks(checks, work, name)
     for name, float_name in QUANTIZED:
         quantized_checks(checks, work, name, float_name)
     for name, plain in OPTIMIZED:

@@ -33,6 +33,7 @@ const HfArch kArchs[] = {
     {"MistralForCausalLM", "mistral", "mistral"},
     {"Qwen2ForCausalLM", "qwen2", "qwen2"},
     {"MixtralForCausalLM", "mixtral", "mixtral"},
+    {"OlmoForCausalLM", "olmo", "olmo"},
 };
 
 // HF per-layer names (after "model.layers.N.") -> canonical suffixes.
@@ -93,6 +94,8 @@ public:
     readConfig();
     openWeights();
     mapTensors();
+    if (m_.config.architecture == "olmo")
+      addUnitNormScales();
     m_.tokenizer = hf::readHfTokenizer(dir_, cfg_, m_.metadata);
     validateSourceModel(m_);
   }
@@ -111,7 +114,7 @@ private:
         return a;
     failConfig("unsupported architecture '" + (cls.empty() ? type : cls) +
                "' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-               "MixtralForCausalLM)");
+               "MixtralForCausalLM, OlmoForCausalLM)");
   }
 
   void readConfig() {
@@ -161,6 +164,15 @@ private:
         c.sliding_window = hf::optInt(cfg_, "sliding_window", f).value_or(0);
     } else {
       c.sliding_window = hf::optInt(cfg_, "sliding_window", f).value_or(0);
+    }
+    if (name == "olmo") {
+      // OLMo's norms are LayerNorms without scale or shift, eps fixed at 1e-5
+      // (OlmoLayerNorm); llmc gives them a scale of ones (addUnitNormScales).
+      c.norm = NormKind::LayerNorm;
+      c.norm_eps = 1e-5;
+      auto clip = cfg_.find("clip_qkv");
+      if (clip != cfg_.end() && !clip->is_null())
+        failConfig("clip_qkv (clamping q, k and v) is not supported");
     }
     if (name == "mixtral") {
       c.num_experts = hf::requireInt(cfg_, "num_local_experts", f);
@@ -331,6 +343,26 @@ private:
       m_.metadata.emplace_back("hf.note", "no lm_head.weight; using tied embeddings");
     }
     stackExperts(experts);
+  }
+
+  /// The scale of ones of every parameter-free norm (OLMo).
+  void addUnitNormScales() {
+    const int64_t d = m_.config.hidden_size;
+    std::vector<std::string> names{"output_norm.weight"};
+    for (int64_t l = 0; l < m_.config.num_layers; ++l)
+      for (const char *n : {"attn_norm.weight", "ffn_norm.weight"})
+        names.push_back("blk." + std::to_string(l) + "." + n);
+    for (const std::string &n : names) {
+      if (m_.find(n))
+        importFail(dir_, "an OLMo checkpoint with a norm weight (" + n + ")");
+      auto ones = std::make_shared<OwnedBuffer>();
+      ones->bytes.resize(size_t(d) * sizeof(float));
+      const float one = 1.0f;
+      for (int64_t i = 0; i < d; ++i)
+        std::memcpy(ones->bytes.data() + i * sizeof(float), &one, sizeof(float));
+      m_.buffers.push_back(ones);
+      m_.tensors.push_back({n, DType::F32, {d}, ones->bytes.data(), int64_t(ones->bytes.size())});
+    }
   }
 
   bool mapLayerTensor(const std::string &rest, const std::string &prefix,

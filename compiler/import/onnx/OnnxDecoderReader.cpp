@@ -94,39 +94,85 @@ std::optional<int> Raiser::userOp(const std::string &v, const char *op, int slot
   return std::nullopt;
 }
 
+/// A fused norm op reading the residual at `slot` 0: onnxruntime's
+/// SimplifiedLayerNormalization (RMSNorm) or ONNX's LayerNormalization
+/// (opset 17+) over the last axis.
+std::optional<Norm> Raiser::fusedNorm(const OnnxNode &n, int slot) const {
+  if (slot != 0 || n.inputs.size() < 2 || n.outputs.empty())
+    return std::nullopt;
+  auto eps = n.floats.find("epsilon");
+  const double e = eps == n.floats.end() ? 1e-5 : double(eps->second);
+  if (n.op == "SimplifiedLayerNormalization")
+    return Norm{canon(n.outputs[0]), canon(n.inputs[1]), e};
+  if (n.op != "LayerNormalization")
+    return std::nullopt;
+  auto axis = n.ints.find("axis");
+  if (axis != n.ints.end() && axis->second != -1)
+    fail(n.describe() + ": LayerNormalization over axis " + std::to_string(axis->second) +
+         "; llmc raises it over the last axis (-1) only");
+  Norm out{canon(n.outputs[0]), canon(n.inputs[1]), e, NormKind::LayerNorm};
+  if (n.inputs.size() > 2 && !n.inputs[2].empty())
+    out.bias = canon(n.inputs[2]);
+  return out;
+}
+
 std::optional<Norm> Raiser::matchNorm(const std::string &r) const {
   if (auto fused = fusedNorms_.find(canon(r)); fused != fusedNorms_.end())
     return fused->second;
   for (const Use &u : users(r)) {
     const OnnxNode &n = node(u.node);
-    if (n.op == "SimplifiedLayerNormalization" && u.slot == 0 && n.inputs.size() >= 2) {
-      auto eps = n.floats.find("epsilon");
-      return Norm{canon(n.outputs[0]), canon(n.inputs[1]),
-                  eps == n.floats.end() ? 1e-5 : double(eps->second)};
-    }
+    if (auto f = fusedNorm(n, u.slot))
+      return f;
     if (n.op == "Pow" && u.slot == 0 && scalar(n.inputs[1]) == 2.0)
-      if (auto m = matchDecomposedNorm(r, u))
+      if (auto m = matchDecomposedNorm(r, u, NormKind::RMSNorm))
+        return m;
+    if (n.op == "ReduceMean" && u.slot == 0)
+      if (auto m = matchDecomposedLayerNorm(r, u))
         return m;
   }
   return std::nullopt;
 }
 
-std::optional<Norm> Raiser::matchDecomposedNorm(const std::string &r, const Use &pow) const {
+namespace {
+/// Whether ReduceMean node `rm` averages over the last axis only: the
+/// attribute (opsets < 18) or input 1 (18+).
+bool meanOverLastAxis(const OnnxNode &rm, const OnnxConstant *axesInput) {
+  auto axes = rm.intLists.find("axes");
+  if (axes != rm.intLists.end() && axes->second != std::vector<int64_t>{-1})
+    return false;
+  if (rm.inputs.size() > 1 && !rm.inputs[1].empty())
+    return axesInput && axesInput->numElements() == 1 && axesInput->at(0) == -1.0;
+  return axes != rm.intLists.end(); // no axes: a mean over every axis
+}
+} // namespace
+
+/// LayerNorm as torch exports it below opset 17: m = ReduceMean(r);
+/// d = r - m; then d / sqrt(ReduceMean(d^2) + eps) [* w] [+ b].
+std::optional<Norm> Raiser::matchDecomposedLayerNorm(const std::string &r,
+                                                     const Use &mean) const {
+  const OnnxNode &rm = node(mean.node);
+  if (!meanOverLastAxis(rm, rm.inputs.size() > 1 ? constant(rm.inputs[1]) : nullptr))
+    return std::nullopt;
+  for (const Use &u : users(rm.outputs[0])) {
+    const OnnxNode &sub = node(u.node);
+    if (sub.op != "Sub" || u.slot != 1 || canon(sub.inputs[0]) != canon(r))
+      continue;
+    for (const Use &p : users(sub.outputs[0]))
+      if (node(p.node).op == "Pow" && p.slot == 0 && scalar(node(p.node).inputs[1]) == 2.0)
+        if (auto m = matchDecomposedNorm(sub.outputs[0], p, NormKind::LayerNorm))
+          return m;
+  }
+  return std::nullopt;
+}
+
+std::optional<Norm> Raiser::matchDecomposedNorm(const std::string &r, const Use &pow,
+                                                NormKind kind) const {
   auto mean = userOp(node(pow.node).outputs[0], "ReduceMean", 0);
   if (!mean)
     return std::nullopt;
-  // Over the last axis only: the attribute (opsets < 18) or input 1 (18+).
   const OnnxNode &rm = node(*mean);
-  auto axes = rm.intLists.find("axes");
-  if (axes != rm.intLists.end() && axes->second != std::vector<int64_t>{-1})
+  if (!meanOverLastAxis(rm, rm.inputs.size() > 1 ? constant(rm.inputs[1]) : nullptr))
     return std::nullopt;
-  if (rm.inputs.size() > 1 && !rm.inputs[1].empty()) {
-    const OnnxConstant *a = constant(rm.inputs[1]);
-    if (!a || a->numElements() != 1 || a->at(0) != -1.0)
-      return std::nullopt;
-  } else if (axes == rm.intLists.end()) {
-    return std::nullopt; // no axes: a mean over every axis
-  }
   auto add = userOp(node(*mean).outputs[0], "Add");
   if (!add)
     return std::nullopt;
@@ -160,10 +206,32 @@ std::optional<Norm> Raiser::matchDecomposedNorm(const std::string &r, const Use 
       continue;
     const std::string other = w.inputs[size_t(1 - u.slot)];
     const OnnxConstant *c = constant(other);
-    if (c && c->isFloat() && c->shape.size() == 1)
-      return Norm{canon(w.outputs[0]), canon(other), *eps};
+    if (c && c->isFloat() && c->shape.size() == 1) {
+      Norm n{canon(w.outputs[0]), canon(other), *eps, kind};
+      if (kind == NormKind::LayerNorm)
+        matchShift(n);
+      return n;
+    }
   }
-  return std::nullopt;
+  if (kind != NormKind::LayerNorm)
+    return std::nullopt;
+  // torch's layer_norm without elementwise_affine (OLMo): no scale.
+  Norm n{canon(y), "", *eps, kind};
+  matchShift(n);
+  return n;
+}
+
+void Raiser::matchShift(Norm &n) const {
+  const auto &us = users(n.out);
+  if (us.size() != 1 || node(us[0].node).op != "Add")
+    return;
+  const OnnxNode &a = node(us[0].node);
+  const std::string other = a.inputs[size_t(1 - us[0].slot)];
+  const OnnxConstant *c = constant(other);
+  if (c && c->isFloat() && c->shape.size() == 1) {
+    n.bias = canon(other);
+    n.out = canon(a.outputs[0]);
+  }
 }
 
 bool Raiser::isWeightMatMul(int n) const {
@@ -284,17 +352,24 @@ std::string Raiser::residualAdd(const std::string &r, const std::string &branch)
     const OnnxNode &n = node(u.node);
     if (n.op == "Add" && canon(n.inputs[size_t(1 - u.slot)]) == canon(branch))
       return canon(n.outputs[0]);
-    if (n.op == "SkipSimplifiedLayerNormalization" && u.slot < 2 && n.inputs.size() >= 3 &&
-        canon(n.inputs[size_t(1 - u.slot)]) == canon(branch)) {
-      if (n.inputs.size() > 3 && !n.inputs[3].empty())
+    const bool simplified = n.op == "SkipSimplifiedLayerNormalization";
+    if ((simplified || n.op == "SkipLayerNormalization") && u.slot < 2 &&
+        n.inputs.size() >= 3 && canon(n.inputs[size_t(1 - u.slot)]) == canon(branch)) {
+      // Inputs: input, skip, gamma, [beta: SkipLayerNormalization only], [bias].
+      const size_t biasSlot = simplified ? 3 : 4;
+      if (n.inputs.size() > biasSlot && !n.inputs[biasSlot].empty())
         fail(n.describe() + ": a skip-norm bias is not raised");
       // The sum is output 3; the last norm of a model may not expose it.
       const std::string sum = n.outputs.size() > 3 && !n.outputs[3].empty()
                                   ? canon(n.outputs[3])
                                   : "#sum of " + n.name;
       auto eps = n.floats.find("epsilon");
-      fusedNorms_[sum] = Norm{canon(n.outputs[0]), canon(n.inputs[2]),
-                              eps == n.floats.end() ? 1e-5 : double(eps->second)};
+      Norm fused{canon(n.outputs[0]), canon(n.inputs[2]),
+                 eps == n.floats.end() ? 1e-5 : double(eps->second),
+                 simplified ? NormKind::RMSNorm : NormKind::LayerNorm};
+      if (!simplified && n.inputs.size() > 3 && !n.inputs[3].empty())
+        fused.bias = canon(n.inputs[3]);
+      fusedNorms_[sum] = fused;
       return sum;
     }
   }
@@ -333,9 +408,9 @@ void Raiser::fillConfig(int64_t layers) {
   c.num_heads = qDim_ / headDim_;
   c.num_kv_heads = kvDim_ / headDim_;
   c.rope_theta = ropeBase_;
-  c.rope_style = RopeStyle::Half;
+  c.rope_style = ropeStyle_.value_or(RopeStyle::Half);
   c.norm_eps = normEps_.value_or(1e-5);
-  c.norm = NormKind::RMSNorm;
+  c.norm = normKind_.value_or(NormKind::RMSNorm);
   c.activation = activation_.value_or(Activation::SiLU);
   c.attention_bias = attentionBias_;
 }
@@ -359,12 +434,12 @@ void Raiser::checkCoverage(const std::string &logits) const {
       "Transpose", "Unsqueeze", "Squeeze", "Concat", "Slice", "Expand", "Range", "Equal",
       "Where", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Not", "Trilu",
       "Softmax", "Sigmoid", "Erf", "Gelu", "Cos", "Sin", "Max", "Min", "IsNaN", "CumSum", "ScatterND",
-      "SimplifiedLayerNormalization", "MatMulNBits",
+      "SimplifiedLayerNormalization", "LayerNormalization", "MatMulNBits",
       // Mixtral's routing as traced: top-k, renormalisation, token selection
       "TopK", "ReduceSum", "NonZero", "Split", "Flatten", "ScatterElements", "OneHot",
       "GatherElements", "GatherND", "Tile", "DequantizeLinear",
       // onnxruntime's transformer optimizer: fused skip-norm and RoPE
-      "SkipSimplifiedLayerNormalization", "RotaryEmbedding"};
+      "SkipSimplifiedLayerNormalization", "SkipLayerNormalization", "RotaryEmbedding"};
   std::set<int> seen;
   std::vector<int> todo{producer_.at(logits)};
   while (!todo.empty()) {
@@ -420,10 +495,13 @@ void Raiser::readSideFiles() {
              " says " + std::to_string(*v));
     // Values the graph holds only as float32 (eps, the RoPE frequencies):
     // config.json's exact number where it agrees, an error where it does not.
-    if (auto eps = hf::optNumber(cfg, "rms_norm_eps", cfgPath)) {
+    const bool layerNorm = c.norm == NormKind::LayerNorm;
+    const char *epsKey = layerNorm ? "layer_norm_eps" : "rms_norm_eps";
+    if (auto eps = hf::optNumber(cfg, epsKey, cfgPath)) {
       if (float(*eps) != float(c.norm_eps))
-        fail("the graph's RMSNorm epsilon is " + std::to_string(c.norm_eps) + ", " + cfgPath +
-             " says " + std::to_string(*eps));
+        fail(std::string("the graph's ") + (layerNorm ? "LayerNorm" : "RMSNorm") +
+             " epsilon is " + std::to_string(c.norm_eps) + ", " + cfgPath + " says " +
+             std::to_string(*eps));
       c.norm_eps = *eps;
     }
     if (auto theta = hf::optNumber(cfg, "rope_theta", cfgPath)) {
@@ -431,6 +509,13 @@ void Raiser::readSideFiles() {
         fail("the graph's rotary frequencies give base " + std::to_string(c.rope_theta) + ", " +
              cfgPath + " says " + std::to_string(*theta));
       c.rope_theta = *theta;
+    }
+    // The family's name where config.json's model_type agrees with the
+    // structure raised (the name is informational; the config says the rest).
+    if (auto t = hf::optString(cfg, "model_type", cfgPath)) {
+      const bool plain = !c.attention_bias && c.num_experts == 0;
+      if ((*t == "mistral" && plain && !layerNorm) || (*t == "olmo" && plain && layerNorm))
+        c.architecture = *t;
     }
     c.context_length = hf::optInt(cfg, "max_position_embeddings", cfgPath).value_or(0);
     if (auto n = hf::optString(cfg, "_name_or_path", cfgPath); n && !n->empty())

@@ -38,7 +38,36 @@ void Raiser::addConstant(const std::string &value, const std::string &name,
 }
 
 void Raiser::addNorm(Norm n, const std::string &name) {
-  addConstant(n.weight, name);
+  if (!normKind_)
+    normKind_ = n.kind;
+  else if (*normKind_ != n.kind)
+    fail(name + ": a " + std::string(spelling(n.kind)) + " in a model whose first norm is a " +
+         std::string(spelling(*normKind_)) + "; llmc raises one norm kind per model");
+  const int64_t width = constant(embedding_)->shape[1];
+  if (n.weight.empty()) { // torch's layer_norm without a scale: a scale of ones
+    auto buf = std::make_shared<OwnedBuffer>();
+    buf->bytes.resize(size_t(width) * sizeof(float));
+    const float one = 1.0f;
+    for (int64_t i = 0; i < width; ++i)
+      std::memcpy(buf->bytes.data() + i * sizeof(float), &one, sizeof(float));
+    m_.buffers.push_back(buf);
+    m_.tensors.push_back({name, DType::F32, {width}, buf->bytes.data(), int64_t(buf->bytes.size())});
+  } else {
+    addConstant(n.weight, name);
+  }
+  if (!n.bias.empty()) {
+    // An all-zero shift (torch's opset-17 LayerNormalization of a norm
+    // without one) changes nothing: claimed, not stored, so the model is
+    // the one its Hugging Face folder describes.
+    const OnnxConstant *b = constant(n.bias);
+    bool zero = b && b->isFloat();
+    for (int64_t i = 0; zero && i < b->numElements(); ++i)
+      zero = b->at(i) == 0.0;
+    if (zero)
+      claimed_.insert(canon(n.bias));
+    else
+      addConstant(n.bias, name.substr(0, name.rfind(".weight")) + ".bias");
+  }
   char text[32]; // eps as the decimal the exporter was given (1e-5 stored as float32)
   std::snprintf(text, sizeof text, "%.7g", double(float(n.eps)));
   n.eps = std::strtod(text, nullptr);
@@ -86,8 +115,8 @@ std::string Raiser::raiseAttention(int64_t layer, const std::string &r) {
   const std::string blk = "blk." + std::to_string(layer) + ".";
   auto n = matchNorm(r);
   if (!n)
-    fail("layer " + std::to_string(layer) + ": no RMSNorm reads the residual stream '" + r +
-         "' (LayerNorm and other norms are not raised)");
+    fail("layer " + std::to_string(layer) + ": no RMSNorm or LayerNorm reads the residual "
+         "stream '" + r + "'");
   addNorm(*n, blk + "attn_norm.weight");
   std::vector<Linear> lins = linearsFrom(n->out);
   if (lins.size() != 3)
@@ -227,7 +256,7 @@ std::string Raiser::raiseMlp(int64_t layer, const std::string &r) {
                                                                     std::to_string(layer);
   auto n = matchNorm(r);
   if (!n)
-    fail(at + ": no RMSNorm before the MLP reads the residual stream '" + r + "'");
+    fail(at + ": no RMSNorm or LayerNorm before the MLP reads the residual stream '" + r + "'");
   addNorm(*n, blk + "ffn_norm.weight");
   std::vector<Linear> lins = linearsFrom(n->out);
   if (lins.size() == 1)

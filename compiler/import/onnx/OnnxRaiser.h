@@ -22,8 +22,10 @@ struct Use {
 };
 
 struct Norm {
-  std::string out, weight;
+  std::string out, weight; // weight "": none in the graph (a scale of ones)
   double eps = 0;
+  NormKind kind = NormKind::RMSNorm;
+  std::string bias;        // LayerNorm's shift, "" if none
 };
 
 struct Linear {
@@ -62,6 +64,8 @@ private:
   double ropeTol_ = 0;
   int64_t cachePositions_ = 0;    // rows of cos/sin caches, if RoPE came as caches
   std::optional<double> normEps_;
+  std::optional<NormKind> normKind_;
+  std::optional<RopeStyle> ropeStyle_; // from RotaryEmbedding ops; rotate-half otherwise
   std::optional<Activation> activation_;
   bool attentionBias_ = false;
   int64_t qDim_ = 0, kvDim_ = 0, ffnDim_ = 0, headDim_ = 0, experts_ = 0, expertsPerToken_ = 0;
@@ -78,7 +82,14 @@ private:
   std::optional<int> userOp(const std::string &v, const char *op, int slot = -1) const;
 
   std::optional<Norm> matchNorm(const std::string &r) const;
-  std::optional<Norm> matchDecomposedNorm(const std::string &r, const Use &pow) const;
+  /// x / sqrt(mean(x^2) + eps) [* w]: RMSNorm of `x` = r, or the variance
+  /// half of a LayerNorm with x = r - mean(r) (`kind`).
+  std::optional<Norm> matchDecomposedNorm(const std::string &x, const Use &pow,
+                                          NormKind kind) const;
+  std::optional<Norm> matchDecomposedLayerNorm(const std::string &r, const Use &mean) const;
+  std::optional<Norm> fusedNorm(const OnnxNode &n, int slot) const;
+  /// The LayerNorm shift after `n.out`: an Add of a 1-D float constant.
+  void matchShift(Norm &n) const;
   bool isWeightMatMul(int n) const;
   std::vector<Linear> linearsFrom(const std::string &v) const;
   /// The MatMuls `v` flows into (not through Shape, not past a MatMul):

@@ -108,7 +108,7 @@ void Raiser::readRotaryCaches() {
 
 /// onnxruntime's RotaryEmbedding contrib op (what its transformer optimizer
 /// fuses RoPE into): inputs x, position_ids, cos_cache and sin_cache
-/// [P, d/2]; rotate-half unless `interleaved`; the whole head unless
+/// [P, d/2]; rotate-half, or pairs (2i, 2i+1) when `interleaved`; the whole head unless
 /// `rotary_embedding_dim`.
 void Raiser::readRotaryEmbeddingOps() {
   for (const OnnxNode &n : g_.nodes) {
@@ -118,8 +118,13 @@ void Raiser::readRotaryEmbeddingOps() {
                        *sn = n.inputs.size() >= 4 ? constant(n.inputs[3]) : nullptr;
     if (!cs || !sn || cs->shape != sn->shape || cs->shape.size() != 2)
       fail(n.describe() + ": its cos and sin caches are not constants of one shape [P, d/2]");
-    if (n.ints.count("interleaved") && n.ints.at("interleaved") != 0)
-      fail(n.describe() + ": interleaved RoPE is not raised");
+    const RopeStyle style = n.ints.count("interleaved") && n.ints.at("interleaved") != 0
+                                ? RopeStyle::Interleaved
+                                : RopeStyle::Half;
+    if (ropeStyle_ && *ropeStyle_ != style)
+      fail(n.describe() + ": rotates " + std::string(spelling(style)) + " where an earlier "
+           "RotaryEmbedding rotates " + std::string(spelling(*ropeStyle_)));
+    ropeStyle_ = style;
     if (n.ints.count("rotary_embedding_dim") && n.ints.at("rotary_embedding_dim") != 0 &&
         n.ints.at("rotary_embedding_dim") != 2 * cs->shape[1])
       fail(n.describe() + ": partial rotary (rotary_embedding_dim) is not raised");

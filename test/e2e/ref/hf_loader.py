@@ -1,14 +1,18 @@
 """Hugging Face folder (config.json + *.safetensors, optionally sharded) ->
-reference model. Supports Llama, Mistral, Qwen2 and Mixtral configs."""
+reference model. Supports Llama, Mistral, Qwen2, Mixtral and OLMo configs
+(OLMo: LayerNorms without scale or shift, eps 1e-5)."""
 from __future__ import annotations
 
 import json
 import os
 
+import numpy as np
+
 from llama_ref import RefConfig, RefModel
 import safetensors_io
 
-_ARCHS = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "MixtralForCausalLM"}
+_ARCHS = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "MixtralForCausalLM",
+          "OlmoForCausalLM"}
 
 
 def config_from_hf(cfg: dict) -> RefConfig:
@@ -19,6 +23,9 @@ def config_from_hf(cfg: dict) -> RefConfig:
     hidden = cfg["hidden_size"]
     head_dim = cfg.get("head_dim") or hidden // heads
     is_qwen2 = arch == "Qwen2ForCausalLM"
+    is_olmo = arch == "OlmoForCausalLM"
+    if is_olmo and cfg.get("clip_qkv") is not None:
+        raise ValueError("reference: OLMo's clip_qkv is not implemented")
     return RefConfig(
         vocab_size=cfg["vocab_size"],
         hidden_size=hidden,
@@ -28,7 +35,8 @@ def config_from_hf(cfg: dict) -> RefConfig:
         num_kv_heads=cfg.get("num_key_value_heads") or heads,
         head_dim=head_dim,
         rope_theta=float(cfg.get("rope_theta", 10000.0)),
-        rms_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+        rms_eps=1e-5 if is_olmo else float(cfg.get("rms_norm_eps", 1e-6)),
+        norm="layer" if is_olmo else "rms",
         rope_style="half",
         tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         attention_bias=is_qwen2 or bool(cfg.get("attention_bias", False)),
@@ -62,6 +70,12 @@ def load_hf(folder, dtype=None) -> RefModel:
     with open(os.path.join(folder, "config.json")) as f:
         cfg = config_from_hf(json.load(f))
     weights = load_weights(folder)
+    if cfg.norm == "layer":  # OLMo: no norm parameters, a scale of ones
+        names = ["model.norm.weight"] + [f"model.layers.{i}.{n}" for i in range(cfg.num_layers)
+                                         for n in ("input_layernorm.weight",
+                                                   "post_attention_layernorm.weight")]
+        for n in names:
+            weights.setdefault(n, np.ones(cfg.hidden_size))
     if cfg.tied_embeddings:
         weights.pop("lm_head.weight", None)
     kwargs = {} if dtype is None else {"dtype": dtype}

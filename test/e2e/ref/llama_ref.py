@@ -37,6 +37,7 @@ class RefConfig:
     experts_per_token: int = 0
     context_length: int = 2048
     activation: str = "silu"  # "silu" or "gelu" (exact, erf)
+    norm: str = "rms"  # "rms" or "layer" (LayerNorm: mean removed first; eps is rms_eps)
 
 
 def _silu(x):
@@ -130,6 +131,10 @@ class RefModel:
 
     # -- building blocks --------------------------------------------------
     def _rms_norm(self, x, weight):
+        if self.c.norm == "layer":
+            x = x - np.mean(x, axis=-1, keepdims=True)
+        elif self.c.norm != "rms":
+            raise ValueError(f"unknown norm {self.c.norm!r}")
         var = np.mean(x * x, axis=-1, keepdims=True)
         return weight * (x / np.sqrt(var + self.c.rms_eps))
 
