@@ -21,6 +21,8 @@ zero points, and symmetric without; QDQ, DequantizeLinear of uint4 codes at
 opset 21): logits against onnxruntime's. onnxruntime's transformer
 optimizer output (SkipSimplifiedLayerNormalization, RotaryEmbedding): the
 same model as the plain export.
+Phi-3: fused qkv_proj and gate_up_proj (one MatMul each, its result cut by
+Slices) against onnxruntime, the NumPy reference and the HF import.
 LayerNorm models: OLMo (parameter-free LayerNorms) exported at opset 17
 (LayerNormalization) and at opset 14 (written out: ReduceMean, Sub, Pow,
 ...), both against onnxruntime, the NumPy reference and the HF import; a
@@ -46,7 +48,7 @@ from hf_loader import load_hf  # noqa: E402
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "onnx")
 MODELS = ["llama-tied", "qwen2-bias", "llama-gelu", "llama-f16", "llama-past", "mixtral-moe",
-          "olmo", "olmo-opset14"]
+          "olmo", "olmo-opset14", "phi3"]
 # Exports with no Hugging Face folder (onnxruntime's logits are the reference).
 ORT_ONLY = ["llama-layernorm", "llama-interleaved"]
 QUANTIZED = [("llama-q4", "llama-tied"), ("qwen2-q4sym", "qwen2-bias"), ("llama-qdq", "llama-tied")]
@@ -67,7 +69,7 @@ PRUNE = "llm-prune-depth{method=wrp drop=1 keep-first=0 keep-last=0}"
 EXPECT_CONFIG = {"olmo": ("layer_norm", "half"), "olmo-opset14": ("layer_norm", "half"),
                  "llama-layernorm": ("layer_norm", "half"),
                  "llama-interleaved": ("rms_norm", "interleaved"),
-                 "llama-tied": ("rms_norm", "half")}
+                 "llama-tied": ("rms_norm", "half"), "phi3": ("rms_norm", "half")}
 
 
 def manifest(art):
@@ -248,7 +250,7 @@ def bad_input_checks(checks, work):
 
 
 def main():
-    checks = harness.Checks("ONNX import: exported Llama, Qwen2, Mixtral and OLMo against onnxruntime")
+    checks = harness.Checks("ONNX import: exported Llama, Qwen2, Mixtral, OLMo and Phi-3 against onnxruntime")
     for name in MODELS + ORT_ONLY + [q for q, _ in QUANTIZED + OPTIMIZED]:
         if not os.path.exists(os.path.join(FIXTURES, name, "model.onnx")):
             harness.skip(f"{FIXTURES}/{name}/model.onnx not found (committed fixture)")

@@ -34,6 +34,7 @@ const HfArch kArchs[] = {
     {"Qwen2ForCausalLM", "qwen2", "qwen2"},
     {"MixtralForCausalLM", "mixtral", "mixtral"},
     {"OlmoForCausalLM", "olmo", "olmo"},
+    {"Phi3ForCausalLM", "phi3", "phi3"},
 };
 
 // HF per-layer names (after "model.layers.N.") -> canonical suffixes.
@@ -114,7 +115,7 @@ private:
         return a;
     failConfig("unsupported architecture '" + (cls.empty() ? type : cls) +
                "' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-               "MixtralForCausalLM, OlmoForCausalLM)");
+               "MixtralForCausalLM, OlmoForCausalLM, Phi3ForCausalLM)");
   }
 
   void readConfig() {
@@ -365,8 +366,46 @@ private:
     }
   }
 
+  /// Phi-3's fused [parts..., in] weights: each part its rows, in place.
+  bool mapFusedTensor(const std::string &rest, const std::string &prefix,
+                      const safetensors::Entry &e) {
+    const ModelConfig &c = m_.config;
+    const int64_t qd = c.num_heads * c.head_dim, kd = c.num_kv_heads * c.head_dim,
+                  f = c.intermediate_size;
+    std::vector<std::pair<const char *, int64_t>> parts;
+    if (rest == "self_attn.qkv_proj.weight")
+      parts = {{"attn_q.weight", qd}, {"attn_k.weight", kd}, {"attn_v.weight", kd}};
+    else if (rest == "mlp.gate_up_proj.weight")
+      parts = {{"ffn_gate.weight", f}, {"ffn_up.weight", f}};
+    else
+      return false;
+    int64_t rows = 0;
+    for (const auto &p : parts)
+      rows += p.second;
+    if (e.shape != std::vector<int64_t>{rows, c.hidden_size})
+      importFail(dir_, "tensor " + e.name + " has shape " + shapeString(e.shape) + ", expected [" +
+                           std::to_string(rows) + ", " + std::to_string(c.hidden_size) + "]");
+    const int64_t rowBytes = e.nbytes / rows;
+    int64_t row = 0;
+    for (const auto &[name, n] : parts) {
+      SourceTensor t;
+      t.name = prefix + name;
+      t.dtype = storedType(e);
+      t.shape = {n, c.hidden_size};
+      t.data = e.data + row * rowBytes;
+      t.nbytes = n * rowBytes;
+      if (m_.find(t.name))
+        importFail(dir_, "tensor " + t.name + " is given twice (from " + e.name + ")");
+      m_.tensors.push_back(std::move(t));
+      row += n;
+    }
+    return true;
+  }
+
   bool mapLayerTensor(const std::string &rest, const std::string &prefix,
                       const safetensors::Entry &e) {
+    if (m_.config.architecture == "phi3" && mapFusedTensor(rest, prefix, e))
+      return true;
     for (const auto &[hf_name, ours] : kLayerNames) {
       if (rest != hf_name)
         continue;

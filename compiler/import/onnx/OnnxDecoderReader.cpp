@@ -514,7 +514,8 @@ void Raiser::readSideFiles() {
     // structure raised (the name is informational; the config says the rest).
     if (auto t = hf::optString(cfg, "model_type", cfgPath)) {
       const bool plain = !c.attention_bias && c.num_experts == 0;
-      if ((*t == "mistral" && plain && !layerNorm) || (*t == "olmo" && plain && layerNorm))
+      if (((*t == "mistral" || *t == "phi3") && plain && !layerNorm) ||
+          (*t == "olmo" && plain && layerNorm))
         c.architecture = *t;
     }
     c.context_length = hf::optInt(cfg, "max_position_embeddings", cfgPath).value_or(0);

@@ -92,20 +92,23 @@ void Raiser::addLinear(const Linear &l, const std::string &name) {
   if (c.type != OnnxType::Float && c.type != OnnxType::Float16 && c.type != OnnxType::BFloat16)
     fail(node(l.node).describe() + ": weight '" + l.weight + "' is " +
          onnxTypeName(int32_t(c.type)) + "; llmc raises float, float16 and bfloat16 weights");
-  auto buf = std::make_shared<OwnedBuffer>();
-  buf->bytes.resize(size_t(c.nbytes));
+  // Columns [col0, col0 + outDim) of the weight: all of it, or one part of
+  // a fused projection.
   const size_t e = size_t(onnxTypeBits(c.type) / 8);
-  if (l.transposed) {
-    std::memcpy(buf->bytes.data(), c.data, size_t(c.nbytes));
-  } else { // [in, out] -> [out, in]
+  const int64_t total = l.transposed ? c.shape[0] : c.shape[1];
+  auto buf = std::make_shared<OwnedBuffer>();
+  buf->bytes.resize(size_t(l.outDim * l.in) * e);
+  if (l.transposed) { // [total, in]: the rows are the columns
+    std::memcpy(buf->bytes.data(), c.data + size_t(l.col0 * l.in) * e, buf->bytes.size());
+  } else { // [in, total] -> [out, in]
     for (int64_t i = 0; i < l.in; ++i)
       for (int64_t o = 0; o < l.outDim; ++o)
         std::memcpy(buf->bytes.data() + size_t(o * l.in + i) * e,
-                    c.data + size_t(i * l.outDim + o) * e, e);
+                    c.data + size_t(i * total + l.col0 + o) * e, e);
   }
   m_.buffers.push_back(buf);
   m_.tensors.push_back({name + ".weight", dtypeOf(c), {l.outDim, l.in}, buf->bytes.data(),
-                        c.nbytes});
+                        int64_t(buf->bytes.size())});
   claimed_.insert(l.weight);
   if (!l.bias.empty())
     addConstant(l.bias, name + ".bias");
@@ -119,10 +122,13 @@ std::string Raiser::raiseAttention(int64_t layer, const std::string &r) {
          "stream '" + r + "'");
   addNorm(*n, blk + "attn_norm.weight");
   std::vector<Linear> lins = linearsFrom(n->out);
+  if (lins.size() == 1) // Phi-3's qkv_proj: one MatMul, its result sliced
+    if (std::vector<Linear> parts = splitFused(lins[0]); parts.size() == 3)
+      lins = parts;
   if (lins.size() != 3)
     fail("layer " + std::to_string(layer) + ": the attention norm feeds " +
          std::to_string(lins.size()) + " weight MatMuls; llmc raises separate q, k, v "
-         "projections (a fused qkv is not raised yet)");
+         "projections or one sliced into three");
   const Linear *q = nullptr, *k = nullptr, *v = nullptr;
   int scores = -1, context = -1;
   for (const Linear &l : lins) {
@@ -259,8 +265,12 @@ std::string Raiser::raiseMlp(int64_t layer, const std::string &r) {
     fail(at + ": no RMSNorm or LayerNorm before the MLP reads the residual stream '" + r + "'");
   addNorm(*n, blk + "ffn_norm.weight");
   std::vector<Linear> lins = linearsFrom(n->out);
-  if (lins.size() == 1)
-    return raiseMoe(layer, r, n->out, lins[0]);
+  if (lins.size() == 1) {
+    std::vector<Linear> parts = splitFused(lins[0]); // Phi-3's gate_up_proj
+    if (parts.size() != 2)
+      return raiseMoe(layer, r, n->out, lins[0]);
+    lins = parts;
+  }
   for (const Use &u : lins.empty() ? users(n->out) : std::vector<Use>{}) {
     const OnnxNode &flat = node(u.node); // MoE blocks route [tokens, D] rows
     if (flat.op != "Reshape" && flat.op != "Flatten")

@@ -37,6 +37,7 @@ struct Linear {
   std::string bias;        // "" if none
   std::string out;         // canonical value after the bias
   int64_t in = 0, outDim = 0;
+  int64_t col0 = 0;        // first output column in the weight (a part of a fused one)
 };
 
 /// Two projections as a gated MLP: act(gate) * up (`hidden`, "" when the
@@ -92,6 +93,11 @@ private:
   void matchShift(Norm &n) const;
   bool isWeightMatMul(int n) const;
   std::vector<Linear> linearsFrom(const std::string &v) const;
+  /// A fused projection's parts, one per Slice of its result (Phi-3's
+  /// qkv_proj and gate_up_proj; OnnxFusedReader.cpp); {} if it is not one.
+  std::vector<Linear> splitFused(const Linear &l) const;
+  std::optional<int64_t> intValue(const std::string &v, const std::string &fused,
+                                  int64_t columns, int depth) const;
   /// The MatMuls `v` flows into (not through Shape, not past a MatMul):
   /// activation-by-activation ones, or (weights) those with a weight.
   std::vector<Use> matmulsReached(const std::string &v, bool weights) const;

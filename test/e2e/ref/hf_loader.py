@@ -1,6 +1,7 @@
 """Hugging Face folder (config.json + *.safetensors, optionally sharded) ->
-reference model. Supports Llama, Mistral, Qwen2, Mixtral and OLMo configs
-(OLMo: LayerNorms without scale or shift, eps 1e-5)."""
+reference model. Supports Llama, Mistral, Qwen2, Mixtral, OLMo and Phi-3
+configs (OLMo: LayerNorms without scale or shift, eps 1e-5; Phi-3: fused
+qkv_proj and gate_up_proj, cut into the Llama names)."""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ from llama_ref import RefConfig, RefModel
 import safetensors_io
 
 _ARCHS = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "MixtralForCausalLM",
-          "OlmoForCausalLM"}
+          "OlmoForCausalLM", "Phi3ForCausalLM"}
 
 
 def config_from_hf(cfg: dict) -> RefConfig:
@@ -24,6 +25,8 @@ def config_from_hf(cfg: dict) -> RefConfig:
     head_dim = cfg.get("head_dim") or hidden // heads
     is_qwen2 = arch == "Qwen2ForCausalLM"
     is_olmo = arch == "OlmoForCausalLM"
+    if arch == "Phi3ForCausalLM" and (cfg.get("rope_scaling") or cfg.get("sliding_window")):
+        raise ValueError("reference: Phi-3's rope_scaling and sliding_window are not implemented")
     if is_olmo and cfg.get("clip_qkv") is not None:
         raise ValueError("reference: OLMo's clip_qkv is not implemented")
     return RefConfig(
@@ -70,6 +73,18 @@ def load_hf(folder, dtype=None) -> RefModel:
     with open(os.path.join(folder, "config.json")) as f:
         cfg = config_from_hf(json.load(f))
     weights = load_weights(folder)
+    for i in range(cfg.num_layers):  # Phi-3: fused rows [q; k; v] and [gate; up]
+        p = f"model.layers.{i}."
+        qkv = weights.pop(p + "self_attn.qkv_proj.weight", None)
+        if qkv is not None:
+            q, k = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
+            weights[p + "self_attn.q_proj.weight"] = qkv[:q]
+            weights[p + "self_attn.k_proj.weight"] = qkv[q:q + k]
+            weights[p + "self_attn.v_proj.weight"] = qkv[q + k:]
+        gate_up = weights.pop(p + "mlp.gate_up_proj.weight", None)
+        if gate_up is not None:
+            weights[p + "mlp.gate_proj.weight"] = gate_up[:cfg.intermediate_size]
+            weights[p + "mlp.up_proj.weight"] = gate_up[cfg.intermediate_size:]
     if cfg.norm == "layer":  # OLMo: no norm parameters, a scale of ones
         names = ["model.norm.weight"] + [f"model.layers.{i}.{n}" for i in range(cfg.num_layers)
                                          for n in ("input_layernorm.weight",

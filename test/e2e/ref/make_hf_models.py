@@ -7,7 +7,9 @@ Models: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (q/k/v biases,
 tied embeddings) and MixtralForCausalLM (4 experts, top-2), each stored in
 float32, float16 and bfloat16; plus a sharded Llama (two safetensors files +
 model.safetensors.index.json) and a Llama whose head_dim (32) differs from
-hidden/heads (16). Tensor names and config keys are the real Hugging Face
+hidden/heads (16); and OlmoForCausalLM (LayerNorms without parameters) and
+Phi3ForCausalLM (fused qkv_proj and gate_up_proj), one dtype each. Tensor
+names and config keys are the real Hugging Face
 ones. Weights are drawn in float32 and then rounded to the storage dtype; the
 reference reads back the stored values, so it sees exactly what llmc sees.
 """
@@ -25,8 +27,9 @@ import safetensors_io  # noqa: E402
 DTYPES = {"f32": ("F32", "float32"), "f16": ("F16", "float16"), "bf16": ("BF16", "bfloat16")}
 ARCHS = ["llama", "mistral", "qwen2", "mixtral"]
 _ARCH_CLASS = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-               "qwen2": "Qwen2ForCausalLM", "mixtral": "MixtralForCausalLM"}
-_MODEL_TYPE = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "mixtral": "mixtral"}
+               "qwen2": "Qwen2ForCausalLM", "mixtral": "MixtralForCausalLM",
+               "olmo": "OlmoForCausalLM", "phi3": "Phi3ForCausalLM"}
+_MODEL_TYPE = {a: a for a in _ARCH_CLASS}
 
 
 def make_config(arch, dtype_name, head_dim=16, layers=None):
@@ -40,7 +43,8 @@ def make_config(arch, dtype_name, head_dim=16, layers=None):
         "num_key_value_heads": 2,
         "head_dim": head_dim,
         "rms_norm_eps": 1e-5 if arch != "qwen2" else 1e-6,
-        "rope_theta": {"llama": 10000.0, "mistral": 1000000.0, "qwen2": 1000000.0, "mixtral": 1000000.0}[arch],
+        "rope_theta": {"llama": 10000.0, "mistral": 1000000.0, "qwen2": 1000000.0,
+                       "mixtral": 1000000.0, "olmo": 10000.0, "phi3": 50000.0}[arch],
         "vocab_size": 256,
         "max_position_embeddings": 512,
         "tie_word_embeddings": arch == "qwen2",
@@ -56,6 +60,12 @@ def make_config(arch, dtype_name, head_dim=16, layers=None):
     if arch == "mixtral":
         cfg["num_local_experts"] = 4
         cfg["num_experts_per_tok"] = 2
+    if arch == "olmo":  # OlmoLayerNorm: no parameters, eps fixed at 1e-5
+        del cfg["rms_norm_eps"]
+        cfg["clip_qkv"] = None
+    if arch == "phi3":
+        cfg["rope_scaling"] = None
+        cfg["original_max_position_embeddings"] = 512
     return cfg
 
 
@@ -104,6 +114,15 @@ def make_weights(cfg, seed):
     w["model.norm.weight"] = norm_w(h) * (8.0 if tied else 1.0)
     if not cfg["tie_word_embeddings"]:
         w["lm_head.weight"] = mat(v, h, 0.3)
+    if arch == "olmo":
+        w = {n: t for n, t in w.items() if "norm" not in n}
+    if arch == "phi3":  # rows [q; k; v] and [gate; up] in one matrix each
+        for i in range(cfg["num_hidden_layers"]):
+            p = f"model.layers.{i}."
+            w[p + "self_attn.qkv_proj.weight"] = np.concatenate(
+                [w.pop(p + f"self_attn.{x}_proj.weight") for x in "qkv"])
+            w[p + "mlp.gate_up_proj.weight"] = np.concatenate(
+                [w.pop(p + "mlp.gate_proj.weight"), w.pop(p + "mlp.up_proj.weight")])
     return w
 
 
@@ -140,6 +159,8 @@ def model_specs():
     specs.append(("llama-f32-sharded", "llama", "f32", 16, 2, 2000))
     specs.append(("llama-bf16-headdim32", "llama", "bf16", 32, 1, 2001))
     specs.append(("qwen2-f16-headdim32", "qwen2", "f16", 32, 1, 2002))
+    specs.append(("olmo-bf16", "olmo", "bf16", 16, 1, 2003))
+    specs.append(("phi3-f16", "phi3", "f16", 16, 1, 2004))
     return specs
 
 
