@@ -92,10 +92,12 @@ def main():
             subprocess.run([args.llmc, "compile", os.path.join(tmp, "tiny-f32.gguf"), "-o", out,
                             "--no-sign", "--no-ir", *extra], check=True, capture_output=True)
     # ONNX: the committed exporter fixtures under max_len (a GELU Llama the
-    # raiser refuses late, and the external-data graphs).
-    onnx_dir = os.path.join(REPO, "test", "fixtures", "onnx", "bad")
-    for f in sorted(os.listdir(onnx_dir)):
-        shutil.copy(os.path.join(onnx_dir, f), os.path.join(corpus, "onnx", f))
+    # raiser refuses late, and the external-data graphs), and tiny exports of
+    # the raised patterns (Phi-3's fused projections, OLMo's LayerNorms).
+    for sub in ("bad", "seeds"):
+        onnx_dir = os.path.join(REPO, "test", "fixtures", "onnx", sub)
+        for f in sorted(os.listdir(onnx_dir)):
+            shutil.copy(os.path.join(onnx_dir, f), os.path.join(corpus, "onnx", f))
     for i, r in enumerate(REQUESTS):
         write(os.path.join(corpus, "request", f"body{i}.json"), json.dumps(r).encode())
     for root, _, files in os.walk(corpus):

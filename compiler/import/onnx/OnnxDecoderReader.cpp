@@ -376,6 +376,11 @@ std::string Raiser::residualAdd(const std::string &r, const std::string &branch)
   return {};
 }
 
+bool Raiser::isGraphOutput(const std::string &v) const {
+  return std::any_of(g_.outputs.begin(), g_.outputs.end(),
+                     [&](const std::string &o) { return canon(o) == canon(v); });
+}
+
 /// The Gather of token ids (a graph input) from a 2-D float constant.
 int Raiser::embeddingGather() const {
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
@@ -551,7 +556,12 @@ SourceModel Raiser::run() {
       fail("more than 4096 layers: the residual stream does not end in logits");
     auto n = matchNorm(r);
     std::vector<Linear> head = n ? linearsFrom(n->out) : std::vector<Linear>{};
-    if (head.size() == 1 && head[0].outDim == vocab) {
+    // The head: one projection to the vocabulary whose result is a graph
+    // output (a fused qkv of vocabulary width is not one).
+    if (head.size() == 1 && head[0].outDim == vocab && !isGraphOutput(head[0].out) &&
+        splitFused(head[0]).empty())
+      fail("the LM head's result '" + head[0].out + "' is not a graph output");
+    if (head.size() == 1 && head[0].outDim == vocab && isGraphOutput(head[0].out)) {
       addNorm(*n, "output_norm.weight");
       raiseHead(head[0]);
       logits = head[0].out;
@@ -560,8 +570,6 @@ SourceModel Raiser::run() {
     r = raiseAttention(layer, r);
     r = raiseMlp(layer, r);
   }
-  if (std::find(g_.outputs.begin(), g_.outputs.end(), logits) == g_.outputs.end())
-    fail("the LM head's result '" + logits + "' is not a graph output");
   readRotary();
   fillConfig(layer);
   checkCoverage(logits);

@@ -109,6 +109,7 @@ private:
   std::string residualAdd(const std::string &r, const std::string &branch);
   bool reaches(const std::string &from, int target) const;
   int embeddingGather() const;
+  bool isGraphOutput(const std::string &v) const; // looking through Cast and Identity
 
   void addConstant(const std::string &value, const std::string &name,
                    std::vector<int64_t> shape = {});
