@@ -231,4 +231,14 @@ private:
 
 void validateSourceModel(const SourceModel &m) { Validator(m).run(); }
 
+void addUnitScale(SourceModel &m, const std::string &name, int64_t n) {
+  auto buf = std::make_shared<OwnedBuffer>();
+  buf->bytes.resize(size_t(n) * sizeof(float));
+  const float one = 1.0f;
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(buf->bytes.data() + i * sizeof(float), &one, sizeof(float));
+  m.buffers.push_back(buf);
+  m.tensors.push_back({name, DType::F32, {n}, buf->bytes.data(), int64_t(buf->bytes.size())});
+}
+
 } // namespace llmc

@@ -40,6 +40,10 @@ struct OwnedBuffer : SourceBuffer {
   std::vector<uint8_t> bytes;
 };
 
+/// Adds tensor `name`: n float32 ones in a buffer of its own (the scale of
+/// a norm a checkpoint stores without one, e.g. OLMo's LayerNorms).
+void addUnitScale(SourceModel &m, const std::string &name, int64_t n);
+
 /// Whole file as a string; throws ImportError if it cannot be read.
 std::string readTextFile(const std::string &path);
 bool fileExists(const std::string &path);

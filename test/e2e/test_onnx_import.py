@@ -28,7 +28,9 @@ LayerNorm models: OLMo (parameter-free LayerNorms) exported at opset 17
 ...), both against onnxruntime, the NumPy reference and the HF import; a
 Llama with affine LayerNorms (scale and shift; onnxruntime's logits only,
 no transformers family has that shape) and its transformer-optimizer output
-(SkipLayerNormalization). Interleaved RoPE: the optimizer's RotaryEmbedding
+(SkipLayerNormalization). onnxruntime-genai's model builder output (packed
+qkv into the GroupQueryAttention contrib op, RoPE inside it, weights as
+external data): the same model as the plain export. Interleaved RoPE: the optimizer's RotaryEmbedding
 with interleaved=1 (onnxruntime's logits). Depth pruning (WRP, one block)
 gives the same artifact and logits from the ONNX and the HF import.
 Bad input: a tanh-approximated GELU MLP (a pattern llmc does not raise: the
@@ -52,7 +54,8 @@ MODELS = ["llama-tied", "qwen2-bias", "llama-gelu", "llama-f16", "llama-past", "
 # Exports with no Hugging Face folder (onnxruntime's logits are the reference).
 ORT_ONLY = ["llama-layernorm", "llama-interleaved"]
 QUANTIZED = [("llama-q4", "llama-tied"), ("qwen2-q4sym", "qwen2-bias"), ("llama-qdq", "llama-tied")]
-OPTIMIZED = [("llama-ortopt", "llama-tied"), ("llama-layernorm-ortopt", "llama-layernorm")]
+OPTIMIZED = [("llama-ortopt", "llama-tied"), ("llama-layernorm-ortopt", "llama-layernorm"),
+             ("llama-genai", "llama-tied")]
 # llmc float32 vs onnxruntime float32: measured max abs error 1.4e-6 and
 # 1.2e-6 with max|logit| 2.2 (6e-7 relative); vs the float64 NumPy
 # reference likewise. 1e-5 relative leaves ~15x; a wrong RoPE half, bias or
@@ -113,14 +116,10 @@ def model_checks(checks, work, name):
                  f"rope_theta {a['config']['rope_theta']}")
     checks.check(np.array_equal(got, hf), f"{name}: ONNX and HF imports give bit-identical logits",
                  f"max |diff| {float(np.abs(got - hf).max()):.3g}")
-    piped = [os.path.join(work, f"{name}.{k}.rtn-snapkv.llmc") for k in ("onnx", "hf")]
-    if not (compile_to(checks, os.path.join(folder, "model.onnx"), piped[0],
-                       ["--pipeline", PIPELINE]) and
-            compile_to(checks, folder, piped[1], ["--pipeline", PIPELINE])):
+    both = both_imports(checks, work, name, folder, prompt, PIPELINE, "rtn-snapkv")
+    if not both:
         return
-    pa, pb = manifest(piped[0]), manifest(piped[1])
-    la = harness.llmc_logits(piped[0], prompt, os.path.join(work, f"{name}.p-onnx.npy"))
-    lb = harness.llmc_logits(piped[1], prompt, os.path.join(work, f"{name}.p-hf.npy"))
+    pa, pb, la, lb = both
     checks.check(pa == pb and np.array_equal(la, lb),
                  f"{name}: RTN 4-bit + SnapKV give the same artifact and logits from either import",
                  f"passes {[p.split('{')[0] for p in pa['pipeline']['passes']]}, "
@@ -128,6 +127,18 @@ def model_checks(checks, work, name):
     if name in EXPECT_CONFIG:
         config_check(checks, name, a)
         prune_checks(checks, work, name, folder, prompt, got)
+
+
+def both_imports(checks, work, name, folder, prompt, pipeline, tag):
+    """The ONNX and the HF import compiled through `pipeline`: their
+    manifests and prompt logits (onnx, hf, onnx, hf), or None."""
+    arts = [os.path.join(work, f"{name}.{k}.{tag}.llmc") for k in ("onnx", "hf")]
+    if not (compile_to(checks, os.path.join(folder, "model.onnx"), arts[0],
+                       ["--pipeline", pipeline]) and
+            compile_to(checks, folder, arts[1], ["--pipeline", pipeline])):
+        return None
+    logits = [harness.llmc_logits(a, prompt, a[:-len(".llmc")] + ".npy") for a in arts]
+    return manifest(arts[0]), manifest(arts[1]), logits[0], logits[1]
 
 
 def config_check(checks, name, m):
@@ -138,14 +149,10 @@ def config_check(checks, name, m):
 
 def prune_checks(checks, work, name, folder, prompt, unpruned):
     """Depth pruning sees the same model from either import."""
-    piped = [os.path.join(work, f"{name}.{k}.wrp.llmc") for k in ("onnx", "hf")]
-    if not (compile_to(checks, os.path.join(folder, "model.onnx"), piped[0],
-                       ["--pipeline", PRUNE]) and
-            compile_to(checks, folder, piped[1], ["--pipeline", PRUNE])):
+    both = both_imports(checks, work, name, folder, prompt, PRUNE, "wrp")
+    if not both:
         return
-    pa, pb = manifest(piped[0]), manifest(piped[1])
-    la = harness.llmc_logits(piped[0], prompt, os.path.join(work, f"{name}.wrp-onnx.npy"))
-    lb = harness.llmc_logits(piped[1], prompt, os.path.join(work, f"{name}.wrp-hf.npy"))
+    pa, pb, la, lb = both
     checks.check(pa == pb and np.array_equal(la, lb) and pa["config"]["num_layers"] == 1,
                  f"{name}: {PRUNE} gives the same artifact and logits from either import",
                  f"{pa['config']['num_layers']} block left, logits moved by "

@@ -356,13 +356,7 @@ private:
     for (const std::string &n : names) {
       if (m_.find(n))
         importFail(dir_, "an OLMo checkpoint with a norm weight (" + n + ")");
-      auto ones = std::make_shared<OwnedBuffer>();
-      ones->bytes.resize(size_t(d) * sizeof(float));
-      const float one = 1.0f;
-      for (int64_t i = 0; i < d; ++i)
-        std::memcpy(ones->bytes.data() + i * sizeof(float), &one, sizeof(float));
-      m_.buffers.push_back(ones);
-      m_.tensors.push_back({n, DType::F32, {d}, ones->bytes.data(), int64_t(ones->bytes.size())});
+      addUnitScale(m_, n, d);
     }
   }
 

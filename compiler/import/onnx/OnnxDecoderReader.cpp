@@ -444,7 +444,9 @@ void Raiser::checkCoverage(const std::string &logits) const {
       "TopK", "ReduceSum", "NonZero", "Split", "Flatten", "ScatterElements", "OneHot",
       "GatherElements", "GatherND", "Tile", "DequantizeLinear",
       // onnxruntime's transformer optimizer: fused skip-norm and RoPE
-      "SkipSimplifiedLayerNormalization", "SkipLayerNormalization", "RotaryEmbedding"};
+      "SkipSimplifiedLayerNormalization", "SkipLayerNormalization", "RotaryEmbedding",
+      // onnxruntime-genai's builder: attention as one op
+      "GroupQueryAttention"};
   std::set<int> seen;
   std::vector<int> todo{producer_.at(logits)};
   while (!todo.empty()) {

@@ -45,13 +45,7 @@ void Raiser::addNorm(Norm n, const std::string &name) {
          std::string(spelling(*normKind_)) + "; llmc raises one norm kind per model");
   const int64_t width = constant(embedding_)->shape[1];
   if (n.weight.empty()) { // torch's layer_norm without a scale: a scale of ones
-    auto buf = std::make_shared<OwnedBuffer>();
-    buf->bytes.resize(size_t(width) * sizeof(float));
-    const float one = 1.0f;
-    for (int64_t i = 0; i < width; ++i)
-      std::memcpy(buf->bytes.data() + i * sizeof(float), &one, sizeof(float));
-    m_.buffers.push_back(buf);
-    m_.tensors.push_back({name, DType::F32, {width}, buf->bytes.data(), int64_t(buf->bytes.size())});
+    addUnitScale(m_, name, width);
   } else {
     addConstant(n.weight, name);
   }
@@ -114,14 +108,10 @@ void Raiser::addLinear(const Linear &l, const std::string &name) {
     addConstant(l.bias, name + ".bias");
 }
 
-std::string Raiser::raiseAttention(int64_t layer, const std::string &r) {
-  const std::string blk = "blk." + std::to_string(layer) + ".";
-  auto n = matchNorm(r);
-  if (!n)
-    fail("layer " + std::to_string(layer) + ": no RMSNorm or LayerNorm reads the residual "
-         "stream '" + r + "'");
-  addNorm(*n, blk + "attn_norm.weight");
-  std::vector<Linear> lins = linearsFrom(n->out);
+/// q, k, v as exported attention computes them: q and k reach the scores
+/// MatMul, v the MatMul after the Softmax (separate projections, or one cut
+/// by Slices: OnnxFusedReader.cpp).
+Raiser::QkvParts Raiser::softmaxAttention(int64_t layer, std::vector<Linear> lins) {
   if (lins.size() == 1) // Phi-3's qkv_proj: one MatMul, its result sliced
     if (std::vector<Linear> parts = splitFused(lins[0]); parts.size() == 3)
       lins = parts;
@@ -157,10 +147,25 @@ std::string Raiser::raiseAttention(int64_t layer, const std::string &r) {
       !reaches(node(scores).outputs[0], context))
     fail("layer " + std::to_string(layer) + ": the q, k, v projections do not form "
          "softmax(q k^T) v attention as llmc knows it");
-  std::vector<Use> proj = matmulsReached(node(context).outputs[0], true);
+  return QkvParts{*q, *k, *v, canon(node(context).outputs[0])};
+}
+
+std::string Raiser::raiseAttention(int64_t layer, const std::string &r) {
+  const std::string blk = "blk." + std::to_string(layer) + ".";
+  auto n = matchNorm(r);
+  if (!n)
+    fail("layer " + std::to_string(layer) + ": no RMSNorm or LayerNorm reads the residual "
+         "stream '" + r + "'");
+  addNorm(*n, blk + "attn_norm.weight");
+  std::vector<Linear> lins = linearsFrom(n->out);
+  std::optional<QkvParts> parts = contribAttention(layer, lins);
+  if (!parts)
+    parts = softmaxAttention(layer, std::move(lins));
+  const Linear *q = &parts->q, *k = &parts->k, *v = &parts->v;
+  std::vector<Use> proj = matmulsReached(parts->context, true);
   if (proj.size() != 1)
-    fail(node(context).describe() + ": its result reaches " + std::to_string(proj.size()) +
-         " weight MatMuls; expected the output projection alone");
+    fail("layer " + std::to_string(layer) + ": the attention's result reaches " +
+         std::to_string(proj.size()) + " weight MatMuls; expected the output projection alone");
   std::optional<Linear> o;
   for (const Linear &l : linearsFrom(node(proj[0].node).inputs[0]))
     if (l.node == proj[0].node)

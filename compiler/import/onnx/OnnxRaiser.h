@@ -119,7 +119,17 @@ private:
   std::shared_ptr<OwnedBuffer> dequantizeNBits(const Linear &l);
   /// A DequantizeLinear weight [in, out] as float32 [out, in].
   std::shared_ptr<OwnedBuffer> dequantizeQdq(const Linear &l);
+  /// An attention's projections and the value its output projection reads.
+  struct QkvParts {
+    Linear q, k, v;
+    std::string context;
+  };
   std::string raiseAttention(int64_t layer, const std::string &r);
+  QkvParts softmaxAttention(int64_t layer, std::vector<Linear> lins);
+  /// onnxruntime's GroupQueryAttention contrib op fed by the projections
+  /// (OnnxAttentionReader.cpp); nullopt when none reads them.
+  std::optional<QkvParts> contribAttention(int64_t layer, const std::vector<Linear> &lins);
+  void useRopeStyle(RopeStyle style, const OnnxNode &n);
   std::string activationOf(const std::string &g, Activation &kind) const;
   std::optional<Gated> gatedPair(const Linear &a, const Linear &b) const;
   std::string raiseMlp(int64_t layer, const std::string &r);

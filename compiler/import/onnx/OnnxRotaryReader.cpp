@@ -118,13 +118,10 @@ void Raiser::readRotaryEmbeddingOps() {
                        *sn = n.inputs.size() >= 4 ? constant(n.inputs[3]) : nullptr;
     if (!cs || !sn || cs->shape != sn->shape || cs->shape.size() != 2)
       fail(n.describe() + ": its cos and sin caches are not constants of one shape [P, d/2]");
-    const RopeStyle style = n.ints.count("interleaved") && n.ints.at("interleaved") != 0
-                                ? RopeStyle::Interleaved
-                                : RopeStyle::Half;
-    if (ropeStyle_ && *ropeStyle_ != style)
-      fail(n.describe() + ": rotates " + std::string(spelling(style)) + " where an earlier "
-           "RotaryEmbedding rotates " + std::string(spelling(*ropeStyle_)));
-    ropeStyle_ = style;
+    useRopeStyle(n.ints.count("interleaved") && n.ints.at("interleaved") != 0
+                     ? RopeStyle::Interleaved
+                     : RopeStyle::Half,
+                 n);
     if (n.ints.count("rotary_embedding_dim") && n.ints.at("rotary_embedding_dim") != 0 &&
         n.ints.at("rotary_embedding_dim") != 2 * cs->shape[1])
       fail(n.describe() + ": partial rotary (rotary_embedding_dim) is not raised");
@@ -133,6 +130,14 @@ void Raiser::readRotaryEmbeddingOps() {
     if (!claimed_.count(cs->name))
       useCaches(*cs, *sn, true);
   }
+}
+
+/// Records the rotation of a contrib op's RoPE; every such op must agree.
+void Raiser::useRopeStyle(RopeStyle style, const OnnxNode &n) {
+  if (ropeStyle_ && *ropeStyle_ != style)
+    fail(n.describe() + ": rotates " + std::string(spelling(style)) + " where an earlier "
+         "rotary op rotates " + std::string(spelling(*ropeStyle_)));
+  ropeStyle_ = style;
 }
 
 /// Frequencies from cos and sin caches, one row per position: frequency j
