@@ -159,16 +159,26 @@ def prune_checks(checks, work, name, folder, prompt, unpruned):
                  f"{float(np.abs(la - unpruned).max()):.3g}")
 
 
-def ort_only_checks(checks, work, name):
-    """An export with no HF folder: llmc's logits against onnxruntime's."""
+def against_ort(checks, work, name, art_name, label):
+    """Compiles fixture `name` to work/`art_name`.llmc and compares its prompt
+    logits with onnxruntime's: (logits, artifact, reference), or None."""
     folder = os.path.join(FIXTURES, name)
     ref = np.load(os.path.join(folder, "reference.npz"))
     prompt = [int(t) for t in ref["prompt"]]
-    art = os.path.join(work, f"{name}.onnx.llmc")
+    art = os.path.join(work, f"{art_name}.llmc")
     if not compile_to(checks, os.path.join(folder, "model.onnx"), art):
+        return None
+    got = harness.llmc_logits(art, prompt, os.path.join(work, f"{art_name}.npy"))
+    harness.compare_logits(checks, f"{name}{label} vs onnxruntime", got, ref["logits"], REL_TOL)
+    return got, art, ref
+
+
+def ort_only_checks(checks, work, name):
+    """An export with no HF folder: llmc's logits against onnxruntime's."""
+    res = against_ort(checks, work, name, f"{name}.onnx", "")
+    if not res:
         return
-    got = harness.llmc_logits(art, prompt, os.path.join(work, f"{name}.onnx.npy"))
-    harness.compare_logits(checks, f"{name} vs onnxruntime", got, ref["logits"], REL_TOL)
+    got, art, _ = res
     config_check(checks, name, manifest(art))
     if name == "llama-interleaved":  # the half-rotating original: other logits
         half = np.load(os.path.join(FIXTURES, "llama-ortopt", "reference.npz"))["logits"]
@@ -181,15 +191,11 @@ def quantized_checks(checks, work, name, float_name):
     """An onnxruntime-quantized export (MatMulNBits): llmc dequantizes the
     codes exactly as onnxruntime does, so the logits match its run; they
     differ from the float model's (the codes are really read)."""
-    folder = os.path.join(FIXTURES, name)
-    ref = np.load(os.path.join(folder, "reference.npz"))
-    prompt = [int(t) for t in ref["prompt"]]
-    art = os.path.join(work, f"{name}.llmc")
-    if not compile_to(checks, os.path.join(folder, "model.onnx"), art):
+    res = against_ort(checks, work, name, name, " (quantized weights)")
+    if not res:
         return
-    got = harness.llmc_logits(art, prompt, os.path.join(work, f"{name}.npy"))
-    harness.compare_logits(checks, f"{name} (quantized weights) vs onnxruntime", got,
-                           ref["logits"], REL_TOL)
+    got, _, ref = res
+    folder = os.path.join(FIXTURES, name)
     float_logits = np.load(os.path.join(FIXTURES, float_name, "reference.npz"))["logits"]
     moved = float(np.abs(float_logits - ref["logits"]).max())
     checks.check(moved > 1e-2, f"{name}: 4-bit logits differ from the float model's",
@@ -203,15 +209,11 @@ def optimized_checks(checks, work, name, plain):
     """onnxruntime's transformer optimizer output (fused skip-norms and
     RotaryEmbedding contrib ops) raises to the same model as the plain
     export: same manifest, bit-identical logits, and onnxruntime's."""
-    folder = os.path.join(FIXTURES, name)
-    ref = np.load(os.path.join(folder, "reference.npz"))
-    prompt = [int(t) for t in ref["prompt"]]
-    art, plain_art = os.path.join(work, f"{name}.llmc"), os.path.join(work, f"{plain}.onnx.llmc")
-    if not compile_to(checks, os.path.join(folder, "model.onnx"), art):
+    res = against_ort(checks, work, name, name, " (fused ops)")
+    if not res:
         return
-    got = harness.llmc_logits(art, prompt, os.path.join(work, f"{name}.npy"))
-    harness.compare_logits(checks, f"{name} (fused ops) vs onnxruntime", got, ref["logits"],
-                           REL_TOL)
+    got, art, _ = res
+    plain_art = os.path.join(work, f"{plain}.onnx.llmc")
     plain_logits = np.load(os.path.join(work, f"{plain}.onnx.npy"))
     a, b = manifest(art), manifest(plain_art)
     for m in (a, b):
