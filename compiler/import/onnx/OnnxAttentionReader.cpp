@@ -13,17 +13,6 @@
 
 namespace llmc::onnx_import {
 
-namespace {
-int64_t intAttr(const OnnxNode &n, const char *name, int64_t otherwise) {
-  auto it = n.ints.find(name);
-  return it == n.ints.end() ? otherwise : it->second;
-}
-float floatAttr(const OnnxNode &n, const char *name, float otherwise) {
-  auto it = n.floats.find(name);
-  return it == n.floats.end() ? otherwise : it->second;
-}
-} // namespace
-
 std::optional<Raiser::QkvParts> Raiser::contribAttention(int64_t layer,
                                                          const std::vector<Linear> &lins) {
   if (lins.empty())
@@ -36,7 +25,7 @@ std::optional<Raiser::QkvParts> Raiser::contribAttention(int64_t layer,
     return std::nullopt;
   const OnnxNode &n = node(gqa);
   const std::string at = "layer " + std::to_string(layer) + ": " + n.describe();
-  const int64_t H = intAttr(n, "num_heads", 0), KV = intAttr(n, "kv_num_heads", 0);
+  const int64_t H = n.intAttr("num_heads", 0), KV = n.intAttr("kv_num_heads", 0);
   if (H <= 0 || KV <= 0 || H % KV)
     fail(at + ": num_heads " + std::to_string(H) + " is not a positive multiple of "
          "kv_num_heads " + std::to_string(KV));
@@ -70,14 +59,14 @@ std::optional<Raiser::QkvParts> Raiser::contribAttention(int64_t layer,
          "raises q, k, v (inputs 0-2) or one packed qkv (input 0)");
   }
   const int64_t hd = p.q.outDim / H;
-  if (intAttr(n, "do_rotary", 0) != 1)
+  if (n.intAttr("do_rotary", 0) != 1)
     fail(at + ": without do_rotary (RoPE outside the op) it is not raised");
-  const float scale = floatAttr(n, "scale", 0.0f);
+  const float scale = n.floatAttr("scale", 0.0f);
   if (scale != 0.0f && std::fabs(scale * std::sqrt(double(hd)) - 1.0) > 1e-6)
     fail(at + ": scale " + std::to_string(scale) + " is not 1/sqrt(head size " +
          std::to_string(hd) + ")");
-  if (intAttr(n, "local_window_size", -1) != -1 || floatAttr(n, "softcap", 0.0f) != 0.0f ||
-      intAttr(n, "smooth_softmax", 0) != 0)
+  if (n.intAttr("local_window_size", -1) != -1 || n.floatAttr("softcap", 0.0f) != 0.0f ||
+      n.intAttr("smooth_softmax", 0) != 0)
     fail(at + ": a local window, softcap or smooth softmax is not raised");
   if (!input(10).empty() || !input(11).empty())
     fail(at + ": an attention bias or head sink input is not raised");
@@ -85,8 +74,7 @@ std::optional<Raiser::QkvParts> Raiser::contribAttention(int64_t layer,
   if (!cs || !sn || cs->shape != sn->shape || cs->shape.size() != 2 || cs->shape[1] * 2 != hd)
     fail(at + ": its cos and sin caches are not constants [positions, " + std::to_string(hd / 2) +
          "]");
-  useRopeStyle(intAttr(n, "rotary_interleaved", 0) ? RopeStyle::Interleaved : RopeStyle::Half,
-               n);
+  useRopeStyle(n.intAttr("rotary_interleaved", 0) ? RopeStyle::Interleaved : RopeStyle::Half, n);
   if (!claimed_.count(cs->name))
     useCaches(*cs, *sn, true);
   p.context = canon(n.outputs[0]);

@@ -100,15 +100,13 @@ std::optional<int> Raiser::userOp(const std::string &v, const char *op, int slot
 std::optional<Norm> Raiser::fusedNorm(const OnnxNode &n, int slot) const {
   if (slot != 0 || n.inputs.size() < 2 || n.outputs.empty())
     return std::nullopt;
-  auto eps = n.floats.find("epsilon");
-  const double e = eps == n.floats.end() ? 1e-5 : double(eps->second);
+  const double e = n.floatAttr("epsilon", 1e-5f);
   if (n.op == "SimplifiedLayerNormalization")
     return Norm{canon(n.outputs[0]), canon(n.inputs[1]), e};
   if (n.op != "LayerNormalization")
     return std::nullopt;
-  auto axis = n.ints.find("axis");
-  if (axis != n.ints.end() && axis->second != -1)
-    fail(n.describe() + ": LayerNormalization over axis " + std::to_string(axis->second) +
+  if (const int64_t axis = n.intAttr("axis", -1); axis != -1)
+    fail(n.describe() + ": LayerNormalization over axis " + std::to_string(axis) +
          "; llmc raises it over the last axis (-1) only");
   Norm out{canon(n.outputs[0]), canon(n.inputs[1]), e, NormKind::LayerNorm};
   if (n.inputs.size() > 2 && !n.inputs[2].empty())
@@ -262,8 +260,8 @@ std::vector<Linear> Raiser::linearsFrom(const std::string &v) const {
     if (mm.op == "MatMulNBits") { // [N, blocks, bytes] codes: dequantized by addLinear
       l.weight = canon(mm.inputs[1]);
       l.nbits = true;
-      l.in = mm.ints.count("K") ? mm.ints.at("K") : 0;
-      l.outDim = mm.ints.count("N") ? mm.ints.at("N") : 0;
+      l.in = mm.intAttr("K", 0);
+      l.outDim = mm.intAttr("N", 0);
       if (mm.inputs.size() > 5 && !mm.inputs[5].empty())
         l.bias = canon(mm.inputs[5]);
     } else if (const int q = producerOf(mm.inputs[1]);
@@ -363,9 +361,7 @@ std::string Raiser::residualAdd(const std::string &r, const std::string &branch)
       const std::string sum = n.outputs.size() > 3 && !n.outputs[3].empty()
                                   ? canon(n.outputs[3])
                                   : "#sum of " + n.name;
-      auto eps = n.floats.find("epsilon");
-      Norm fused{canon(n.outputs[0]), canon(n.inputs[2]),
-                 eps == n.floats.end() ? 1e-5 : double(eps->second),
+      Norm fused{canon(n.outputs[0]), canon(n.inputs[2]), n.floatAttr("epsilon", 1e-5f),
                  simplified ? NormKind::RMSNorm : NormKind::LayerNorm};
       if (!simplified && n.inputs.size() > 3 && !n.inputs[3].empty())
         fused.bias = canon(n.inputs[3]);
@@ -560,14 +556,15 @@ SourceModel Raiser::run() {
     std::vector<Linear> head = n ? linearsFrom(n->out) : std::vector<Linear>{};
     // The head: one projection to the vocabulary whose result is a graph
     // output (a fused qkv of vocabulary width is not one).
-    if (head.size() == 1 && head[0].outDim == vocab && !isGraphOutput(head[0].out) &&
-        splitFused(head[0]).empty())
-      fail("the LM head's result '" + head[0].out + "' is not a graph output");
-    if (head.size() == 1 && head[0].outDim == vocab && isGraphOutput(head[0].out)) {
-      addNorm(*n, "output_norm.weight");
-      raiseHead(head[0]);
-      logits = head[0].out;
-      break;
+    if (head.size() == 1 && head[0].outDim == vocab) {
+      if (isGraphOutput(head[0].out)) {
+        addNorm(*n, "output_norm.weight");
+        raiseHead(head[0]);
+        logits = head[0].out;
+        break;
+      }
+      if (splitFused(head[0]).empty())
+        fail("the LM head's result '" + head[0].out + "' is not a graph output");
     }
     r = raiseAttention(layer, r);
     r = raiseMlp(layer, r);

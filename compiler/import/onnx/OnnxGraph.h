@@ -63,6 +63,15 @@ struct OnnxNode {
   std::map<std::string, std::string> strings;
   /// "node 'NAME' (OP)" for diagnostics.
   std::string describe() const;
+  /// Attribute `key`, or `otherwise` when the node does not set it.
+  int64_t intAttr(const std::string &key, int64_t otherwise) const {
+    auto it = ints.find(key);
+    return it == ints.end() ? otherwise : it->second;
+  }
+  float floatAttr(const std::string &key, float otherwise) const {
+    auto it = floats.find(key);
+    return it == floats.end() ? otherwise : it->second;
+  }
 };
 
 struct OnnxGraph {

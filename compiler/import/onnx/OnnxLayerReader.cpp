@@ -43,12 +43,10 @@ void Raiser::addNorm(Norm n, const std::string &name) {
   else if (*normKind_ != n.kind)
     fail(name + ": a " + std::string(spelling(n.kind)) + " in a model whose first norm is a " +
          std::string(spelling(*normKind_)) + "; llmc raises one norm kind per model");
-  const int64_t width = constant(embedding_)->shape[1];
-  if (n.weight.empty()) { // torch's layer_norm without a scale: a scale of ones
-    addUnitScale(m_, name, width);
-  } else {
+  if (n.weight.empty()) // torch's layer_norm without a scale: a scale of ones
+    addUnitScale(m_, name, constant(embedding_)->shape[1]);
+  else
     addConstant(n.weight, name);
-  }
   if (!n.bias.empty()) {
     // An all-zero shift (torch's opset-17 LayerNormalization of a norm
     // without one) changes nothing: claimed, not stored, so the model is

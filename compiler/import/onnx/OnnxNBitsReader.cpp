@@ -22,8 +22,8 @@ namespace llmc::onnx_import {
 
 std::shared_ptr<OwnedBuffer> Raiser::dequantizeNBits(const Linear &l) {
   const OnnxNode &mm = node(l.node);
-  const int64_t bits = mm.ints.count("bits") ? mm.ints.at("bits") : 4;
-  const int64_t block = mm.ints.count("block_size") ? mm.ints.at("block_size") : 0;
+  const int64_t bits = mm.intAttr("bits", 4);
+  const int64_t block = mm.intAttr("block_size", 0);
   const int64_t N = l.outDim, K = l.in;
   if ((bits != 4 && bits != 8 && bits != 2) || block < 16 || (block & (block - 1)) || N <= 0 ||
       K <= 0)
@@ -78,9 +78,9 @@ std::shared_ptr<OwnedBuffer> Raiser::dequantizeQdq(const Linear &l) {
   const OnnxConstant *zero =
       dq.inputs.size() > 2 && !dq.inputs[2].empty() ? constant(dq.inputs[2]) : nullptr;
   const int64_t K = l.in, N = l.outDim;
-  int64_t axis = dq.ints.count("axis") ? dq.ints.at("axis") : 1;
+  int64_t axis = dq.intAttr("axis", 1);
   axis = axis < 0 ? axis + 2 : axis;
-  const int64_t block = dq.ints.count("block_size") ? dq.ints.at("block_size") : 0;
+  const int64_t block = dq.intAttr("block_size", 0);
   if (q.isFloat() || !scale || !scale->isFloat() || (axis != 0 && axis != 1) || block < 0 ||
       (dq.inputs.size() > 2 && !dq.inputs[2].empty() && !zero) ||
       (zero && zero->shape != scale->shape))

@@ -118,10 +118,7 @@ void Raiser::readRotaryEmbeddingOps() {
                        *sn = n.inputs.size() >= 4 ? constant(n.inputs[3]) : nullptr;
     if (!cs || !sn || cs->shape != sn->shape || cs->shape.size() != 2)
       fail(n.describe() + ": its cos and sin caches are not constants of one shape [P, d/2]");
-    useRopeStyle(n.ints.count("interleaved") && n.ints.at("interleaved") != 0
-                     ? RopeStyle::Interleaved
-                     : RopeStyle::Half,
-                 n);
+    useRopeStyle(n.intAttr("interleaved", 0) != 0 ? RopeStyle::Interleaved : RopeStyle::Half, n);
     if (n.ints.count("rotary_embedding_dim") && n.ints.at("rotary_embedding_dim") != 0 &&
         n.ints.at("rotary_embedding_dim") != 2 * cs->shape[1])
       fail(n.describe() + ": partial rotary (rotary_embedding_dim) is not raised");
