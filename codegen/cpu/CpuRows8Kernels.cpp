@@ -3,7 +3,7 @@
 // int8-activation kernel over the runtime's eight-row interleaved copy
 // (kRows8Template, kRows8Q4KTemplate): the kernel engine's default path,
 // used for every step size. Each is a template with the format and width
-// substituted, and the same T (1..4) switch as the f32-activation kernels.
+// substituted, and a T switch (1..codegen::kMaxRows8 = 8).
 //===----------------------------------------------------------------------===//
 #include "codegen/cpu/CpuKernelParts.h"
 
@@ -53,6 +53,9 @@ static void @NAME@_t(const unsigned char *w8, const int8_t *xq, const float *xd,
       _mm_prefetch(reinterpret_cast<const char *>(p + 1024), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char *>(p + 1088), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char *>(p + 1152), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char *>(p + 4096), _MM_HINT_T1); // as in _x2
+      _mm_prefetch(reinterpret_cast<const char *>(p + 4160), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char *>(p + 4224), _MM_HINT_T1);
       if constexpr (FMT == 2) {
         _mm_prefetch(reinterpret_cast<const char *>(p + 1216), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char *>(p + 1280), _MM_HINT_T0);
@@ -209,6 +212,13 @@ static void @NAME@_x2(const unsigned char *w8, const int8_t *xq, const float *xd
     _mm_prefetch(reinterpret_cast<const char *>(q + 1024), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char *>(p + 1088), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char *>(q + 1088), _MM_HINT_T0);
+    // And into L2 4 KiB ahead: the next groups, which the next call (the
+    // next row block) reads; a block's first token pass is latency-bound
+    // on weights that come from L3 or memory without it.
+    _mm_prefetch(reinterpret_cast<const char *>(p + 4096), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char *>(q + 4096), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char *>(p + 4160), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char *>(q + 4160), _MM_HINT_T1);
     if constexpr (FMT == 2) {
       _mm_prefetch(reinterpret_cast<const char *>(p + 1152), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char *>(q + 1152), _MM_HINT_T0);
@@ -393,6 +403,19 @@ extern "C" void @NAME@(const unsigned char *w8, const int8_t *xq, const float *x
   case 2: @NAME@_t<2>(w8, xq, xd, xs, ldq, ldd, y, ldy, g0, g1); break;
   case 3: @NAME@_t<3>(w8, xq, xd, xs, ldq, ldd, y, ldy, g0, g1); break;
   case 4: @NAME@_t<4>(w8, xq, xd, xs, ldq, ldd, y, ldy, g0, g1); break;
+#ifdef LLMC_R8_AVX512
+  // 32 vector registers: up to 8 tokens a pass over the weights.
+  case 5: @NAME@_t<5>(w8, xq, xd, xs, ldq, ldd, y, ldy, g0, g1); break;
+  case 6: @NAME@_t<6>(w8, xq, xd, xs, ldq, ldd, y, ldy, g0, g1); break;
+  case 7: @NAME@_t<7>(w8, xq, xd, xs, ldq, ldd, y, ldy, g0, g1); break;
+  case 8: @NAME@_t<8>(w8, xq, xd, xs, ldq, ldd, y, ldy, g0, g1); break;
+#else
+  // 16: four tokens a pass (more would spill the accumulators), twice.
+  case 5: case 6: case 7: case 8:
+    @NAME@_t<4>(w8, xq, xd, xs, ldq, ldd, y, ldy, g0, g1);
+    @NAME@(w8, xq + 4 * ldq, xd + 4 * ldd, xs + 4 * ldd, ldq, ldd, T - 4, y + 4 * ldy, ldy, g0, g1);
+    break;
+#endif
   default: break;
   }
 }

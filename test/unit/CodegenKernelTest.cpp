@@ -150,7 +150,7 @@ TEST(CodegenKernels, EightRowInt8KernelsMatchTheLibraryAtEveryLevel) {
       }
       kernels::packRows8(spec.dtype, w.data(), stride, rows, cols, packed.data());
       const int64_t ldq = cols + 32, ldd = cols / 32 + 2, ldy = rows + 3;
-      for (int T = 1; T <= kMaxRows; ++T) {
+      for (int T = 1; T <= kMaxRows8; ++T) {
         std::vector<float> x(static_cast<size_t>(T * cols));
         for (float &v : x)
           v = nd(rng);
@@ -161,10 +161,13 @@ TEST(CodegenKernels, EightRowInt8KernelsMatchTheLibraryAtEveryLevel) {
                                    d.data() + t * ldd, sums.data() + t * ldd);
         std::vector<float> y(size_t(T * ldy), -7.0f), ref(size_t(T * ldy), 0.0f);
         fn(packed.data(), q.data(), d.data(), sums.data(), ldq, ldd, T, y.data(), ldy, 1, 3);
-        const kernels::Rows8DotFn lib = kernels::rows8DotKernelScalar(spec.dtype, T);
-        for (int64_t g = 0; g < 3; ++g)
-          lib(packed.data() + g * gb, cols, q.data(), d.data(), sums.data(), ldq, ldd,
-              ref.data() + g * 8, ldy);
+        // The library's scalar kernel one token at a time (it takes at most
+        // kMaxInt8Rows; the generated ones up to kMaxRows8).
+        const kernels::Rows8DotFn lib = kernels::rows8DotKernelScalar(spec.dtype, 1);
+        for (int t = 0; t < T; ++t)
+          for (int64_t g = 0; g < 3; ++g)
+            lib(packed.data() + g * gb, cols, q.data() + t * ldq, d.data() + t * ldd,
+                sums.data() + t * ldd, ldq, ldd, ref.data() + t * ldy + g * 8, ldy);
         for (int t = 0; t < T; ++t)
           for (int64_t r = 0; r < rows; ++r) {
             const float got = y[size_t(t * ldy + r)];
@@ -235,7 +238,7 @@ TEST(CodegenKernels, VnniEightRowKernelsEqualTheAvx2OnesBitForBit) {
       }
     }
     kernels::packRows8(spec.dtype, w.data(), stride, rows, cols, packed.data());
-    for (int T = 1; T <= kMaxRows; ++T) {
+    for (int T = 1; T <= kMaxRows8; ++T) {
       // Activations at the int8 extremes too (+-127 in every block).
       std::vector<float> x(static_cast<size_t>(T * cols));
       for (size_t k = 0; k < x.size(); ++k)

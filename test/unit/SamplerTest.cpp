@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <vector>
 
 using namespace llmc;
@@ -32,6 +33,44 @@ TEST(Sampler, GreedyIsArgmaxLowestIdOnTies) {
   l[0] = NAN;
   EXPECT_EQ(s.sample(l.data(), int64_t(l.size())), 6);
   EXPECT_THROW(s.sample(l.data(), 0), std::runtime_error);
+}
+
+// Greedy over vocabularies of real size (lanes and a tail): the lowest id of
+// the largest logit, NaN as -inf, 0 when nothing is finite, as one loop with
+// a branch per logit picks it.
+TEST(Sampler, GreedyOverALargeVocabularyWithNaNTiesAndTail) {
+  auto reference = [](const std::vector<float> &l) {
+    int64_t best = 0;
+    float bv = std::isnan(l[0]) ? -INFINITY : l[0];
+    for (size_t i = 1; i < l.size(); ++i)
+      if (!std::isnan(l[i]) && l[i] > bv) {
+        bv = l[i];
+        best = int64_t(i);
+      }
+    return int32_t(best);
+  };
+  Sampler s(opts(0.0f, 0, 1.0f, 1));
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> small(-4, 4);
+  for (int64_t vocab : {1, 7, 16, 17, 49152, 49157}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> l(static_cast<size_t>(vocab));
+      for (float &v : l) // few distinct values: many ties
+        v = float(small(rng));
+      const int kind = trial % 5;
+      if (kind == 1) // NaN where the largest would be
+        for (float &v : l)
+          v = v == 4.0f ? NAN : v;
+      if (kind == 2) // the largest only in the tail
+        l.back() = 100.0f;
+      if (kind == 3) // nothing finite
+        for (size_t i = 0; i < l.size(); ++i)
+          l[i] = i % 2 ? NAN : -INFINITY;
+      if (kind == 4) // +inf ties
+        l[l.size() / 3] = l[l.size() / 2] = INFINITY;
+      EXPECT_EQ(s.sample(l.data(), vocab), reference(l)) << "vocab " << vocab << " trial " << trial;
+    }
+  }
 }
 
 TEST(Sampler, SameSeedSameSequence) {

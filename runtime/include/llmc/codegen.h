@@ -18,7 +18,7 @@
 namespace llmc::codegen {
 
 /// Version of the generated kernels' calling convention (llmc_codegen_abi()).
-inline constexpr int kAbi = 3;
+inline constexpr int kAbi = 4;
 
 /// A generated kernel: y[t*ldy + r] = dot(W row r, x + t*ldx) for t < T
 /// and r in [r0, r1); W rows are `stride` bytes apart, in the kernel's
@@ -33,12 +33,16 @@ inline bool floatRowsAnyT(DType t) { return t == DType::F32 || t == DType::F16 |
 /// A generated int8-activation kernel (abi 2) over the runtime's eight-row
 /// interleaved copy of a Q8_0/Q4_0/Q4_1 matrix (runtime/src/kernels/rows8.h):
 /// y[t*ldy + 8g + r] = dot(row 8g + r, activation row t) for groups g in
-/// [g0, g1), r < 8, t < T (1..kMaxRows); activation row t is int8 values at
+/// [g0, g1), r < 8, t < T (1..kMaxRows8); activation row t is int8 values at
 /// xq + t*ldq with per-32 scales and scaled sums at xd / xs + t*ldd
 /// (runtime/src/kernels/dot_int8.h).
 using Rows8Fn = void (*)(const uint8_t *packed, const int8_t *xq, const float *xd,
                          const float *xs, int64_t ldq, int64_t ldd, int32_t T, float *y,
                          int64_t ldy, int64_t g0, int64_t g1);
+/// Tokens per Rows8Fn call (abi 4; 4 before): each pass over a row block's
+/// weights serves up to 8 activation rows (at the v4 levels in one pass,
+/// below in two passes of 4 inside the kernel).
+inline constexpr int kMaxRows8 = 8;
 
 // Op kernels (abi 3): the plan's other kernels, specialised to the model's
 // widths, head shapes, RoPE frequencies and embedding format.

@@ -290,13 +290,15 @@ void int8Many(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x
     const int64_t n8 = w.rows8 ? nr / kernels::kRows8 * kernels::kRows8 : 0;
     const int64_t gb = w.rows8 ? kernels::rows8GroupBytes(w.rows8Type, cols) : 0;
     const codegen::Rows8Fn gen8 = w.rows8 && generated8 ? generated8[j] : nullptr;
+    if (gen8) // up to kMaxRows8 tokens a call: each pass over the weights serves more rows
+      for (int64_t t = 0; t < T; t += codegen::kMaxRows8)
+        gen8(w.rows8, q + t * cols, d + t * nb, s + t * nb, cols, nb,
+             int32_t(std::min<int64_t>(codegen::kMaxRows8, T - t)), job.y + t * job.ldy, job.ldy,
+             r0 / kernels::kRows8, (r0 + n8) / kernels::kRows8);
     for (int64_t t = 0; t < T; t += G) {
       const kernels::Int8DotFn fn = t < fullT ? full[j] : rest[j];
       const kernels::Rows8DotFn fn8 = t < fullT ? full8[j] : rest8[j];
-      if (gen8)
-        gen8(w.rows8, q + t * cols, d + t * nb, s + t * nb, cols, nb, int32_t(std::min(G, T - t)),
-             job.y + t * job.ldy, job.ldy, r0 / kernels::kRows8, (r0 + n8) / kernels::kRows8);
-      else
+      if (!gen8)
         for (int64_t r = r0; r < r0 + n8; r += kernels::kRows8)
           fn8(w.rows8 + (r / kernels::kRows8) * gb, cols, q + t * cols, d + t * nb, s + t * nb,
               cols, nb, job.y + t * job.ldy + r, job.ldy);
@@ -307,7 +309,10 @@ void int8Many(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x
     addBias(job, T, r0, nr);
   };
   // One token group: a chunk's blocks of one matrix are one kernel call.
-  const bool merge = T <= G;
+  bool allGenerated = generated8 != nullptr;
+  for (int j = 0; j < njobs; ++j)
+    allGenerated = allGenerated && jobs[j].w->rows8 && generated8[j];
+  const bool merge = T <= (allGenerated ? int64_t(codegen::kMaxRows8) : G);
   pool.parallelFor(0, work.total, grainFor(pool, work.total), [&](int64_t lo, int64_t hi) {
     runItems(work, jobs, njobs, paired, lo, hi, runBlock, merge);
   });
