@@ -29,7 +29,7 @@ int64_t Raiser::topK(int64_t layer, const Linear &router) const {
                                                    "(only Mixtral-style routing is raised)");
   const OnnxNode &t = node(*top);
   auto k = t.inputs.size() > 1 ? constant(t.inputs[1]) : nullptr;
-  if (!k || k->numElements() != 1 || (t.ints.count("largest") && t.ints.at("largest") != 1))
+  if (!k || k->numElements() != 1 || t.intAttr("largest", 1) != 1)
     fail(t.describe() + ": k is not a constant (or the smallest are taken)");
   bool renormalised = false;
   if (auto sum = userOp(t.outputs[0], "ReduceSum", 0))

@@ -119,10 +119,10 @@ void Raiser::readRotaryEmbeddingOps() {
     if (!cs || !sn || cs->shape != sn->shape || cs->shape.size() != 2)
       fail(n.describe() + ": its cos and sin caches are not constants of one shape [P, d/2]");
     useRopeStyle(n.intAttr("interleaved", 0) != 0 ? RopeStyle::Interleaved : RopeStyle::Half, n);
-    if (n.ints.count("rotary_embedding_dim") && n.ints.at("rotary_embedding_dim") != 0 &&
-        n.ints.at("rotary_embedding_dim") != 2 * cs->shape[1])
+    if (const int64_t dim = n.intAttr("rotary_embedding_dim", 0);
+        dim != 0 && dim != 2 * cs->shape[1])
       fail(n.describe() + ": partial rotary (rotary_embedding_dim) is not raised");
-    if (n.floats.count("scale") && n.floats.at("scale") != 1.0f)
+    if (n.floatAttr("scale", 1.0f) != 1.0f)
       fail(n.describe() + ": a RoPE scale is not raised");
     if (!claimed_.count(cs->name))
       useCaches(*cs, *sn, true);
