@@ -101,6 +101,10 @@ public:
                   addOp(s);
                   s.kind = OpKernelSpec::Kind::AttendF16RowsGroup; // f16 KV pools
                   addOp(s);
+                  if (s.headDim % 32 == 0) { // q8_0 KV pools (rows of 32-element groups)
+                    s.kind = OpKernelSpec::Kind::AttendQ8RowsGroup;
+                    addOp(s);
+                  }
                 }
                 return success();
               })

@@ -7,6 +7,7 @@
 // exponent.
 //===----------------------------------------------------------------------===//
 #include "codegen/cpu/CpuOpKernels.h"
+#include "codegen/cpu/CpuAttendKernels.h"
 #include "codegen/cpu/CpuKernelSource.h"
 
 #include <cmath>
@@ -21,6 +22,9 @@ namespace llmc::codegen {
 namespace {
 
 using Kind = OpKernelSpec::Kind;
+using detail::attendKernel;
+using detail::groupAttendKernel;
+using detail::num;
 
 /// Helpers the op kernels share (emitted once, before the first op kernel).
 const char *kOpPrelude = R"(
@@ -60,6 +64,43 @@ inline v8f load8h(const uint16_t *p) {
   return v;
 #endif
 }
+/// Eight int8 codes of a q8_0 KV row times the f16 scale at `scale`
+/// (exact: at most 7 + 11 significant bits).
+inline v8f load8q(const uint8_t *codes, const uint8_t *scale) {
+#ifdef __AVX2__
+  const __m128i c8 = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(codes));
+  const v8f c = (v8f)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c8));
+#else
+  v8f c;
+  for (int i = 0; i < 8; ++i)
+    c[i] = float(int8_t(codes[i]));
+#endif
+  return c * splat(h2f(scale));
+}
+typedef float v4f __attribute__((vector_size(16)));
+/// hsum8 of four vectors at once, lane i = hsum8(ai) bit for bit: the same
+/// additions in the same tree ((v0+v4) + (v1+v5)) + ((v2+v6) + (v3+v7)),
+/// with the lanes gathered by shuffles instead of one vector at a time.
+inline v4f hsum8x4(v8f a0, v8f a1, v8f a2, v8f a3) {
+  const v8f p01 = __builtin_shufflevector(a0, a1, 0, 1, 2, 3, 8, 9, 10, 11) +
+                  __builtin_shufflevector(a0, a1, 4, 5, 6, 7, 12, 13, 14, 15);
+  const v8f p23 = __builtin_shufflevector(a2, a3, 0, 1, 2, 3, 8, 9, 10, 11) +
+                  __builtin_shufflevector(a2, a3, 4, 5, 6, 7, 12, 13, 14, 15);
+  const v8f c = __builtin_shufflevector(p01, p23, 0, 2, 8, 10, 4, 6, 12, 14) +
+                __builtin_shufflevector(p01, p23, 1, 3, 9, 11, 5, 7, 13, 15);
+  return __builtin_shufflevector(c, c, 0, 4, 2, 6) + __builtin_shufflevector(c, c, 1, 5, 3, 7);
+}
+#ifdef __AVX512F__
+/// Sixteen elements of an f32 / f16 / q8_0 row as f32 (exactly).
+inline __m512 load16f(const float *p) { return _mm512_loadu_ps(p); }
+inline __m512 load16h(const uint16_t *p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+}
+inline __m512 load16q(const uint8_t *codes, const uint8_t *scale) {
+  const __m128i c8 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(codes));
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c8)), _mm512_set1_ps(h2f(scale)));
+}
+#endif
 /// The first m (< 8) floats of p as a vector, `fill` in the other lanes.
 inline v8f loadPart(const float *p, int m, float fill) {
   v8f v = splat(fill);
@@ -70,11 +111,6 @@ inline v8f loadPart(const float *p, int m, float fill) {
 } // namespace
 )";
 
-std::string num(double v) {
-  char b[40];
-  snprintf(b, sizeof b, "%.17g", v);
-  return b;
-}
 
 /// A double as a symbol fragment: 100000 -> "100000", 1e+06 -> "1e06",
 /// 0.5 -> "0p5".
@@ -182,234 +218,6 @@ std::string ropeKernel(const OpKernelSpec &s) {
   return o.str();
 }
 
-/// Softmax of the n scores at `w` in place, the text every attention kernel
-/// shares (so per-head and grouped kernels round alike); leaves `inv`
-/// (1 / the sum of the exponentials) in the variable named `invName`.
-std::string softmaxText(const std::string &w, const std::string &invName, const char *indent) {
-  std::ostringstream o;
-  const std::string I = indent;
-  o << I << "float mx = " << w << "[0];\n"
-    << I << "for (int64_t i = 1; i < n; ++i)\n"
-    << I << "  mx = " << w << "[i] > mx ? " << w << "[i] : mx;\n"
-    << I << "v8f sum = {};\n"
-    << I << "int64_t i = 0;\n"
-    << I << "for (; i + 8 <= n; i += 8) {\n"
-    << I << "  const v8f e = vexp(load8(" << w << " + i) - splat(mx));\n"
-    << I << "  store8(" << w << " + i, e);\n"
-    << I << "  sum += e;\n"
-    << I << "}\n"
-    << I << "float total = hsum8(sum);\n"
-    << I << "if (i < n) {\n"
-    << I << "  const int m = int(n - i);\n"
-    << I << "  const v8f e = vexp(loadPart(" << w << " + i, m, mx) - splat(mx));\n"
-    << I << "  for (int r = 0; r < m; ++r) {\n"
-    << I << "    " << w << "[i + r] = e[r];\n"
-    << I << "    total += e[r];\n"
-    << I << "  }\n"
-    << I << "}\n"
-    << I << invName << " = 1.0f / total;\n";
-  return o.str();
-}
-
-bool isGroupedAttend(Kind k) {
-  return k == Kind::AttendF32Group || k == Kind::AttendF32RowsGroup || k == Kind::AttendF16RowsGroup;
-}
-bool isRowsAttend(Kind k) {
-  return k == Kind::AttendF32Rows || k == Kind::AttendF32RowsGroup || k == Kind::AttendF16RowsGroup;
-}
-
-/// Scores four keys per pass when head_dim is a multiple of 8 (one vector
-/// accumulator per key, one horizontal sum each), softmax with the vector
-/// exp, values summed into head_dim accumulators. The rows variant reads row
-/// j through krows[j] / vrows[j] and is otherwise the same text, so both
-/// compute the same values.
-std::string attendKernel(const OpKernelSpec &s) {
-  if (s.headDim <= 0)
-    throw std::invalid_argument("bad attention head_dim");
-  const bool rows = isRowsAttend(s.kind);
-  // Key row j (+ i rows) and value row r, in either layout.
-  auto key = [rows](const char *j, int i) {
-    const std::string idx = i ? std::string(j) + " + " + std::to_string(i) : std::string(j);
-    return rows ? "krows[" + idx + "]" : "(k + (" + idx + ") * HD)";
-  };
-  const std::string valueRow = rows ? "vrows[r]" : "v + r * HD";
-  std::ostringstream o;
-  o << "\n// attention of one query head over n f32 KV rows of " << s.headDim
-    << (rows ? ", rows by pointer" : "") << "\n"
-    << "extern \"C\" void " << s.symbol()
-    << (rows ? "(const float *q, const float *const *krows, const float *const *vrows, "
-               "int64_t n, float *w, float *out) {\n"
-             : "(const float *q, const float *k, const float *v, int64_t n, float *w, "
-               "float *out) {\n")
-    << "  constexpr int HD = " << s.headDim << ";\n"
-    << "  constexpr float SCALE = " << num(1.0 / std::sqrt(double(s.headDim))) << "f;\n"
-    << "  int64_t j = 0;\n";
-  if (s.headDim % 8 == 0)
-    o << "  for (; j + 4 <= n; j += 4) {\n"
-      << "    const float *k0 = " << key("j", 0) << ", *k1 = " << key("j", 1)
-      << ", *k2 = " << key("j", 2) << ", *k3 = " << key("j", 3) << ";\n"
-      << "    v8f a0 = {}, a1 = {}, a2 = {}, a3 = {};\n"
-      << "    for (int d = 0; d < HD; d += 8) {\n"
-      << "      const v8f qv = load8(q + d);\n"
-      << "      a0 += qv * load8(k0 + d);\n"
-      << "      a1 += qv * load8(k1 + d);\n"
-      << "      a2 += qv * load8(k2 + d);\n"
-      << "      a3 += qv * load8(k3 + d);\n"
-      << "    }\n"
-      << "    w[j] = hsum8(a0) * SCALE;\n"
-      << "    w[j + 1] = hsum8(a1) * SCALE;\n"
-      << "    w[j + 2] = hsum8(a2) * SCALE;\n"
-      << "    w[j + 3] = hsum8(a3) * SCALE;\n"
-      << "  }\n";
-  o << "  for (; j < n; ++j) {\n"
-    << "    const float *kj = " << key("j", 0) << ";\n"
-    << "    float d0 = 0;\n"
-    << "#pragma omp simd reduction(+ : d0)\n"
-    << "    for (int d = 0; d < HD; ++d)\n"
-    << "      d0 += q[d] * kj[d];\n"
-    << "    w[j] = d0 * SCALE;\n"
-    << "  }\n"
-    << "  float inv;\n"
-    << "  {\n"
-    << softmaxText("w", "inv", "    ")
-    << "  }\n"
-    << "  float o[HD] = {};\n"
-    << "  for (int64_t r = 0; r < n; ++r) {\n"
-    << "    const float p = w[r] *= inv;\n"
-    << "    const float *vr = " << valueRow << ";\n"
-    << "#pragma omp simd\n"
-    << "    for (int d = 0; d < HD; ++d)\n"
-    << "      o[d] += p * vr[d];\n"
-    << "  }\n"
-    << "  std::memcpy(out, o, sizeof o);\n"
-    << "}\n";
-  return o.str();
-}
-
-/// The largest divisor of n that is at most cap.
-int divisorAtMost(int64_t n, int64_t cap) {
-  for (int64_t d = std::min(n, cap); d > 1; --d)
-    if (n % d == 0)
-      return int(d);
-  return 1;
-}
-
-/// G query heads that share one KV head (GQA), in one pass over its rows:
-/// each key row is loaded once for every head of the group, four keys at a
-/// time, and each value row once per chunk of head_dim, summed into GS x CH
-/// vector accumulators (at most 12, so the sums stay in registers and are
-/// independent chains). Per (head, key) and (head, element) the arithmetic
-/// is the per-head kernel's in the same order (one 8-lane accumulator over
-/// d, the same horizontal sum, the same tail loop and softmax text, one
-/// fused multiply-add per value row from zero), so the results are the
-/// per-head kernel's bit for bit. Needs head_dim % 8 == 0. The f16 kind
-/// reads IEEE f16 rows by pointer and widens each load (exactly), the tail
-/// rows into a float array first, so its results are the f32 rows kernel's
-/// on the widened rows bit for bit.
-std::string groupAttendKernel(const OpKernelSpec &s) {
-  if (s.headDim <= 0 || s.headDim % 8 != 0 || s.heads < 2)
-    throw std::invalid_argument("grouped attention needs head_dim % 8 == 0 and a group of 2 or more");
-  const bool rows = isRowsAttend(s.kind), half = s.kind == Kind::AttendF16RowsGroup;
-  const std::string elem = half ? "uint16_t" : "float", load = half ? "load8h" : "load8";
-  const int lineElems = half ? 32 : 16; // elements per 64-byte line
-  const int64_t chunks = s.headDim / 8;
-  const int gs = divisorAtMost(s.heads, 3);                  // heads per score pass
-  const int ch = divisorAtMost(chunks, std::max<int64_t>(1, 12 / gs)); // 8-float chunks per value pass
-  const std::string keyRow = rows ? "krows[j + i]" : "(k + (j + i) * HD)";
-  const std::string keyAhead = rows ? "krows[j + 16 + i]" : "(k + (j + 16 + i) * HD)";
-  const std::string valueFar = rows ? "vrows[j + 16 + i]" : "(v + (j + 16 + i) * HD)";
-  const std::string valueAhead = rows ? "vrows[r + 8]" : "(v + (r + 8) * HD)";
-  const std::string keyTail = rows ? "krows[j]" : "(k + j * HD)";
-  const std::string valueRow = rows ? "vrows[r]" : "(v + r * HD)";
-  std::ostringstream o;
-  o << "\n// attention of " << s.heads << " query heads sharing one KV head over n "
-    << (half ? "f16" : "f32") << " KV rows of " << s.headDim << (rows ? ", rows by pointer" : "")
-    << "\n"
-    << "extern \"C\" void " << s.symbol()
-    << (rows ? "(const float *q, const " + elem + " *const *krows, const " + elem +
-                   " *const *vrows, int64_t n, float *w, int64_t ldw, float *out) {\n"
-             : std::string("(const float *q, const float *k, const float *v, int64_t n, float *w, "
-                           "int64_t ldw, float *out) {\n"))
-    << "  constexpr int HD = " << s.headDim << ", G = " << s.heads << ", GS = " << gs
-    << ", CH = " << ch << ";\n"
-    << "  constexpr float SCALE = " << num(1.0 / std::sqrt(double(s.headDim))) << "f;\n"
-    << "  int64_t j = 0;\n"
-    << "  for (; j + 4 <= n; j += 4)\n"
-    << "    for (int g0 = 0; g0 < G; g0 += GS) {\n"
-    << "      // Rows four passes ahead: keys into L1, values into L2 for the value\n"
-    << "      // pass (pool blocks defeat the hardware's stream detection, and a\n"
-    << "      // batch's caches do not stay in the last-level cache between steps).\n"
-    << "      if (g0 == 0 && j + 20 <= n)\n"
-    << "        for (int i = 0; i < 4; ++i)\n"
-    << "          for (int d = 0; d < HD; d += " << lineElems << ") {\n"
-    << "            __builtin_prefetch(" << keyAhead << " + d);\n"
-    << "            __builtin_prefetch(" << valueFar << " + d, 0, 2);\n"
-    << "          }\n"
-    << "      v8f a[GS][4] = {};\n"
-    << "      for (int d = 0; d < HD; d += 8) {\n"
-    << "        v8f kv[4];\n"
-    << "        for (int i = 0; i < 4; ++i)\n"
-    << "          kv[i] = " << load << "(" << keyRow << " + d);\n"
-    << "        for (int g = 0; g < GS; ++g) {\n"
-    << "          const v8f qv = load8(q + (g0 + g) * HD + d);\n"
-    << "          for (int i = 0; i < 4; ++i)\n"
-    << "            a[g][i] += qv * kv[i];\n"
-    << "        }\n"
-    << "      }\n"
-    << "      for (int g = 0; g < GS; ++g)\n"
-    << "        for (int i = 0; i < 4; ++i)\n"
-    << "          w[(g0 + g) * ldw + j + i] = hsum8(a[g][i]) * SCALE;\n"
-    << "    }\n"
-    << "  for (; j < n; ++j) {\n";
-  if (half)
-    o << "    float kj[HD];\n"
-      << "    for (int d = 0; d < HD; ++d)\n"
-      << "      kj[d] = h2f(reinterpret_cast<const unsigned char *>(" << keyTail << " + d));\n";
-  else
-    o << "    const float *kj = " << keyTail << ";\n";
-  o << "    for (int g = 0; g < G; ++g) {\n"
-    << "      const float *qg = q + g * HD;\n"
-    << "      float d0 = 0;\n"
-    << "#pragma omp simd reduction(+ : d0)\n"
-    << "      for (int d = 0; d < HD; ++d)\n"
-    << "        d0 += qg[d] * kj[d];\n"
-    << "      w[g * ldw + j] = d0 * SCALE;\n"
-    << "    }\n"
-    << "  }\n"
-    << "  for (int g = 0; g < G; ++g) {\n"
-    << "    float *wg = w + g * ldw;\n"
-    << "    float inv;\n"
-    << "    {\n"
-    << softmaxText("wg", "inv", "      ")
-    << "    }\n"
-    << "    for (int64_t r = 0; r < n; ++r)\n"
-    << "      wg[r] *= inv;\n"
-    << "  }\n"
-    << "  for (int g0 = 0; g0 < G; g0 += GS)\n"
-    << "    for (int c = 0; c < HD; c += 8 * CH) {\n"
-    << "      v8f acc[GS][CH] = {};\n"
-    << "      for (int64_t r = 0; r < n; ++r) {\n"
-    << "        if (r + 8 < n)\n"
-    << "          for (int x = 0; x < CH; x += 2)\n"
-    << "            __builtin_prefetch(" << valueAhead << " + c + 8 * x);\n"
-    << "        const " << elem << " *vr = " << valueRow << " + c;\n"
-    << "        v8f vv[CH];\n"
-    << "        for (int x = 0; x < CH; ++x)\n"
-    << "          vv[x] = " << load << "(vr + 8 * x);\n"
-    << "        for (int g = 0; g < GS; ++g) {\n"
-    << "          const v8f p = splat(w[(g0 + g) * ldw + r]);\n"
-    << "          for (int x = 0; x < CH; ++x)\n"
-    << "            acc[g][x] += p * vv[x];\n"
-    << "        }\n"
-    << "      }\n"
-    << "      for (int g = 0; g < GS; ++g)\n"
-    << "        for (int x = 0; x < CH; ++x)\n"
-    << "          store8(out + (g0 + g) * HD + c + 8 * x, acc[g][x]);\n"
-    << "    }\n"
-    << "}\n";
-  return o.str();
-}
-
 std::string addKernel(const OpKernelSpec &s) {
   return "\n// residual add\nextern \"C\" void " + s.symbol() +
          "(const float *a, const float *b, float *y, int64_t n) {\n"
@@ -445,6 +253,8 @@ std::string OpKernelSpec::symbol() const {
     return "llmc_attend_f32_rows_g" + std::to_string(heads) + "_" + std::to_string(headDim);
   case Kind::AttendF16RowsGroup:
     return "llmc_attend_f16_rows_g" + std::to_string(heads) + "_" + std::to_string(headDim);
+  case Kind::AttendQ8RowsGroup:
+    return "llmc_attend_q8_0_rows_g" + std::to_string(heads) + "_" + std::to_string(headDim);
   case Kind::Embed:
     return "llmc_embed_" + std::string(dtypeName(dtype)) + "_" + std::to_string(cols);
   case Kind::Add:
@@ -480,9 +290,11 @@ nlohmann::json OpKernelSpec::manifestEntry() const {
   case Kind::AttendF32Group:
   case Kind::AttendF32RowsGroup:
   case Kind::AttendF16RowsGroup:
-    j["kind"] = kind == Kind::AttendF32Group      ? "attend_f32_group"
+  case Kind::AttendQ8RowsGroup:
+    j["kind"] = kind == Kind::AttendF32Group       ? "attend_f32_group"
                 : kind == Kind::AttendF32RowsGroup ? "attend_f32_rows_group"
-                                                   : "attend_f16_rows_group";
+                : kind == Kind::AttendF16RowsGroup ? "attend_f16_rows_group"
+                                                   : "attend_q8_0_rows_group";
     j["head_dim"] = headDim;
     j["group"] = heads;
     break;
@@ -525,6 +337,7 @@ std::string opKernelSource(const std::vector<OpKernelSpec> &ops) {
     case Kind::AttendF32Group:
     case Kind::AttendF32RowsGroup:
     case Kind::AttendF16RowsGroup:
+    case Kind::AttendQ8RowsGroup:
       out += groupAttendKernel(s);
       break;
     case Kind::Embed:

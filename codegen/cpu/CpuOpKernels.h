@@ -25,10 +25,12 @@ struct OpKernelSpec {
   /// heads that share one KV head in one call (GQA), each head's results
   /// bit for bit the per-head kernel's (head_dim % 8 == 0, heads >= 2).
   /// AttendF16RowsGroup: AttendF32RowsGroup over IEEE f16 rows (paged
-  /// caches on an f16 pool), its results on the widened rows bit for bit.
+  /// caches on an f16 pool), its results on the widened rows bit for bit;
+  /// AttendQ8RowsGroup the same over q8_0 rows (llmc/kv_row_type.h; a
+  /// head_dim that is a multiple of 32), its results on the decoded rows.
   enum class Kind {
     RmsNorm, Gate, Rope, AttendF32, AttendF32Rows, AttendF32Group, AttendF32RowsGroup,
-    AttendF16RowsGroup, Embed, Add
+    AttendF16RowsGroup, AttendQ8RowsGroup, Embed, Add
   };
   Kind kind = Kind::Add;
   int64_t cols = 0;            // rms_norm, embed: the row width

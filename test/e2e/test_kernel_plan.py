@@ -191,8 +191,9 @@ def check_codegen(checks, work, sm):
     ops = {k["kind"]: k for k in entries if k.get("kind") not in ("matvec", "rows8_int8")}
     rope = ops.get("rope", {})
     checks.check(sorted(ops) == ["attend_f16_rows_group", "attend_f32", "attend_f32_group",
-                                 "attend_f32_rows", "attend_f32_rows_group", "embed", "gate",
-                                 "rms_norm", "rope"] and
+                                 "attend_f32_rows", "attend_f32_rows_group",
+                                 "attend_q8_0_rows_group", "embed", "gate", "rms_norm",
+                                 "rope"] and
                  ops["rms_norm"]["cols"] == 576 and ops["gate"]["activation"] == "silu" and
                  (rope.get("num_heads"), rope.get("num_kv_heads"), rope.get("head_dim"),
                   rope.get("rope_theta")) == (9, 3, 64, 100000.0) and
@@ -200,11 +201,11 @@ def check_codegen(checks, work, sm):
                  ops["attend_f32_rows"]["head_dim"] == 64 and
                  all((ops[k]["head_dim"], ops[k]["group"]) == (64, 3)
                      for k in ("attend_f32_group", "attend_f32_rows_group",
-                               "attend_f16_rows_group")) and
+                               "attend_f16_rows_group", "attend_q8_0_rows_group")) and
                  (ops["embed"]["dtype"], ops["embed"]["cols"]) == ("q8_0", 576),
                  "codegen: op kernels for SmolLM2's norm width, SiLU, RoPE (9/3 heads of 64, "
                  "theta 1e5), attention (head_dim 64, contiguous and paged rows, per head and "
-                 "per GQA group of 3, paged f16 rows per group) and its q8_0 embedding",
+                 "per GQA group of 3, paged f16 and q8_0 rows per group) and its q8_0 embedding",
                  json.dumps(list(ops.values()))[:400])
     # 9 tokens: prefill runs the int8 kernels on token groups of 4, 4 and 1.
     prompt = [1, 504, 3458, 314, 2817, 28, 253, 1345, 30]

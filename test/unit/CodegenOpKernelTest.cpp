@@ -14,6 +14,8 @@
 #include "codegen/cpu/HostCompiler.h"
 #include "llmc/dtype.h"
 #include "../../runtime/src/exec/Ops.h"
+#include "../../runtime/src/kernels/kv_q8_row.h"
+#include "llmc/kv_row_type.h"
 #include "GeneratedObject.h"
 
 #include "MissingInput.h"
@@ -68,7 +70,7 @@ Spec embed(DType t, int64_t cols) {
 
 /// (group, head_dim) of the grouped (GQA) attention kernels: groups with
 /// one, two and three heads per score pass (8 = 2 x 4 passes).
-const std::vector<std::pair<int64_t, int64_t>> kGroups = {{2, 8}, {3, 64}, {4, 64}, {8, 16}};
+const std::vector<std::pair<int64_t, int64_t>> kGroups = {{2, 8}, {3, 64}, {4, 64}, {8, 16}, {2, 32}};
 Spec groupAttend(int64_t group, int64_t hd, bool rows) {
   Spec s;
   s.kind = rows ? Spec::Kind::AttendF32RowsGroup : Spec::Kind::AttendF32Group;
@@ -110,6 +112,11 @@ std::vector<Spec> allSpecs() {
     Spec half = groupAttend(g, hd, true);
     half.kind = Spec::Kind::AttendF16RowsGroup;
     ops.push_back(half);
+    if (hd % 32 == 0) {
+      Spec q8 = groupAttend(g, hd, true);
+      q8.kind = Spec::Kind::AttendQ8RowsGroup;
+      ops.push_back(q8);
+    }
   }
   for (auto [t, c] : kEmbeds)
     ops.push_back(embed(t, c));
@@ -332,6 +339,48 @@ TEST_F(OpKernels, HalfRowGroupAttentionEqualsF32OnWidenedRows) {
         ASSERT_EQ(o1, o2) << hs.symbol() << " n " << n;
       }
     }
+}
+
+// The q8_0 rows-by-pointer group kernel (paged caches on a Q8 pool) gives
+// bit for bit what the f32 one gives on the same rows decoded by the
+// runtime (kernels::floatRowQ8), over rows of 68 bytes (not 4-aligned).
+TEST_F(OpKernels, Q8RowGroupAttentionEqualsF32OnDecodedRows) {
+  int tested = 0;
+  for (const auto &obj : objects())
+    for (auto [G, hd] : kGroups) {
+      if (hd % 32)
+        continue;
+      Spec qs = groupAttend(G, hd, true);
+      qs.kind = Spec::Kind::AttendQ8RowsGroup;
+      auto rows = obj->fn<AttendRowsGroupFn>(groupAttend(G, hd, true).symbol());
+      auto q8 = obj->fn<AttendRowsGroupQ8Fn>(qs.symbol());
+      ASSERT_NE(q8, nullptr) << qs.symbol();
+      const int64_t rb = kvRowBytes(KvRowType::Q8, hd);
+      for (int64_t n : {1, 3, 4, 7, 33, 300}) {
+        auto q = randoms(G * hd, 2.0f), k = randoms(n * hd, 3.0f), v = randoms(n * hd);
+        std::vector<uint8_t> kq(size_t(n * rb)), vq(kq.size());
+        std::vector<const uint8_t *> kqp(static_cast<size_t>(n)), vqp(kqp);
+        for (int64_t j = 0; j < n; ++j) {
+          kernels::q8Row(k.data() + j * hd, hd, kq.data() + j * rb);
+          kernels::q8Row(v.data() + j * hd, hd, vq.data() + j * rb);
+          kernels::floatRowQ8(kq.data() + j * rb, hd, k.data() + j * hd);
+          kernels::floatRowQ8(vq.data() + j * rb, hd, v.data() + j * hd);
+          kqp[size_t(j)] = kq.data() + j * rb;
+          vqp[size_t(j)] = vq.data() + j * rb;
+        }
+        std::vector<float> ks, vs;
+        std::vector<const float *> kp, vp;
+        scatterReversed(k, v, n, hd, ks, vs, kp, vp);
+        const int64_t ldw = n + 2;
+        std::vector<float> w1(size_t(G * ldw)), w2(w1), o1(size_t(G * hd)), o2(o1);
+        rows(q.data(), kp.data(), vp.data(), n, w1.data(), ldw, o1.data());
+        q8(q.data(), kqp.data(), vqp.data(), n, w2.data(), ldw, o2.data());
+        ASSERT_EQ(w1, w2) << qs.symbol() << " n " << n;
+        ASSERT_EQ(o1, o2) << qs.symbol() << " n " << n;
+        ++tested;
+      }
+    }
+  EXPECT_GT(tested, 0);
 }
 
 TEST_F(OpKernels, AttentionMatchesADoubleReference) {

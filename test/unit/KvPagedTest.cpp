@@ -11,6 +11,8 @@
 #include "../../runtime/src/exec/ThreadPool.h"
 #include "../../runtime/src/kv/KvBlockPool.h"
 #include "../../runtime/src/kv/KvCache.h"
+#include "../../runtime/src/kernels/kv_q8_row.h"
+#include "llmc/kv_row_type.h"
 #include "llmc/batcher.h"
 #include "llmc/dtype.h"
 #include "llmc/executor.h"
@@ -19,6 +21,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 
 using llmc::kv::BlockTable;
@@ -201,57 +206,110 @@ TEST(KvPaged, LayerCacheMatchesContiguousUnderEveryStorageUse) {
   }
 }
 
-// A paged cache on an f16 pool holds each entry rounded to f16 (half the
-// bytes of an f32 block) and otherwise behaves as the f32 cache given the
-// rounded rows: same kept positions under compacting policies (whose scores
-// read the rows widened), same attention up to float re-association, copy
-// on write of its half-size blocks. Fails if compaction moves f32-sized
-// rows or if the library's attention reads the rows as f32 (both checked).
-TEST(KvPaged, HalfRowPoolEqualsF32CacheOfRoundedRows) {
+// A paged cache on an f16 (or q8_0) pool holds each entry rounded to f16
+// (coded as q8_0: int8 codes, an f16 scale per 32) and otherwise behaves as
+// the f32 cache given the rounded (decoded) rows: same kept positions under
+// compacting policies (whose scores read the rows decoded), same attention
+// up to float re-association, copy on write of its smaller blocks. Fails if
+// compaction moves f32-sized rows or if the library's attention reads the
+// rows as f32 (both checked for f16). head_dim 32 for q8_0's groups.
+TEST(KvPaged, HalfAndQ8RowPoolsEqualF32CacheOfRoundedRows) {
+  using llmc::KvRowType;
   using llmc::kv::Hook;
-  for (const Policy &p : {Policy(), policyOf(Method::SnapKV, 14, 4, Hook::Both),
-                          policyOf(Method::H2O, 10, 4, Hook::Both)}) {
-    Layer L;
-    llmc::ThreadPool threads(2);
-    auto pool = std::make_shared<KvBlockPool>(5, L.hd, 200, llmc::KvRowType::F16);
-    EXPECT_EQ(pool->blockBytes(), 2 * 5 * L.hd * 2);
-    LayerCache flat = L.make(p), half = L.make(p);
-    half.usePool(pool);
-    ASSERT_TRUE(half.halfRows());
-    const int64_t qd = L.H * L.hd, kd = L.KV * L.hd;
-    auto rounded = [](std::vector<float> v) {
-      for (float &x : v)
-        x = llmc::halfToFloat(llmc::floatToHalf(x));
-      return v;
-    };
-    for (int step = 0; step < 30; ++step) {
-      const int64_t T = step == 0 ? 23 : 1, p0 = step == 0 ? 0 : 22 + step;
-      std::vector<float> q = gaussian(size_t(T * qd), 100 + step),
-                         k = gaussian(size_t(T * kd), 200 + step),
-                         v = gaussian(size_t(T * kd), 300 + step);
-      const std::vector<float> kr = rounded(k), vr = rounded(v);
-      std::vector<float> a(q.size()), b(q.size());
-      flat.append(kr.data(), vr.data(), T, kd, p0);
-      half.append(k.data(), v.data(), T, kd, p0);
-      flat.attend(threads, q.data(), T, a.data());
-      half.attend(threads, q.data(), T, b.data());
-      flat.afterStep(q.data(), T, p0);
-      half.afterStep(q.data(), T, p0);
-      for (int64_t g = 0; g < L.KV; ++g)
-        ASSERT_EQ(flat.head(g).pos, half.head(g).pos) << "step " << step;
-      for (size_t i = 0; i < a.size(); ++i)
-        ASSERT_NEAR(a[i], b[i], 1e-5) << "step " << step << ", policy " << int(p.method);
+  for (KvRowType type : {KvRowType::F16, KvRowType::Q8})
+    for (const Policy &p : {Policy(), policyOf(Method::SnapKV, 14, 4, Hook::Both),
+                            policyOf(Method::H2O, 10, 4, Hook::Both)}) {
+      Layer L;
+      L.hd = type == KvRowType::Q8 ? 32 : 8;
+      llmc::ThreadPool threads(2);
+      auto pool = std::make_shared<KvBlockPool>(5, L.hd, 200, type);
+      EXPECT_EQ(pool->blockBytes(),
+                2 * 5 * (type == KvRowType::F16 ? L.hd * 2 : L.hd + 2 * (L.hd / 32)));
+      LayerCache flat = L.make(p), small = L.make(p);
+      small.usePool(pool);
+      ASSERT_EQ(small.rowType(), type);
+      const int64_t qd = L.H * L.hd, kd = L.KV * L.hd;
+      auto rounded = [&](std::vector<float> v) {
+        if (type == KvRowType::F16) {
+          for (float &x : v)
+            x = llmc::halfToFloat(llmc::floatToHalf(x));
+          return v;
+        }
+        std::vector<uint8_t> row(size_t(pool->rowBytes()));
+        for (size_t r = 0; r < v.size(); r += size_t(L.hd)) {
+          llmc::kernels::q8Row(v.data() + r, L.hd, row.data());
+          llmc::kernels::floatRowQ8(row.data(), L.hd, v.data() + r);
+        }
+        return v;
+      };
+      for (int step = 0; step < 30; ++step) {
+        const int64_t T = step == 0 ? 23 : 1, p0 = step == 0 ? 0 : 22 + step;
+        std::vector<float> q = gaussian(size_t(T * qd), 100 + step),
+                           k = gaussian(size_t(T * kd), 200 + step),
+                           v = gaussian(size_t(T * kd), 300 + step);
+        const std::vector<float> kr = rounded(k), vr = rounded(v);
+        ASSERT_NE(kr, k); // the rows do get rounded
+        std::vector<float> a(q.size()), b(q.size());
+        flat.append(kr.data(), vr.data(), T, kd, p0);
+        small.append(k.data(), v.data(), T, kd, p0);
+        flat.attend(threads, q.data(), T, a.data());
+        small.attend(threads, q.data(), T, b.data());
+        flat.afterStep(q.data(), T, p0);
+        small.afterStep(q.data(), T, p0);
+        for (int64_t g = 0; g < L.KV; ++g)
+          ASSERT_EQ(flat.head(g).pos, small.head(g).pos) << "step " << step;
+        for (size_t i = 0; i < a.size(); ++i)
+          ASSERT_NEAR(a[i], b[i], 1e-5) << "step " << step << ", policy " << int(p.method)
+                                        << ", " << llmc::kvRowTypeName(type);
+      }
+      // Copy on write of a shared block copies all of it.
+      BlockTable copy(small.head(0).paged);
+      const int32_t before = copy.id(0), mine = copy.writable(0);
+      ASSERT_NE(mine, before);
+      EXPECT_TRUE(std::equal(pool->keyBytes(before), pool->keyBytes(before) + pool->blockBytes(),
+                             pool->keyBytes(mine)));
+      copy.clear();
+      small.reset();
+      EXPECT_EQ(pool->stats().used_blocks, 0);
     }
-    // Copy on write of a shared f16 block copies all of it.
-    BlockTable copy(half.head(0).paged);
-    const int32_t before = copy.id(0), mine = copy.writable(0);
-    ASSERT_NE(mine, before);
-    EXPECT_TRUE(std::equal(pool->keyBytes(before), pool->keyBytes(before) + pool->blockBytes(),
-                           pool->keyBytes(mine)));
-    copy.clear();
-    half.reset();
-    EXPECT_EQ(pool->stats().used_blocks, 0);
+}
+
+// q8_0 rows: scales first, then codes; each element within half a scale
+// step of its value, the group's largest coded +-127; an all-zero group
+// codes to zeros with a zero scale; a NaN reads back as NaN in its group
+// only; a head_dim that is not a multiple of 32 is refused by the pool.
+TEST(KvPaged, Q8RowsCodeWithinHalfAStepAndKeepTheirLayout) {
+  std::vector<float> x = gaussian(96, 7);
+  x[5] = 40.0f;                              // group 0's maximum
+  std::fill(x.begin() + 32, x.begin() + 64, 0.0f); // group 1 all zero
+  std::vector<uint8_t> row(size_t(llmc::kvRowBytes(llmc::KvRowType::Q8, 96)));
+  ASSERT_EQ(row.size(), 96u + 6u);
+  llmc::kernels::q8Row(x.data(), 96, row.data());
+  std::vector<float> back(96);
+  llmc::kernels::floatRowQ8(row.data(), 96, back.data());
+  for (int g = 0; g < 3; ++g) {
+    uint16_t h;
+    std::memcpy(&h, row.data() + 2 * g, 2);
+    const float scale = llmc::halfToFloat(h);
+    float amax = 0;
+    for (int i = 0; i < 32; ++i)
+      amax = std::max(amax, std::fabs(x[size_t(g * 32 + i)]));
+    EXPECT_EQ(scale, llmc::halfToFloat(llmc::floatToHalf(amax / 127.0f))) << "group " << g;
+    for (int i = 0; i < 32; ++i) {
+      const size_t at = size_t(g * 32 + i);
+      EXPECT_LE(std::fabs(back[at] - x[at]), 0.5f * scale * 1.0001f) << at;
+      EXPECT_EQ(back[at], float(int8_t(row[6 + at])) * scale) << at;
+    }
   }
+  EXPECT_EQ(int8_t(row[6 + 5]), 127);
+  for (int i = 32; i < 64; ++i)
+    EXPECT_EQ(back[size_t(i)], 0.0f);
+  x[70] = std::numeric_limits<float>::quiet_NaN();
+  llmc::kernels::q8Row(x.data(), 96, row.data());
+  llmc::kernels::floatRowQ8(row.data(), 96, back.data());
+  EXPECT_TRUE(std::isnan(back[70]) && std::isnan(back[64]));
+  EXPECT_FALSE(std::isnan(back[5]));
+  EXPECT_THROW(KvBlockPool(4, 48, 8, llmc::KvRowType::Q8), std::invalid_argument);
 }
 
 // Requests whose prompts share 24 leading tokens (6 blocks of 4): those

@@ -169,10 +169,11 @@ void addEngineOptions(CLI::App *cmd, EngineChoice &choice) {
                 "refuse an artifact whose generated kernels are not signed by a trusted key "
                 "(default: run the runtime's built-in kernels with a warning)");
   cmd->add_option("--kv-type", choice.kvType,
-                  "element type of the KV cache's rows: f32 (default) or f16 (blocks of f16 "
+                  "element type of the KV cache's rows: f32 (default), f16 (blocks of f16 "
                   "rows: half the memory and the bytes attention reads, each entry rounded to "
-                  "nearest; a --ref model keeps f32)")
-      ->check(CLI::IsMember({"f32", "f16"}));
+                  "nearest) or q8_0 (int8 codes with one f16 scale per 32 elements: about a "
+                  "quarter of f32's bytes; head_dim a multiple of 32); a --ref model keeps f32")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   cmd->add_flag("--verify-weights", choice.verifyWeights,
                 "hash every tensor of the artifact against its stored checksum before running "
                 "(reads the whole file; by default only the header, manifest, tensor bounds "

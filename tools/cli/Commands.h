@@ -83,8 +83,10 @@ struct EngineChoice {
   std::vector<std::string> trustedKeys;
   bool requireSigned = false;
   bool verifyWeights = false; // --verify-weights (see loadModelOrArtifact)
-  std::string kvType = "f32";  // --kv-type: f32 or f16
-  KvRowType rowType() const { return kvType == "f16" ? KvRowType::F16 : KvRowType::F32; }
+  std::string kvType = "f32";  // --kv-type: f32, f16 or q8_0
+  KvRowType rowType() const {
+    return kvType == "f16" ? KvRowType::F16 : kvType == "q8_0" ? KvRowType::Q8 : KvRowType::F32;
+  }
   /// Throws std::runtime_error on an unreadable key file.
   void apply(ExecutorOptions &eo) const;
 };

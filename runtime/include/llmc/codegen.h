@@ -81,6 +81,12 @@ using AttendRowsGroupFn = void (*)(const float *q, const float *const *krows,
 using AttendRowsGroupF16Fn = void (*)(const float *q, const uint16_t *const *krows,
                                       const uint16_t *const *vrows, int64_t n, float *w,
                                       int64_t ldw, float *out);
+/// The same over Q8 rows given by pointers (a paged cache on a Q8 pool;
+/// each row kvRowBytes(Q8, head_dim) bytes: scales, then codes): each row
+/// decoded to f32 (exactly), then AttendRowsGroupFn's arithmetic.
+using AttendRowsGroupQ8Fn = void (*)(const float *q, const uint8_t *const *krows,
+                                     const uint8_t *const *vrows, int64_t n, float *w,
+                                     int64_t ldw, float *out);
 /// A model's attention kernels (null: none generated for it).
 struct AttendKernels {
   AttendFn flat = nullptr;
@@ -88,6 +94,7 @@ struct AttendKernels {
   AttendGroupFn group = nullptr;
   AttendRowsGroupFn rowsGroup = nullptr;
   AttendRowsGroupF16Fn rowsGroupF16 = nullptr;
+  AttendRowsGroupQ8Fn rowsGroupQ8 = nullptr;
 };
 /// One embedding row (the kernel's format and width) to floats.
 using EmbedFn = void (*)(const uint8_t *row, float *out);

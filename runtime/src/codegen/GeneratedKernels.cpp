@@ -118,7 +118,7 @@ std::string opEntryKey(const nlohmann::json &k, const std::string &kind, const s
   if (kind == "attend_f32" || kind == "attend_f32_rows")
     return opKey(kind, {std::to_string(i64("head_dim"))});
   if (kind == "attend_f32_group" || kind == "attend_f32_rows_group" ||
-      kind == "attend_f16_rows_group")
+      kind == "attend_f16_rows_group" || kind == "attend_q8_0_rows_group")
     return opKey(kind, {std::to_string(i64("head_dim")), std::to_string(i64("group"))});
   if (kind == "embed") {
     auto dtype = dtypeFromName(str("dtype"));
@@ -281,6 +281,12 @@ AttendRowsGroupF16Fn GeneratedKernels::findAttendF16RowsGroup(int64_t headDim,
                                                               int64_t group) const {
   return reinterpret_cast<AttendRowsGroupF16Fn>(
       findOp(opKey("attend_f16_rows_group", {std::to_string(headDim), std::to_string(group)})));
+}
+
+AttendRowsGroupQ8Fn GeneratedKernels::findAttendQ8RowsGroup(int64_t headDim,
+                                                            int64_t group) const {
+  return reinterpret_cast<AttendRowsGroupQ8Fn>(
+      findOp(opKey("attend_q8_0_rows_group", {std::to_string(headDim), std::to_string(group)})));
 }
 
 EmbedFn GeneratedKernels::findEmbed(DType dtype, int64_t cols) const {

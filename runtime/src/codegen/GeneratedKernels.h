@@ -55,6 +55,7 @@ public:
   AttendGroupFn findAttendF32Group(int64_t headDim, int64_t group) const;
   AttendRowsGroupFn findAttendF32RowsGroup(int64_t headDim, int64_t group) const;
   AttendRowsGroupF16Fn findAttendF16RowsGroup(int64_t headDim, int64_t group) const;
+  AttendRowsGroupQ8Fn findAttendQ8RowsGroup(int64_t headDim, int64_t group) const;
   EmbedFn findEmbed(DType dtype, int64_t cols) const;
   AddFn findAdd() const;
   size_t size() const { return fns_.size() + rows8_.size() + ops_.size(); }

@@ -110,24 +110,24 @@ struct Executor::Impl {
     build();
     buildPlan(o);
     freshCaches = caches;
-    if (o.kv_row_type == KvRowType::F16)
-      useHalfRows();
+    if (o.kv_row_type != KvRowType::F32)
+      useRowType(o.kv_row_type);
     attachKvMeter();
   }
 
-  /// The single sequence's caches in f16 rows, in blocks of a private pool
-  /// sized for the whole context (freshCaches, what batched sequences copy,
-  /// stay as they were).
-  void useHalfRows() {
+  /// The single sequence's caches in f16 or Q8 rows, in blocks of a
+  /// private pool sized for the whole context (freshCaches, what batched
+  /// sequences copy, stay as they were).
+  void useRowType(KvRowType type) {
     constexpr int64_t kBlock = 16;
-    const int64_t hd = poolHeadDim("f16 KV rows");
+    const int64_t hd = poolHeadDim(type == KvRowType::F16 ? "f16 KV rows" : "q8_0 KV rows");
     if (hd < 0)
       return; // no attention layer: nothing to store
     int64_t tables = 0;
     for (const kv::LayerCache &c : caches)
       tables += c.kvHeads();
     auto pool = std::make_shared<kv::KvBlockPool>(
-        kBlock, hd, tables * ((maxCtx + kBlock - 1) / kBlock + 1), KvRowType::F16);
+        kBlock, hd, tables * ((maxCtx + kBlock - 1) / kBlock + 1), type);
     for (kv::LayerCache &c : caches)
       c.usePool(pool);
   }

@@ -285,6 +285,7 @@ void PlanEngine::bindGeneratedOps(PlanStep &s, const codegen::GeneratedKernels *
         s.genAttend.group = g->findAttendF32Group(s.headDim, s.heads / s.kvHeads);
         s.genAttend.rowsGroup = g->findAttendF32RowsGroup(s.headDim, s.heads / s.kvHeads);
         s.genAttend.rowsGroupF16 = g->findAttendF16RowsGroup(s.headDim, s.heads / s.kvHeads);
+        s.genAttend.rowsGroupQ8 = g->findAttendQ8RowsGroup(s.headDim, s.heads / s.kvHeads);
       }
     }
     break;

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "KvCache.h"
 #include "../kernels/attention_f32.h"
+#include "../kernels/kv_q8_row.h"
 
 #include "../exec/Matmul.h"
 #include "../exec/ThreadPool.h"
@@ -23,18 +24,28 @@ constexpr double kInertiaBeta = 0.9;
 void LayerCache::attendPaged(const HeadCache &c, const float *qh, int64_t first, int64_t last,
                              float scale, float *w, float *out, float *scratch) const {
   const int64_t B = blockEntries_;
-  const bool half = halfRows();
-  thread_local std::vector<float> wide; // f16 rows of one block, widened
-  if (half)
+  const KvRowType type = rowType();
+  thread_local std::vector<float> wide; // f16 or Q8 rows of one block, decoded
+  if (type != KvRowType::F32)
     wide.resize(size_t(B * hd_));
   // Rows [lo, hi) of block b's keys or values as f32.
   auto rows = [&](int64_t b, int64_t lo, int64_t hi, bool values) -> const float * {
     const int32_t id = c.paged.id(size_t(b));
     const int64_t at = (lo - b * B) * hd_;
-    if (!half)
+    switch (type) {
+    case KvRowType::F32:
       return (values ? pool_->values(id) : pool_->keys(id)) + at;
-    kernels::floatRow((values ? pool_->valuesF16(id) : pool_->keysF16(id)) + at, (hi - lo) * hd_,
-                      wide.data());
+    case KvRowType::F16:
+      kernels::floatRow((values ? pool_->valuesF16(id) : pool_->keysF16(id)) + at,
+                        (hi - lo) * hd_, wide.data());
+      break;
+    case KvRowType::Q8:
+      for (int64_t r = lo; r < hi; ++r)
+        kernels::floatRowQ8((values ? pool_->valueBytes(id) : pool_->keyBytes(id)) +
+                                (r - b * B) * pool_->rowBytes(),
+                            hd_, wide.data() + (r - lo) * hd_);
+      break;
+    }
     return wide.data();
   };
   for (int64_t b = first / B; b <= last / B; ++b) {
@@ -55,6 +66,7 @@ template <typename E>
 void LayerCache::pagedRows(const HeadCache &c, std::vector<const E *> &k,
                            std::vector<const E *> &v) const {
   const int64_t B = blockEntries_;
+  const int64_t stride = pool_->rowBytes() / int64_t(sizeof(E)); // elements a row
   k.resize(size_t(c.n));
   v.resize(size_t(c.n));
   for (int64_t b = 0; b * B < c.n; ++b) {
@@ -62,8 +74,8 @@ void LayerCache::pagedRows(const HeadCache &c, std::vector<const E *> &k,
     const E *kb = reinterpret_cast<const E *>(pool_->keyBytes(id));
     const E *vb = reinterpret_cast<const E *>(pool_->valueBytes(id));
     for (int64_t r = 0, n = std::min(B, c.n - b * B); r < n; ++r) {
-      k[size_t(b * B + r)] = kb + r * hd_;
-      v[size_t(b * B + r)] = vb + r * hd_;
+      k[size_t(b * B + r)] = kb + r * stride;
+      v[size_t(b * B + r)] = vb + r * stride;
     }
   }
 }
@@ -87,9 +99,10 @@ int64_t LayerCache::firstVisible(const HeadCache &c, int64_t last) const {
 
 void LayerCache::attendByGroup(ThreadPool &pool, const float *q, int64_t T, float *out,
                                const codegen::AttendKernels &gen, const RowAddresses<float> &rows,
-                               const RowAddresses<uint16_t> &half) const {
+                               const RowAddresses<uint16_t> &half,
+                               const RowAddresses<uint8_t> &q8) const {
   const int64_t qd = H_ * hd_;
-  const bool f16 = halfRows();
+  const KvRowType type = rowType();
   // A KV head's query rows one after another: its rows stay in cache.
   pool.parallelFor(0, KV_ * T, 0, [&](int64_t lo, int64_t hi) {
     thread_local std::vector<float> w;
@@ -100,9 +113,12 @@ void LayerCache::attendByGroup(ThreadPool &pool, const float *q, int64_t T, floa
       w.resize(size_t(group_ * n));
       const float *qg = q + t * qd + g * group_ * hd_;
       float *og = out + t * qd + g * group_ * hd_;
-      if (f16)
+      if (type == KvRowType::F16)
         gen.rowsGroupF16(qg, half.k[size_t(g)].data() + first, half.v[size_t(g)].data() + first, n,
                          w.data(), n, og);
+      else if (type == KvRowType::Q8)
+        gen.rowsGroupQ8(qg, q8.k[size_t(g)].data() + first, q8.v[size_t(g)].data() + first, n,
+                        w.data(), n, og);
       else if (paged())
         gen.rowsGroup(qg, rows.k[size_t(g)].data() + first, rows.v[size_t(g)].data() + first, n,
                       w.data(), n, og);
@@ -137,21 +153,28 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
   // through references, not name the thread_local variables themselves.)
   thread_local RowAddresses<float> rowsOfThread;
   thread_local RowAddresses<uint16_t> halfOfThread;
+  thread_local RowAddresses<uint8_t> q8OfThread;
   RowAddresses<float> &rows = rowsOfThread;
   RowAddresses<uint16_t> &half = halfOfThread;
-  // f16 rows: the generated f16 group kernel, else the library's (widening
-  // a block at a time); the per-head generated kernels read f32 rows only.
-  const codegen::AttendRowsFn genRows = halfRows() ? nullptr : gen.rows;
+  RowAddresses<uint8_t> &q8 = q8OfThread;
+  // f16 and Q8 rows: the generated group kernel of their type, else the
+  // library's (decoding a block at a time); the per-head generated kernels
+  // read f32 rows only.
+  const KvRowType type = rowType();
+  const codegen::AttendRowsFn genRows = type == KvRowType::F32 ? gen.rows : nullptr;
   const bool byGroup =
-      !acc && (halfRows()  ? gen.rowsGroupF16 != nullptr
-               : paged()   ? gen.rowsGroup != nullptr
-                           : !rdStored_ && !quantized() && gen.group != nullptr);
-  if (halfRows() && byGroup)
+      !acc && (type == KvRowType::F16  ? gen.rowsGroupF16 != nullptr
+               : type == KvRowType::Q8 ? gen.rowsGroupQ8 != nullptr
+               : paged()               ? gen.rowsGroup != nullptr
+                                       : !rdStored_ && !quantized() && gen.group != nullptr);
+  if (type == KvRowType::F16 && byGroup)
     half.fill(*this);
+  else if (type == KvRowType::Q8 && byGroup)
+    q8.fill(*this);
   else if (paged() && (genRows || byGroup))
     rows.fill(*this);
   if (byGroup) {
-    attendByGroup(pool, q, T, out, gen, rows, half);
+    attendByGroup(pool, q, T, out, gen, rows, half, q8);
     return;
   }
   pool.parallelFor(0, items, acc ? 1 : 0, [&](int64_t lo, int64_t hi) {

@@ -14,6 +14,9 @@ KvBlockPool::KvBlockPool(int64_t block_entries, int64_t head_dim, int64_t max_bl
     : B_(block_entries), hd_(head_dim), maxBlocks_(max_blocks), element_(element) {
   if (B_ < 1 || hd_ < 1 || maxBlocks_ < 1)
     throw std::invalid_argument("kv pool: block entries, head_dim and blocks must be >= 1");
+  if (element_ == KvRowType::Q8 && hd_ % kKvQ8Group != 0)
+    throw std::invalid_argument("kv pool: q8_0 rows need a head_dim that is a multiple of " +
+                                std::to_string(kKvQ8Group) + ", not " + std::to_string(hd_));
   if (maxBlocks_ > int64_t(std::numeric_limits<int32_t>::max()))
     throw std::invalid_argument("kv pool: more than 2^31 blocks");
   slabs_.resize(size_t((maxBlocks_ + kSlabBlocks - 1) / kSlabBlocks));

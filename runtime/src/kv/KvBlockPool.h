@@ -1,8 +1,9 @@
 //===- KvBlockPool.h - Fixed-size KV blocks from one pool -------*- C++ -*-===//
 // The paged KV cache's storage. A block holds the keys and then the values
 // of `block_entries` consecutive entries of one KV head of one layer (rows
-// of head_dim elements: f32, or IEEE f16 to halve the bytes attention
-// reads per step; the pool's element type, one for all its blocks). Every
+// of head_dim elements: f32, IEEE f16 to halve the bytes attention reads
+// per step, or Q8 codes and scales for about a quarter; the pool's element
+// type, one for all its blocks; llmc/kv_row_type.h has the row layouts). Every
 // sequence of a batcher draws its blocks from one pool; a head's cache is a BlockTable (block ids in entry order). Blocks
 // are reference counted: copying a table (a snapshot, a shared prompt
 // prefix) shares its blocks, and a write to a shared block copies it first
@@ -46,7 +47,8 @@ struct KvPoolStats {
 
 class KvBlockPool {
 public:
-  /// Throws std::invalid_argument for sizes < 1.
+  /// Throws std::invalid_argument for sizes < 1, and for Q8 rows whose
+  /// head_dim is not a multiple of kKvQ8Group.
   KvBlockPool(int64_t block_entries, int64_t head_dim, int64_t max_blocks,
               KvRowType element = KvRowType::F32);
   KvBlockPool(const KvBlockPool &) = delete;
@@ -56,7 +58,7 @@ public:
   int64_t headDim() const { return hd_; }
   KvRowType element() const { return element_; }
   /// Bytes of one key or value row.
-  int64_t rowBytes() const { return hd_ * kvRowTypeBytes(element_); }
+  int64_t rowBytes() const { return kvRowBytes(element_, hd_); }
   /// Bytes of one block (keys and values).
   int64_t blockBytes() const { return 2 * B_ * rowBytes(); }
   int64_t capacityBlocks() const { return maxBlocks_; }
@@ -70,8 +72,8 @@ public:
   /// Whether more than one holder references the block.
   bool shared(int32_t id) const;
   /// Rows [block_entries, head_dim] of the block's keys / values, as
-  /// bytes (any element type), as f32 (an f32 pool only) or as f16 bits
-  /// (an f16 pool only).
+  /// bytes (any element type: a Q8 pool's rows are read this way), as f32
+  /// (an f32 pool only) or as f16 bits (an f16 pool only).
   unsigned char *keyBytes(int32_t id) const { return slot(id); }
   unsigned char *valueBytes(int32_t id) const { return slot(id) + B_ * rowBytes(); }
   float *keys(int32_t id) const { return reinterpret_cast<float *>(keyBytes(id)); }

@@ -2,6 +2,7 @@
 #include "KvCache.h"
 #include "../exec/Matmul.h"
 #include "../kernels/attention_f32.h"
+#include "../kernels/kv_q8_row.h"
 #include "../exec/ThreadPool.h"
 #include "KvRdkv.h"
 #include "KvSelect.h"
@@ -192,6 +193,9 @@ void LayerCache::appendPaged(HeadCache &c, const float *kr, const float *vr) {
   if (halfRows()) {
     kernels::halfRow(kr, hd_, pool_->keysF16(id) + row * hd_);
     kernels::halfRow(vr, hd_, pool_->valuesF16(id) + row * hd_);
+  } else if (rowType() == KvRowType::Q8) {
+    kernels::q8Row(kr, hd_, pool_->keyBytes(id) + row * pool_->rowBytes());
+    kernels::q8Row(vr, hd_, pool_->valueBytes(id) + row * pool_->rowBytes());
   } else {
     std::copy_n(kr, hd_, pool_->keys(id) + row * hd_);
     std::copy_n(vr, hd_, pool_->values(id) + row * hd_);
@@ -204,6 +208,8 @@ void LayerCache::pagedRowsF32(const HeadCache &c, bool values, std::vector<float
     const unsigned char *row = values ? pagedValue(c, j) : pagedKey(c, j);
     if (halfRows())
       kernels::floatRow(reinterpret_cast<const uint16_t *>(row), hd_, dst.data() + j * hd_);
+    else if (rowType() == KvRowType::Q8)
+      kernels::floatRowQ8(row, hd_, dst.data() + j * hd_);
     else
       std::memcpy(dst.data() + j * hd_, row, size_t(hd_) * sizeof(float));
   }

@@ -90,8 +90,10 @@ public:
   /// std::runtime_error otherwise).
   void usePool(std::shared_ptr<KvBlockPool> pool);
   bool paged() const { return pool_ && !quantized() && !rdStored_; }
+  /// Its entries' row type: the pool's when paged, else f32.
+  KvRowType rowType() const { return paged() ? pool_->element() : KvRowType::F32; }
   /// Whether its entries are f16 rows (a paged cache on an f16 pool).
-  bool halfRows() const { return paged() && pool_->element() == KvRowType::F16; }
+  bool halfRows() const { return rowType() == KvRowType::F16; }
   /// Whether its policy lets leading blocks be shared once paged: the full
   /// cache in f32, recording nothing, its entries exactly positions 0..n-1.
   bool sharesPrefixes() const { return policy_.full() && !quantized() && !record_; }
@@ -134,7 +136,8 @@ private:
   void keep(int64_t g, const std::vector<int64_t> &idx, int64_t headroom);
   void keyRows(int64_t g, std::vector<float> &dst) const;
   /// Every entry's key and value row of a paged head, in entry order (E:
-  /// the pool's element type, float or uint16_t f16 bits).
+  /// the pool's element type, float, uint16_t f16 bits or uint8_t for a
+  /// Q8 row's bytes).
   template <typename E>
   void pagedRows(const HeadCache &c, std::vector<const E *> &k, std::vector<const E *> &v) const;
   /// Entry j's key / value row of a paged cache, in the pool's element type.
@@ -147,19 +150,19 @@ private:
            (j % blockEntries_) * pool_->rowBytes();
   }
   /// Every key (values: value) row of a paged head as f32, into dst
-  /// (widened from f16 on an f16 pool).
+  /// (widened from f16, or decoded from Q8).
   void pagedRowsF32(const HeadCache &c, bool values, std::vector<float> &dst) const;
   /// Attention of one query head over entries [first, last] of a paged
   /// cache, block by block (w: scores, then probabilities, by entry; f16
-  /// rows are widened a block at a time).
+  /// and Q8 rows are decoded a block at a time).
   void attendPaged(const HeadCache &c, const float *qh, int64_t first, int64_t last, float scale,
                    float *w, float *out, float *scratch) const;
   /// The first entry query entry `last` sees (the attention window, if any).
   int64_t firstVisible(const HeadCache &c, int64_t last) const;
-  /// attend() with the generated GQA-group kernels (f32 or f16 entries, no
-  /// running statistics): one call per (KV head, query row) for the heads
-  /// sharing it. A paged cache's row addresses by KV head: kRows/vRows (f32
-  /// rows) or kHalf/vHalf (f16 rows).
+  /// attend() with the generated GQA-group kernels (f32, f16 or Q8 entries,
+  /// no running statistics): one call per (KV head, query row) for the
+  /// heads sharing it. A paged cache's row addresses by KV head, in the
+  /// RowAddresses of its row type.
   template <typename E> struct RowAddresses {
     std::vector<std::vector<const E *>> k, v;
     /// Fills each of the cache's KV heads' addresses.
@@ -167,7 +170,7 @@ private:
   };
   void attendByGroup(ThreadPool &pool, const float *q, int64_t T, float *out,
                      const codegen::AttendKernels &gen, const RowAddresses<float> &rows,
-                     const RowAddresses<uint16_t> &half) const;
+                     const RowAddresses<uint16_t> &half, const RowAddresses<uint8_t> &q8) const;
   void appendPaged(HeadCache &c, const float *kr, const float *vr);
   /// keep() of a paged cache: entries idx (ascending) moved to the front.
   void keepPaged(HeadCache &c, const std::vector<int64_t> &idx);

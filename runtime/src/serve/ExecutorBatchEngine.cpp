@@ -27,15 +27,17 @@ public:
     paged_ = opts.paged_kv;
     if (!opts.paged_kv) {
       if (opts.kv_row_type != KvRowType::F32)
-        throw std::invalid_argument("batcher: f16 KV rows need the paged KV cache");
+        throw std::invalid_argument(std::string("batcher: ") + kvRowTypeName(opts.kv_row_type) +
+                                    " KV rows need the paged KV cache");
       return;
     }
     if (opts.kv_block_tokens < 1 || opts.kv_block_tokens > 4096)
       throw std::invalid_argument("batcher: kv_block_tokens must be in [1, 4096]");
     blockTokens_ = opts.kv_block_tokens;
     // K and V rows of one table (kvBytesPerPosition counts f32 rows).
-    blockBytes_ = blockTokens_ * exec_.kvBytesPerPosition() / exec_.kvTablesPerSequence() *
-                  kvRowTypeBytes(opts.kv_row_type) / int64_t(sizeof(float));
+    const int64_t headDim =
+        exec_.kvBytesPerPosition() / exec_.kvTablesPerSequence() / 2 / int64_t(sizeof(float));
+    blockBytes_ = blockTokens_ * 2 * kvRowBytes(opts.kv_row_type, headDim);
     const int64_t perSequence =
         exec_.kvTablesPerSequence() * ((exec_.maxContext() + blockTokens_ - 1) / blockTokens_);
     PagedKvOptions p;
