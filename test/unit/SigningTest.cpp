@@ -32,11 +32,13 @@ bool exists(const std::string &p) {
   return ::stat(p.c_str(), &st) == 0;
 }
 
-/// A kernel object of the current abi whose llmc_test_tag() returns `tag`;
-/// padded with zeros to `padTo` bytes (ELF loaders ignore the tail).
-std::string kernelObject(int tag, size_t padTo = 0, const std::string &extra = "") {
+/// A kernel object of abi `abi` (the current one by default) whose
+/// llmc_test_tag() returns `tag`; padded with zeros to `padTo` bytes (ELF
+/// loaders ignore the tail).
+std::string kernelObject(int tag, size_t padTo = 0, const std::string &extra = "",
+                         int abi = cg::kAbi) {
   const std::string src = "extern \"C\" int llmc_codegen_abi() { return " +
-                          std::to_string(cg::kAbi) + "; }\nextern \"C\" int llmc_test_tag() { return " +
+                          std::to_string(abi) + "; }\nextern \"C\" int llmc_test_tag() { return " +
                           std::to_string(tag) + "; }\n" + extra;
   std::string bytes = cg::compileSharedObject(src, cg::IsaLevel::X86_64).bytes;
   if (bytes.size() < padTo)
@@ -44,7 +46,8 @@ std::string kernelObject(int tag, size_t padTo = 0, const std::string &extra = "
   return bytes;
 }
 
-nlohmann::json baseManifest(const nlohmann::json &kernels = nlohmann::json::array()) {
+nlohmann::json baseManifest(const nlohmann::json &kernels = nlohmann::json::array(),
+                            int abi = cg::kAbi) {
   ModelConfig c;
   c.architecture = "llama";
   c.vocab_size = 8;
@@ -57,7 +60,7 @@ nlohmann::json baseManifest(const nlohmann::json &kernels = nlohmann::json::arra
   c.context_length = 16;
   nlohmann::json m;
   m["config"] = configToJson(c);
-  m["codegen"] = {{"abi", cg::kAbi},
+  m["codegen"] = {{"abi", abi},
                   {"kernels", kernels},
                   {"objects", {{"x86-64", "codegen.x86-64.so"}}}};
   return m;
@@ -67,11 +70,11 @@ nlohmann::json baseManifest(const nlohmann::json &kernels = nlohmann::json::arra
 /// `key` unless null.
 void writeArtifact(const std::string &path, const std::vector<std::pair<std::string, std::string>> &objects,
                    const signing::SecretKey *key,
-                   const nlohmann::json &kernels = nlohmann::json::array()) {
+                   const nlohmann::json &kernels = nlohmann::json::array(), int abi = cg::kAbi) {
   std::vector<ArtifactWriter::Tensor> tensors;
   for (const auto &[name, bytes] : objects)
     tensors.push_back({name, DType::U8, {int64_t(bytes.size())}, int64_t(bytes.size()), bytes.data()});
-  ArtifactWriter w(baseManifest(kernels), tensors);
+  ArtifactWriter w(baseManifest(kernels, abi), tensors);
   if (key)
     w.signWith(*key);
   w.writeFile(path);
@@ -275,4 +278,39 @@ TEST_F(SignedArtifact, ArtifactsLoadedTogetherKeepTheirOwnObjects) {
   using TagFn = int (*)();
   EXPECT_EQ(reinterpret_cast<TagFn>(g1->findAdd())(), 1);
   EXPECT_EQ(reinterpret_cast<TagFn>(g2->findAdd())(), 2);
+}
+
+// An artifact compiled for an older kernel abi (its manifest says so, its
+// object agrees), signed by a trusted key: its kernels are not run, and the
+// reason names both abis and says to recompile (the runtime then runs its
+// library kernels). A manifest that claims the current abi over an object
+// of another is refused outright, and so is a codegen section with no abi.
+TEST_F(SignedArtifact, KernelsOfAnotherAbiFallBackWithTheReason) {
+  const std::string old = dir + "/old.llmc", lying = dir + "/lying.llmc", none = dir + "/none.llmc";
+  const std::string oldObject = kernelObject(7, 0, "", cg::kAbi - 1);
+  writeArtifact(old, {{"codegen.x86-64.so", oldObject}}, &key, nlohmann::json::array(),
+                cg::kAbi - 1);
+  std::string how;
+  EXPECT_EQ(load(old, how), nullptr);
+  EXPECT_EQ(how, "generated kernels of abi " + std::to_string(cg::kAbi - 1) +
+                     " (this runtime runs abi " + std::to_string(cg::kAbi) +
+                     "; recompile the artifact)");
+  writeArtifact(lying, {{"codegen.x86-64.so", oldObject}}, &key);
+  try {
+    load(lying, how);
+    ADD_FAILURE() << "an object of abi " << cg::kAbi - 1 << " under an abi " << cg::kAbi
+                  << " manifest was loaded";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("is not an llmc kernel object of abi " +
+                                         std::to_string(cg::kAbi)),
+              std::string::npos)
+        << e.what();
+  }
+  nlohmann::json m = baseManifest();
+  m["codegen"].erase("abi");
+  ArtifactWriter w(m, {{"codegen.x86-64.so", DType::U8, {int64_t(object.size())},
+                        int64_t(object.size()), object.data()}});
+  w.signWith(key);
+  w.writeFile(none);
+  EXPECT_THROW(load(none, how), std::runtime_error);
 }

@@ -11,11 +11,16 @@
 // Each rate is the median of --reps runs. Prompt ids are deterministic: BOS
 // (when the tokenizer has one) then a fixed pseudo-random sequence in the
 // vocabulary, so every run and every build sees the same tokens.
+// --speculate (with --prompt-file): the decode test becomes -n greedy tokens
+// after the file's prompt, plainly and with the drafter, alternating within
+// each repetition (BenchSpeculation.h): both rates, the speedup, the mean
+// accepted length and the drafter's time.
 // Also reported for roofline estimates (bench/cpu_performance.py): the
 // weight bytes one decode step reads (every tensor once, except tensors only
 // the embedding reads, of which one row) and the KV-cache bytes per cached
 // position (f32 K and V of every attention node).
 //===----------------------------------------------------------------------===//
+#include "BenchSpeculation.h"
 #include "Commands.h"
 #include "llmc/cuda_engine.h"
 #include "llmc/executor.h"
@@ -23,7 +28,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
+#include <optional>
+#include <sstream>
 #include <set>
 #include <sys/resource.h>
 #include <thread>
@@ -39,6 +47,9 @@ struct BenchArgs {
   EngineChoice engine;
   bool cuda = false, noGraphs = false; // --device cuda, --no-graphs
   int batch = 1;                        // --batch: sequences decoded together (cuda)
+  SpeculationChoice spec;               // --speculate and its flags
+  std::string promptFile;               // --prompt-file: the text --speculate decodes after
+  bool chat = false;                    // --chat: that text in the model's chat template
 };
 
 /// The GPU engine seen as bench sees the CPU executor.
@@ -219,12 +230,20 @@ void declareBenchOptions(CLI::App &app, BenchArgs &a) {
                   "rate counts all their tokens, and an untimed first pass checks the batched "
                   "logits against each sequence decoded alone")
       ->check(CLI::Range(1, 32));
+  addSpeculationOptions(cmd, a.spec);
+  cmd->add_option("--prompt-file", a.promptFile,
+                  "--speculate: UTF-8 text whose tokens (BOS first) the decode test continues "
+                  "(drafts are only as good as the text: a code edit repeats its source, "
+                  "random ids repeat nothing)")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--chat", a.chat, "--prompt-file: wrap the text in the model's chat template");
   addEngineOptions(cmd, a.engine);
 }
 
 /// What a bench run measured, for both output forms.
 struct BenchResult {
   std::vector<double> prefill, decode; // tokens/s of each repetition
+  std::optional<SpecBenchResult> spec; // --speculate (decode: its plain runs)
   double loadS = 0, rss = 0, bpw = 0;
   double batchMaxDiff = -1; // --batch > 1: batched vs one-by-one logits, max |diff|
   int threads = 0;
@@ -334,6 +353,29 @@ std::string jsonArray(const std::vector<double> &v) {
   return s + "]";
 }
 
+/// The "speculative" member: null, or the drafter, both rates and what
+/// drafting did (summed over the repetitions).
+std::string specJson(const BenchResult &r) {
+  if (!r.spec)
+    return "null";
+  const SpecBenchResult &s = *r.spec;
+  nlohmann::json j = {{"drafter", s.drafter},
+                      {"max_draft", s.maxDraft},
+                      {"prompt_tokens", s.promptTokens},
+                      {"plain_tok_s", median(s.plain)},
+                      {"speculative_tok_s", median(s.speculative)},
+                      {"plain_runs", s.plain},
+                      {"speculative_runs", s.speculative},
+                      {"speedup", s.speedup()},
+                      {"mean_accepted", s.stats.meanAccepted()},
+                      {"passes", s.stats.passes},
+                      {"drafted", s.stats.drafted},
+                      {"accepted", s.stats.accepted},
+                      {"draft_ms", s.stats.draft_seconds * 1e3},
+                      {"tokens_identical", true}};
+  return j.dump();
+}
+
 template <typename Engine>
 void printBenchJson(const BenchArgs &a, const BenchResult &r, const Artifact &art,
                     const Engine &exec) {
@@ -353,7 +395,8 @@ void printBenchJson(const BenchArgs &a, const BenchResult &r, const Artifact &ar
          "\"decode_weight_bytes_per_token\": %lld, \"kv_bytes_per_position\": %lld, "
          "\"bytes_by_type\": %s, \"prefill_runs\": %s, \"decode_runs\": %s, "
          "\"engine\": \"%s\", \"generated_kernels\": %s, \"other_bytes\": %lld, "
-         "\"activations\": %s, \"batch\": %d, \"batch_max_abs_diff\": %s}\n",
+         "\"activations\": %s, \"batch\": %d, \"batch_max_abs_diff\": %s, "
+         "\"speculative\": %s}\n",
          jsonNumber(prefillMed).c_str(), jsonNumber(decodeMed).c_str(),
          jsonNumber(r.loadS).c_str(), jsonNumber(r.rss).c_str(), r.threads,
          nlohmann::json(r.name).dump().c_str(), nlohmann::json(a.input).dump().c_str(),
@@ -364,7 +407,8 @@ void printBenchJson(const BenchArgs &a, const BenchResult &r, const Artifact &ar
          jsonArray(r.decode).c_str(), exec.engineName(),
          nlohmann::json(exec.generatedKernelsInfo()).dump().c_str(), (long long)st.otherBytes,
          nlohmann::json(exec.activationsInfo()).dump().c_str(), a.batch,
-         r.batchMaxDiff < 0 ? "null" : jsonNumber(r.batchMaxDiff).c_str());
+         r.batchMaxDiff < 0 ? "null" : jsonNumber(r.batchMaxDiff).c_str(),
+         specJson(r).c_str());
   fflush(stdout);
 }
 
@@ -389,6 +433,16 @@ void printBenchTable(const BenchArgs &a, const BenchResult &r, const Engine &exe
   if (!r.decode.empty())
     printRow("tg" + std::to_string(a.gen) + (a.batch > 1 ? " x" + std::to_string(a.batch) : ""),
              r.decode);
+  if (r.spec) {
+    const SpecBenchResult &s = *r.spec;
+    printRow("tg" + std::to_string(a.gen) + " spec", s.speculative);
+    printf("after a %lld-token prompt: %s, up to %d drafts: %.2fx plain decoding (median of "
+           "paired runs), mean accepted length %.2f tokens per pass (%lld of %lld drafts "
+           "accepted), drafting %.1f ms; tokens identical to plain greedy\n",
+           (long long)s.promptTokens, s.drafter.c_str(), s.maxDraft, s.speedup(),
+           s.stats.meanAccepted(), (long long)s.stats.accepted, (long long)s.stats.drafted,
+           s.stats.draft_seconds * 1e3);
+  }
   if (r.batchMaxDiff >= 0)
     printf("batch of %d: logits within %.3g of each sequence decoded alone\n", a.batch,
            r.batchMaxDiff);
@@ -410,6 +464,12 @@ int runBench(const BenchArgs &a) {
     return usage("nothing to measure: -p and -n are both 0");
   if ((a.noGraphs || a.batch > 1) && !a.cuda)
     return usage("--no-graphs and --batch apply to --device cuda");
+  if (a.spec.on() && (a.cuda || a.promptFile.empty() || a.gen == 0))
+    return usage("--speculate measures CPU decoding after a text: it needs --prompt-file and "
+                 "-n above 0, and does not apply to --device cuda");
+  if (!a.spec.on() && (!a.promptFile.empty() || a.chat))
+    return usage("--prompt-file (and --chat) give the text --speculate decodes after: give "
+                 "--speculate");
   if (a.cuda && (a.threads > 0 || a.engine.library || a.engine.engine == Engine::Reference ||
                  a.engine.kvType != "f32"))
     return usage("--device cuda runs the artifact's CUDA kernels: -t, --library-kernels, "
@@ -420,6 +480,26 @@ int runBench(const BenchArgs &a) {
   auto t0 = Clock::now();
   auto art = loadModelOrArtifact(a.input, a.pipeline, a.tokenizer, a.quiet,
                                  a.engine.verifyWeights);
+  std::vector<int32_t> specPrompt; // --speculate: the file's tokens
+  if (a.spec.on()) {
+    if (art->tokenizer().empty())
+      throw std::runtime_error(a.input + ": --prompt-file needs the model's tokenizer (the "
+                                         "artifact has none)");
+    std::ifstream f(a.promptFile, std::ios::binary);
+    std::stringstream text;
+    text << f.rdbuf();
+    PromptChoice chat;
+    chat.chat = a.chat;
+    specPrompt = encodePrompt(Tokenizer(art->tokenizer()), text.str(), chat, true);
+    if (specPrompt.empty())
+      throw std::runtime_error(a.promptFile + ": no tokens (an empty prompt file)");
+    // The prompt, the tokens, and a last draft's entries before they are rewound.
+    need = std::max<int64_t>(need, int64_t(specPrompt.size()) + a.gen + 17);
+    if (a.ctx > 0 && a.ctx < need)
+      throw std::runtime_error("--ctx " + std::to_string(a.ctx) + " is smaller than the " +
+                               std::to_string(need) + " positions --speculate needs (the " +
+                               std::to_string(specPrompt.size()) + "-token prompt, -n and a draft)");
+  }
   int64_t modelCtx = art->config().context_length;
   if (modelCtx > 0 && need > modelCtx)
     throw std::runtime_error(a.input + ": the test needs " + std::to_string(need) +
@@ -437,6 +517,17 @@ int runBench(const BenchArgs &a) {
         measureRates(prefillOnly, engine, bos, r);
         if (a.gen > 0)
           measureBatchDecode(a, engine.gpu, bos, r);
+        batched = true;
+      }
+    }
+    if constexpr (std::is_same_v<std::decay_t<decltype(engine)>, Executor>) {
+      if (a.spec.on()) { // the prompt test, then plain against speculative decoding
+        BenchArgs prefillOnly = a;
+        prefillOnly.gen = 0;
+        if (a.prompt > 0)
+          measureRates(prefillOnly, engine, bos, r);
+        r.spec = measureSpeculation(engine, *art, a.spec, specPrompt, a.gen, a.reps, a.quiet);
+        r.decode = r.spec->plain;
         batched = true;
       }
     }
@@ -465,6 +556,7 @@ int runBench(const BenchArgs &a) {
   ExecutorOptions eo;
   eo.threads = a.threads;
   eo.max_context = a.ctx > 0 ? a.ctx : need;
+  eo.keep_hidden = a.spec.needsHidden(); // Medusa heads read the final hidden state
   a.engine.apply(eo);
   Executor exec(*art, eo);
   warnUntrustedCode(exec);

@@ -3,6 +3,7 @@
 // streaming the continuation to stdout; statistics go to stderr.
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
+#include "SpeculationOptions.h"
 #include "llmc/cuda_engine.h"
 #include "llmc/executor.h"
 #include "llmc/speculative.h"
@@ -13,8 +14,6 @@
 
 namespace llmc::tool {
 namespace {
-/// Drafters `llmc run --speculate` knows (auto: the artifact's own).
-enum class SpecChoice { None, Ngram, Medusa, Hybrid, Auto };
 /// Where `llmc run` runs the model.
 enum class RunDevice { Cpu, Cuda };
 
@@ -25,10 +24,7 @@ struct RunArgs {
   bool quiet = false, noBos = false, ignoreEos = false, printIds = false;
   int64_t ctx = 0, prefillChunk = 0;
   EngineChoice engine;
-  SpecChoice speculate = SpecChoice::None;
-  spec::SpecOptions spec;
-  int draft = 0; // --draft (0: the artifact's max_draft, else 4)
-  double minConfidence = -1; // --min-confidence (< 0: the artifact's)
+  SpeculationChoice spec; // --speculate, --draft, --min-confidence, --ngram
   RunDevice device = RunDevice::Cpu;
   bool noGraphs = false;
 };
@@ -109,18 +105,7 @@ void declareRunOptions(CLI::App &app, RunArgs &a) {
   cmd->add_flag("--print-ids", a.printIds,
                 "print generated token ids (space separated) instead of text");
   cmd->add_flag("-q,--quiet", a.quiet, "no progress or statistics on stderr");
-  cmd->add_option("--speculate", a.speculate,
-                  "speculative decoding, lossless (greedy: the same tokens as without; "
-                  "sampling: the same distribution): 'ngram' drafts by prompt lookup, "
-                  "'medusa' by the heads llm-spec-attach compiled into the artifact, 'hybrid' by "
-                  "prompt lookup where a suffix of 2+ tokens recurs and the heads elsewhere, "
-                  "'auto' by the artifact's drafter; verified in one target pass each")
-      ->transform(CLI::Transformer(std::map<std::string, SpecChoice>{{"none", SpecChoice::None},
-                                                                     {"ngram", SpecChoice::Ngram},
-                                                                     {"medusa", SpecChoice::Medusa},
-                                                                     {"hybrid", SpecChoice::Hybrid},
-                                                                     {"auto", SpecChoice::Auto}})
-                      .description("one of: none, ngram, medusa, hybrid, auto"));
+  addSpeculationOptions(cmd, a.spec);
   cmd->add_option("--device", a.device,
                   "cpu (default) or cuda: run on this machine's GPU with the artifact's CUDA "
                   "kernels (compiled with --target cuda or cpu,cuda, signed by a trusted key); "
@@ -131,16 +116,6 @@ void declareRunOptions(CLI::App &app, RunArgs &a) {
   cmd->add_flag("--no-graphs", a.noGraphs,
                 "--device cuda: launch every decode step's kernels one by one instead of "
                 "replaying its captured CUDA Graph (for comparison)");
-  cmd->add_option("--draft", a.draft,
-                  "draft tokens per target pass at most (--speculate; default: the artifact's "
-                  "max_draft, else 4)")
-      ->check(CLI::Range(1, 16));
-  cmd->add_option("--min-confidence", a.minConfidence,
-                  "--speculate medusa: stop drafting at the first head whose draft has a lower "
-                  "probability (default: the artifact's, fitted by llm-spec-attach)")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--ngram", a.spec.max_n, "longest context suffix prompt lookup matches")
-      ->check(CLI::Range(1, 8));
   addEngineOptions(cmd, a.engine);
 }
 
@@ -223,32 +198,6 @@ int generateTokens(const RunArgs &a, Engine &exec, const Tokenizer *tok,
   return generated;
 }
 
-/// The drafter --speculate names (auto: the artifact's), with the draft
-/// length: --draft, else the artifact's, else 4.
-std::unique_ptr<spec::Drafter> makeDrafter(const RunArgs &a, const Artifact &art, Executor &exec,
-                                           spec::SpecOptions &opts) {
-  const std::optional<spec::SpecConfig> c = spec::specConfigOf(art);
-  SpecChoice choice = a.speculate;
-  if (choice == SpecChoice::Auto) {
-    if (!c)
-      throw std::runtime_error("--speculate auto: the artifact has no drafter (attach one with "
-                               "--pipeline='llm-spec-attach{method=medusa}' or use "
-                               "--speculate ngram)");
-    choice = c->method == SpecMethod::Medusa ? SpecChoice::Medusa : SpecChoice::Ngram;
-  }
-  opts = a.spec;
-  opts.max_draft = a.draft > 0 ? a.draft : (c ? c->max_draft : 4);
-  if (c && c->method == SpecMethod::Ngram && a.speculate == SpecChoice::Auto)
-    opts.max_n = c->ngram;
-  if (choice == SpecChoice::Medusa)
-    return std::make_unique<spec::MedusaDrafter>(art, exec, a.minConfidence);
-  if (choice == SpecChoice::Hybrid)
-    return std::make_unique<spec::HybridDrafter>(
-        opts.max_n, std::max(2, opts.min_n),
-        std::make_unique<spec::MedusaDrafter>(art, exec, a.minConfidence));
-  return std::make_unique<spec::NgramDrafter>(opts.max_n, opts.min_n);
-}
-
 /// generateTokens() with drafts verified by the target (lossless: greedy
 /// gives the same tokens, sampling the same distribution).
 int generateSpeculative(const RunArgs &a, Executor &exec, spec::Drafter &drafter,
@@ -300,7 +249,7 @@ void dumpLogits(const RunArgs &a, std::vector<float> &logits, int64_t rows, int6
 
 /// llmc run --device cuda: the artifact's kernel plan on the GPU (CudaEngine).
 int runOnCuda(const RunArgs &a) {
-  if (a.speculate != SpecChoice::None || a.engine.engine == Engine::Reference ||
+  if (a.spec.on() || a.engine.engine == Engine::Reference ||
       a.engine.library || a.engine.kvType != "f32" || a.prefillChunk > 0 || a.threads > 0)
     return usage("--device cuda runs the artifact's CUDA kernels with its own f16 paged KV "
                      "cache and prompt chunks: --speculate, --engine reference, "
@@ -363,8 +312,7 @@ int runGeneration(const RunArgs &a) {
   eo.max_context = a.ctx;
   eo.prefill_chunk = a.prefillChunk;
   // Medusa heads read the final hidden state (an artifact's own drafter may be one).
-  eo.keep_hidden = a.speculate == SpecChoice::Medusa || a.speculate == SpecChoice::Hybrid ||
-                   a.speculate == SpecChoice::Auto;
+  eo.keep_hidden = a.spec.needsHidden();
   GenerationModel model =
       openForGeneration(a.input, a.pipeline, a.tokenizer, a.quiet, a.engine, eo);
   Executor &exec = *model.exec;
@@ -390,8 +338,8 @@ int runGeneration(const RunArgs &a) {
 
   spec::SpecOptions specOpts;
   std::unique_ptr<spec::Drafter> drafter;
-  if (a.speculate != SpecChoice::None)
-    drafter = makeDrafter(a, *model.artifact, exec, specOpts);
+  if (a.spec.on())
+    drafter = a.spec.makeDrafter(*model.artifact, exec, specOpts);
   auto td = std::chrono::steady_clock::now();
   spec::SpecStats specStats;
   int generated = !drafter

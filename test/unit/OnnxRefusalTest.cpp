@@ -1,0 +1,88 @@
+//===- OnnxRefusalTest.cpp - ONNX graphs the raiser must refuse by name ---===//
+// Attributes whose meaning llmc does not raise, set on the committed
+// fixtures' own nodes after reading (so no extra fixture files): a partial
+// rotary (onnxruntime's RotaryEmbedding with rotary_embedding_dim below
+// the head size), a RoPE scale other than 1, and a MoE router taking the
+// k smallest (TopK largest=0). Each is refused with the node named; the
+// accepted spellings of the same attributes (the whole head, scale 1,
+// largest=1) import.
+//===----------------------------------------------------------------------===//
+#include "compiler/import/SourceModel.h"
+#include "compiler/import/onnx/OnnxGraph.h"
+
+#include "MissingInput.h"
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <sys/stat.h>
+
+using namespace llmc;
+using namespace llmc::onnx_import;
+
+namespace {
+
+std::string fixture(const std::string &name) {
+  return std::string(LLMC_SOURCE_DIR) + "/test/fixtures/onnx/" + name + "/model.onnx";
+}
+
+bool exists(const std::string &p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+/// The message raiseOnnxDecoder throws for `g` after `mutate` sets an
+/// attribute on every node of op `op` ("" when it imports); `found` counts
+/// those nodes.
+std::string raiseWith(OnnxGraph g, const std::string &op,
+                      const std::function<void(OnnxNode &)> &mutate, int &found) {
+  found = 0;
+  for (OnnxNode &n : g.nodes)
+    if (n.op == op) {
+      mutate(n);
+      ++found;
+    }
+  try {
+    raiseOnnxDecoder(g);
+    return "";
+  } catch (const ImportError &e) {
+    return e.what();
+  }
+}
+
+} // namespace
+
+TEST(OnnxRefusals, PartialRotaryAndRopeScaleAreRefusedByNode) {
+  const std::string path = fixture("llama-ortopt");
+  if (!exists(path))
+    LLMC_MISSING_INPUT(path);
+  const OnnxGraph g = readOnnxGraph(path);
+  int found = 0;
+  // The whole head (head_dim 8 in this fixture: 2 x the caches' 4 columns),
+  // spelled out, imports as the default does.
+  EXPECT_EQ(raiseWith(g, "RotaryEmbedding", [](OnnxNode &n) { n.ints["rotary_embedding_dim"] = 0; },
+                      found),
+            "");
+  ASSERT_GT(found, 0) << "no RotaryEmbedding node in " << path;
+  std::string err =
+      raiseWith(g, "RotaryEmbedding", [](OnnxNode &n) { n.ints["rotary_embedding_dim"] = 2; }, found);
+  EXPECT_NE(err.find("partial rotary (rotary_embedding_dim) is not raised"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("RotaryEmbedding)"), std::string::npos) << err; // the op, with its domain
+  EXPECT_EQ(raiseWith(g, "RotaryEmbedding", [](OnnxNode &n) { n.floats["scale"] = 1.0f; }, found),
+            "");
+  err = raiseWith(g, "RotaryEmbedding", [](OnnxNode &n) { n.floats["scale"] = 0.5f; }, found);
+  EXPECT_NE(err.find("a RoPE scale is not raised"), std::string::npos) << err;
+}
+
+TEST(OnnxRefusals, RouterTakingTheSmallestIsRefused) {
+  const std::string path = fixture("mixtral-moe");
+  if (!exists(path))
+    LLMC_MISSING_INPUT(path);
+  const OnnxGraph g = readOnnxGraph(path);
+  int found = 0;
+  EXPECT_EQ(raiseWith(g, "TopK", [](OnnxNode &n) { n.ints["largest"] = 1; }, found), "");
+  ASSERT_GT(found, 0) << "no TopK node in " << path;
+  const std::string err = raiseWith(g, "TopK", [](OnnxNode &n) { n.ints["largest"] = 0; }, found);
+  EXPECT_NE(err.find("k is not a constant (or the smallest are taken)"), std::string::npos) << err;
+  EXPECT_NE(err.find("(TopK)"), std::string::npos) << err;
+}

@@ -1,0 +1,41 @@
+//===- SpeculationOptions.h - --speculate and its flags ---------*- C++ -*-===//
+// The drafter choice `llmc run` and `llmc bench` share: --speculate,
+// --draft, --min-confidence, --ngram, and the drafter they make.
+//===----------------------------------------------------------------------===//
+#pragma once
+#include "llmc/artifact.h"
+#include "llmc/executor.h"
+#include "llmc/speculative.h"
+
+#include <CLI/CLI.hpp>
+#include <memory>
+
+namespace llmc::tool {
+
+/// Drafters --speculate knows (auto: the artifact's own).
+enum class SpecChoice { None, Ngram, Medusa, Hybrid, Auto };
+
+struct SpeculationChoice {
+  SpecChoice speculate = SpecChoice::None;
+  spec::SpecOptions spec;
+  int draft = 0;             // --draft (0: the artifact's max_draft, else 4)
+  double minConfidence = -1; // --min-confidence (< 0: the artifact's)
+
+  bool on() const { return speculate != SpecChoice::None; }
+  /// Whether the drafter may read the final hidden state (the executor
+  /// must then be made with keep_hidden).
+  bool needsHidden() const {
+    return speculate == SpecChoice::Medusa || speculate == SpecChoice::Hybrid ||
+           speculate == SpecChoice::Auto;
+  }
+  /// The drafter --speculate names (auto: the artifact's), and in `opts`
+  /// the draft length: --draft, else the artifact's, else 4. Throws
+  /// std::runtime_error when the artifact lacks what the choice needs.
+  std::unique_ptr<spec::Drafter> makeDrafter(const Artifact &art, Executor &exec,
+                                             spec::SpecOptions &opts) const;
+};
+
+/// --speculate, --draft, --min-confidence and --ngram on `cmd`.
+void addSpeculationOptions(CLI::App *cmd, SpeculationChoice &c);
+
+} // namespace llmc::tool
