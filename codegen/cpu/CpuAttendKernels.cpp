@@ -7,6 +7,7 @@
 // forms (four horizontal sums at once, 512-bit value sums) keep that order.
 //===----------------------------------------------------------------------===//
 #include "codegen/cpu/CpuAttendKernels.h"
+#include "llmc/kv_row_type.h"
 
 #include <algorithm>
 #include <cmath>
@@ -171,20 +172,20 @@ std::string groupAttendKernel(const OpKernelSpec &s) {
     throw std::invalid_argument("grouped attention needs head_dim % 8 == 0 and a group of 2 or more");
   const bool rows = isRowsAttend(s.kind), half = s.kind == Kind::AttendF16RowsGroup,
              q8 = s.kind == Kind::AttendQ8RowsGroup;
-  if (q8 && s.headDim % 32 != 0)
-    throw std::invalid_argument("q8_0 KV rows need head_dim % 32 == 0");
+  const KvRowType rowType = half ? KvRowType::F16 : q8 ? KvRowType::Q8 : KvRowType::F32;
+  if (q8 && s.headDim % kKvQ8Group != 0)
+    throw std::invalid_argument("q8_0 KV rows need head_dim % " + std::to_string(kKvQ8Group) +
+                                " == 0");
   const std::string elem = half ? "uint16_t" : q8 ? "uint8_t" : "float";
-  const int64_t rowBytes = half ? 2 * s.headDim : q8 ? s.headDim + s.headDim / 16 : 4 * s.headDim;
-  // Eight elements of row `row` from element `at`, as f32.
-  auto load = [&](const std::string &row, const std::string &at) {
+  const int64_t rowBytes = kvRowBytes(rowType, s.headDim);
+  // `lanes` (8 or 16) elements of row `row` from element `at`, as f32
+  // (load8 / load16 and their f16 "h" and q8_0 "q" forms).
+  auto load = [&](int lanes, const std::string &row, const std::string &at) {
+    const std::string fn = "load" + std::to_string(lanes);
     if (q8) // SC: the row's scale bytes, before its codes
-      return "load8q(" + row + " + SC + " + at + ", " + row + " + 2 * ((" + at + ") / 32))";
-    return std::string(half ? "load8h(" : "load8(") + row + " + " + at + ")";
-  };
-  auto load16 = [&](const std::string &row, const std::string &at) {
-    if (q8)
-      return "load16q(" + row + " + SC + " + at + ", " + row + " + 2 * ((" + at + ") / 32))";
-    return std::string(half ? "load16h(" : "load16f(") + row + " + " + at + ")";
+      return fn + "q(" + row + " + SC + " + at + ", " + row + " + 2 * ((" + at + ") / " +
+             std::to_string(kKvQ8Group) + "))";
+    return fn + (half ? "h(" : "(") + row + " + " + at + ")";
   };
   const int64_t chunks = s.headDim / 8;
   const int gs = divisorAtMost(s.heads, 3);                  // heads per score pass
@@ -207,7 +208,7 @@ std::string groupAttendKernel(const OpKernelSpec &s) {
     << "  constexpr int HD = " << s.headDim << ", G = " << s.heads << ", GS = " << gs
     << ", CH = " << ch << ", RB = " << rowBytes << ";\n";
   if (q8)
-    o << "  constexpr int SC = 2 * (HD / 32);\n";
+    o << "  constexpr int SC = 2 * (HD / " << kKvQ8Group << ");\n";
   o << "  constexpr float SCALE = " << num(1.0 / std::sqrt(double(s.headDim))) << "f;\n"
     << "  int64_t j = 0;\n"
     << "  for (; j + 4 <= n; j += 4)\n"
@@ -226,7 +227,7 @@ std::string groupAttendKernel(const OpKernelSpec &s) {
     << "      for (int d = 0; d < HD; d += 8) {\n"
     << "        v8f kv[4];\n"
     << "        for (int i = 0; i < 4; ++i)\n"
-    << "          kv[i] = " << load(keyRow, "d") << ";\n"
+    << "          kv[i] = " << load(8, keyRow, "d") << ";\n"
     << "        for (int g = 0; g < GS; ++g) {\n"
     << "          const v8f qv = load8(q + (g0 + g) * HD + d);\n"
     << "          for (int i = 0; i < 4; ++i)\n"
@@ -247,7 +248,7 @@ std::string groupAttendKernel(const OpKernelSpec &s) {
     o << "    float kj[HD];\n"
       << "    for (int d = 0; d < HD; ++d)\n"
       << "      kj[d] = float(int8_t(" << keyTail << "[SC + d])) * h2f(" << keyTail
-      << " + 2 * (d / 32));\n";
+      << " + 2 * (d / " << kKvQ8Group << "));\n";
   else
     o << "    const float *kj = " << keyTail << ";\n";
   o << "    for (int g = 0; g < G; ++g) {\n"
@@ -268,55 +269,48 @@ std::string groupAttendKernel(const OpKernelSpec &s) {
     << "    for (int64_t r = 0; r < n; ++r)\n"
     << "      wg[r] *= inv;\n"
     << "  }\n";
-  if (s.headDim % 16 == 0) // AVX-512: the same per-lane sums, 16 lanes an instruction
-    o << "#ifdef __AVX512F__\n"
-      << "  constexpr int CH16 = " << divisorAtMost(s.headDim / 16, std::max(1, 12 / gs)) << ";\n"
-      << "  for (int g0 = 0; g0 < G; g0 += GS)\n"
-      << "    for (int c = 0; c < HD; c += 16 * CH16) {\n"
-      << "      __m512 acc[GS][CH16];\n"
-      << "      for (int g = 0; g < GS; ++g)\n"
-      << "        for (int x = 0; x < CH16; ++x)\n"
-      << "          acc[g][x] = _mm512_setzero_ps();\n"
+  // The weighted sum of value rows, in 8-lane vectors, or at AVX-512 in
+  // 16-lane registers: the same per-lane fused multiply-adds, half the
+  // instructions. `prefetch`: the statement that fetches rows ahead.
+  auto valueSums = [&](int lanes, const std::string &vec, const std::string &splatFn,
+                       const std::string &fma, const std::string &storeFn,
+                       const std::string &prefetch) {
+    const int perPass = divisorAtMost(s.headDim / lanes, std::max(1, 12 / gs)); // chunks
+    const std::string L = std::to_string(lanes), C = std::to_string(perPass);
+    o << "  for (int g0 = 0; g0 < G; g0 += GS)\n"
+      << "    for (int c = 0; c < HD; c += " << L << " * " << C << ") {\n"
+      << "      " << vec << " acc[GS][" << C << "] = {};\n"
       << "      for (int64_t r = 0; r < n; ++r) {\n"
-      << "        if (r + 8 < n && c == 0)\n"
-      << "          for (int b = 0; b < RB; b += 64)\n"
-      << "            __builtin_prefetch(reinterpret_cast<const char *>(" << valueAhead << ") + b);\n"
-      << "        const " << elem << " *vr = " << valueRow << ";\n"
-      << "        __m512 vv[CH16];\n"
-      << "        for (int x = 0; x < CH16; ++x)\n"
-      << "          vv[x] = " << load16("vr", "c + 16 * x") << ";\n"
+      << prefetch << "        const " << elem << " *vr = " << valueRow << ";\n"
+      << "        " << vec << " vv[" << C << "];\n"
+      << "        for (int x = 0; x < " << C << "; ++x)\n"
+      << "          vv[x] = " << load(lanes, "vr", "c + " + L + " * x") << ";\n"
       << "        for (int g = 0; g < GS; ++g) {\n"
-      << "          const __m512 p = _mm512_set1_ps(w[(g0 + g) * ldw + r]);\n"
-      << "          for (int x = 0; x < CH16; ++x)\n"
-      << "            acc[g][x] = _mm512_fmadd_ps(p, vv[x], acc[g][x]);\n"
+      << "          const " << vec << " p = " << splatFn << "(w[(g0 + g) * ldw + r]);\n"
+      << "          for (int x = 0; x < " << C << "; ++x)\n"
+      << "            " << fma << ";\n"
       << "        }\n"
       << "      }\n"
       << "      for (int g = 0; g < GS; ++g)\n"
-      << "        for (int x = 0; x < CH16; ++x)\n"
-      << "          _mm512_storeu_ps(out + (g0 + g) * HD + c + 16 * x, acc[g][x]);\n"
-      << "    }\n"
-      << "#else\n";
-  o << "  for (int g0 = 0; g0 < G; g0 += GS)\n"
-    << "    for (int c = 0; c < HD; c += 8 * CH) {\n"
-    << "      v8f acc[GS][CH] = {};\n"
-    << "      for (int64_t r = 0; r < n; ++r) {\n"
-    << "        if (r + 8 < n)\n"
-    << "          for (int x = 0; x < CH; x += 2)\n"
-    << "            __builtin_prefetch(" << valueAhead << (q8 ? " + SC" : "") << " + c + 8 * x);\n"
-    << "        const " << elem << " *vr = " << valueRow << ";\n"
-    << "        v8f vv[CH];\n"
-    << "        for (int x = 0; x < CH; ++x)\n"
-    << "          vv[x] = " << load("vr", "c + 8 * x") << ";\n"
-    << "        for (int g = 0; g < GS; ++g) {\n"
-    << "          const v8f p = splat(w[(g0 + g) * ldw + r]);\n"
-    << "          for (int x = 0; x < CH; ++x)\n"
-    << "            acc[g][x] += p * vv[x];\n"
-    << "        }\n"
-    << "      }\n"
-    << "      for (int g = 0; g < GS; ++g)\n"
-    << "        for (int x = 0; x < CH; ++x)\n"
-    << "          store8(out + (g0 + g) * HD + c + 8 * x, acc[g][x]);\n"
-    << "    }\n";
+      << "        for (int x = 0; x < " << C << "; ++x)\n"
+      << "          " << storeFn << "(out + (g0 + g) * HD + c + " << L << " * x, acc[g][x]);\n"
+      << "    }\n";
+  };
+  if (s.headDim % 16 == 0) {
+    o << "#ifdef __AVX512F__\n";
+    valueSums(16, "__m512", "_mm512_set1_ps", "acc[g][x] = _mm512_fmadd_ps(p, vv[x], acc[g][x])",
+              "_mm512_storeu_ps",
+              "        if (r + 8 < n && c == 0)\n"
+              "          for (int b = 0; b < RB; b += 64)\n"
+              "            __builtin_prefetch(reinterpret_cast<const char *>(" + valueAhead +
+                  ") + b);\n");
+    o << "#else\n";
+  }
+  valueSums(8, "v8f", "splat", "acc[g][x] += p * vv[x]", "store8",
+            "        if (r + 8 < n)\n"
+            "          for (int x = 0; x < CH; x += 2)\n"
+            "            __builtin_prefetch(" + valueAhead + (q8 ? " + SC" : "") +
+                " + c + 8 * x);\n");
   if (s.headDim % 16 == 0)
     o << "#endif\n";
   o << "}\n";

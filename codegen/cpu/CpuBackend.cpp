@@ -12,6 +12,7 @@
 #include "compiler/weights/WeightTypes.h"
 #include "dialects/llmk/IR/LlmkOps.h"
 #include "llmc/codegen.h"
+#include "llmc/kv_row_type.h"
 #include "runtime/src/exec/ThreadPool.h"
 #include "runtime/src/kernels/rows8.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -101,7 +102,7 @@ public:
                   addOp(s);
                   s.kind = OpKernelSpec::Kind::AttendF16RowsGroup; // f16 KV pools
                   addOp(s);
-                  if (s.headDim % 32 == 0) { // q8_0 KV pools (rows of 32-element groups)
+                  if (s.headDim % kKvQ8Group == 0) { // q8_0 KV pools
                     s.kind = OpKernelSpec::Kind::AttendQ8RowsGroup;
                     addOp(s);
                   }

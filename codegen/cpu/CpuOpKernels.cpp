@@ -92,7 +92,7 @@ inline v4f hsum8x4(v8f a0, v8f a1, v8f a2, v8f a3) {
 }
 #ifdef __AVX512F__
 /// Sixteen elements of an f32 / f16 / q8_0 row as f32 (exactly).
-inline __m512 load16f(const float *p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const float *p) { return _mm512_loadu_ps(p); }
 inline __m512 load16h(const uint16_t *p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
 }

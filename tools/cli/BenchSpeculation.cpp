@@ -1,5 +1,6 @@
 //===- BenchSpeculation.cpp - llmc bench --speculate ----------------------===//
 #include "BenchSpeculation.h"
+#include "Commands.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,20 +10,6 @@
 namespace llmc::tool {
 
 namespace {
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-double medianOf(std::vector<double> v) {
-  if (v.empty())
-    return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
 /// n greedy tokens after the prompt, one forward each; seconds of the
 /// decode (the prefill excluded) in `seconds`.
 std::vector<int32_t> plainDecode(Executor &exec, const std::vector<int32_t> &prompt, int n,
@@ -33,23 +20,16 @@ std::vector<int32_t> plainDecode(Executor &exec, const std::vector<int32_t> &pro
   const int64_t vocab = exec.vocabSize();
   std::vector<int32_t> out;
   out.reserve(size_t(n));
-  const auto t = Clock::now();
+  const auto t = std::chrono::steady_clock::now();
   for (int i = 0; i < n; ++i) {
     out.push_back(greedy.sample(logits.data(), vocab));
     if (i + 1 < n)
       logits = exec.forward({out.back()});
   }
-  seconds = since(t);
+  seconds = secondsSince(t);
   return out;
 }
 } // namespace
-
-double SpecBenchResult::speedup() const {
-  std::vector<double> r;
-  for (size_t i = 0; i < plain.size() && i < speculative.size(); ++i)
-    r.push_back(speculative[i] / std::max(plain[i], 1e-9));
-  return medianOf(r);
-}
 
 SpecBenchResult measureSpeculation(Executor &exec, const Artifact &art,
                                    const SpeculationChoice &choice,
@@ -70,14 +50,14 @@ SpecBenchResult measureSpeculation(Executor &exec, const Artifact &art,
     Sampler greedy({});
     std::vector<int32_t> got;
     got.reserve(size_t(n));
-    const auto t = Clock::now();
+    const auto t = std::chrono::steady_clock::now();
     spec::generate(exec, *drafter, prompt, std::move(logits), n, {}, opts, greedy,
                    [&](int32_t id) {
                      got.push_back(id);
                      return true;
                    },
                    r.stats);
-    r.speculative.push_back(n / std::max(since(t), 1e-9));
+    r.speculative.push_back(n / std::max(secondsSince(t), 1e-9));
     if (got != want) {
       size_t at = 0;
       while (at < got.size() && at < want.size() && got[at] == want[at])

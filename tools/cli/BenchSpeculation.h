@@ -20,8 +20,6 @@ struct SpecBenchResult {
   int64_t promptTokens = 0;
   std::vector<double> plain, speculative; // tokens/s of each repetition
   spec::SpecStats stats;                  // summed over the repetitions
-  /// Median over repetitions of speculative / plain.
-  double speedup() const;
 };
 
 /// Throws std::runtime_error when the speculative tokens differ from the

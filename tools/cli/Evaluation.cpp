@@ -27,18 +27,22 @@ std::string defaultTextPath(DefaultText which) {
   return dir + (eval ? "/eval/default.txt" : "/long/licenses.txt");
 }
 
-std::string readEvalText(const std::string &path) {
+std::string readTextFile(const std::string &path, const std::string &what) {
   std::ifstream f(path, std::ios::binary);
   if (!f)
-    throw std::runtime_error(path + ": cannot open the evaluation text");
+    throw std::runtime_error(path + ": cannot open " + what);
   std::stringstream ss;
   ss << f.rdbuf();
   if (f.bad())
-    throw std::runtime_error(path + ": error reading the evaluation text");
+    throw std::runtime_error(path + ": error reading " + what);
   std::string s = ss.str();
   if (s.empty())
-    throw std::runtime_error(path + ": the evaluation text is empty");
+    throw std::runtime_error(path + ": " + what + " is empty");
   return s;
+}
+
+std::string readEvalText(const std::string &path) {
+  return readTextFile(path, "the evaluation text");
 }
 
 std::vector<std::pair<int64_t, int64_t>> makeWindows(int64_t nTokens, int64_t ctx,

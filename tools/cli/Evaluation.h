@@ -23,7 +23,10 @@ enum class DefaultText {
 /// The path of `which` under $LLMC_DATA_DIR or the compile-time data/.
 /// Throws std::runtime_error when neither is known.
 std::string defaultTextPath(DefaultText which);
-/// The whole file; throws naming the file if it cannot be read or is empty.
+/// The whole file; throws std::runtime_error naming the file and `what`
+/// (e.g. "the prompt file") if it cannot be read or is empty.
+std::string readTextFile(const std::string &path, const std::string &what);
+/// readTextFile(path, "the evaluation text").
 std::string readEvalText(const std::string &path);
 
 /// Consecutive, non-overlapping windows [begin, end) of at most `ctx`

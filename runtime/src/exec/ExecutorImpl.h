@@ -120,7 +120,7 @@ struct Executor::Impl {
   /// sequences copy, stay as they were).
   void useRowType(KvRowType type) {
     constexpr int64_t kBlock = 16;
-    const int64_t hd = poolHeadDim(type == KvRowType::F16 ? "f16 KV rows" : "q8_0 KV rows");
+    const int64_t hd = poolHeadDim((kvRowTypeName(type) + std::string(" KV rows")).c_str());
     if (hd < 0)
       return; // no attention layer: nothing to store
     int64_t tables = 0;

@@ -190,15 +190,19 @@ void LayerCache::appendPaged(HeadCache &c, const float *kr, const float *vr) {
     c.paged.grow();
   const int32_t id = c.paged.writable(size_t(c.n / blockEntries_));
   const int64_t row = c.n % blockEntries_;
-  if (halfRows()) {
+  switch (rowType()) {
+  case KvRowType::F16:
     kernels::halfRow(kr, hd_, pool_->keysF16(id) + row * hd_);
     kernels::halfRow(vr, hd_, pool_->valuesF16(id) + row * hd_);
-  } else if (rowType() == KvRowType::Q8) {
+    break;
+  case KvRowType::Q8:
     kernels::q8Row(kr, hd_, pool_->keyBytes(id) + row * pool_->rowBytes());
     kernels::q8Row(vr, hd_, pool_->valueBytes(id) + row * pool_->rowBytes());
-  } else {
+    break;
+  case KvRowType::F32:
     std::copy_n(kr, hd_, pool_->keys(id) + row * hd_);
     std::copy_n(vr, hd_, pool_->values(id) + row * hd_);
+    break;
   }
 }
 
@@ -206,12 +210,17 @@ void LayerCache::pagedRowsF32(const HeadCache &c, bool values, std::vector<float
   dst.resize(static_cast<size_t>(c.n * hd_));
   for (int64_t j = 0; j < c.n; ++j) {
     const unsigned char *row = values ? pagedValue(c, j) : pagedKey(c, j);
-    if (halfRows())
+    switch (rowType()) {
+    case KvRowType::F16:
       kernels::floatRow(reinterpret_cast<const uint16_t *>(row), hd_, dst.data() + j * hd_);
-    else if (rowType() == KvRowType::Q8)
+      break;
+    case KvRowType::Q8:
       kernels::floatRowQ8(row, hd_, dst.data() + j * hd_);
-    else
+      break;
+    case KvRowType::F32:
       std::memcpy(dst.data() + j * hd_, row, size_t(hd_) * sizeof(float));
+      break;
+    }
   }
 }
 

@@ -92,8 +92,6 @@ public:
   bool paged() const { return pool_ && !quantized() && !rdStored_; }
   /// Its entries' row type: the pool's when paged, else f32.
   KvRowType rowType() const { return paged() ? pool_->element() : KvRowType::F32; }
-  /// Whether its entries are f16 rows (a paged cache on an f16 pool).
-  bool halfRows() const { return rowType() == KvRowType::F16; }
   /// Whether its policy lets leading blocks be shared once paged: the full
   /// cache in f32, recording nothing, its entries exactly positions 0..n-1.
   bool sharesPrefixes() const { return policy_.full() && !quantized() && !record_; }
