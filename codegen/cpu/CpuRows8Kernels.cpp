@@ -34,11 +34,21 @@ static void @NAME@_t(const unsigned char *w8, const int8_t *xq, const float *xd,
   constexpr bool MIN = FMT == 1 || FMT == 4, FIVE = FMT >= 3;
   constexpr int HAT = MIN ? 32 : 16, QAT = HAT + (FIVE ? 32 : 0), STEPS = FMT == 2 ? 8 : 4;
   constexpr int BLK = QAT + 32 * STEPS;
+  // q8_0 with VPDPBUSD and two or more tokens: the activations + 128 as
+  // unsigned bytes (xu, NB * 32 a token), the signed weights as they are,
+  // and 128 * (the row's weight sum) taken off per block: the same exact
+  // integer sums as |w| * sign(x, w), without a sign fix per token and step.
+  constexpr bool BIASED = FMT == 2 && T >= 2 && T * NB * 32 <= 65536 && LLMC_R8_HAS_VNNI;
+  alignas(64) unsigned char xu[BIASED ? T * NB * 32 : 1];
+  if constexpr (BIASED)
+    for (int t = 0; t < T; ++t)
+      for (int k = 0; k < NB * 32; ++k)
+        xu[t * NB * 32 + k] = static_cast<unsigned char>(xq[t * ldq + k]) ^ 0x80u;
   int64_t g = g0;
 #ifdef LLMC_R8_AVX512
   if constexpr (FMT <= 2) // two groups (16 rows) a pass in 512-bit registers
     for (; g + 1 < g1; g += 2)
-      @NAME@_x2<T>(w8, xq, xd, xs, ldq, ldd, y, ldy, g);
+      @NAME@_x2<T>(w8, xq, xu, xd, xs, ldq, ldd, y, ldy, g);
 #endif
   for (; g < g1; ++g) {
     const unsigned char *grp = w8 + g * int64_t(NB) * BLK;
@@ -88,12 +98,27 @@ static void @NAME@_t(const unsigned char *w8, const int8_t *xq, const float *xd,
       __m256 sd = d;
       if constexpr (MIN)
         sd = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 16)));
+      __m256i bias = _mm256_setzero_si256(); // -128 * each row's weight sum (BIASED)
+#ifdef LLMC_R8_VNNI
+      if constexpr (BIASED) {
+        for (int s = 0; s < 8; ++s)
+          bias = LLMC_DPBUSD(bias, _mm256_set1_epi8(char(0x80)), v[s]);
+        bias = _mm256_sub_epi32(_mm256_setzero_si256(), bias);
+      }
+#endif
       for (int t = 0; t < T; ++t) {
         const int8_t *x = xq + t * ldq + b * 32;
         int32_t xw[8];
         std::memcpy(xw, x, 32);
         __m256i s32;
-        if constexpr (FMT == 2) {
+        if constexpr (BIASED) {
+#ifdef LLMC_R8_VNNI
+          std::memcpy(xw, xu + t * NB * 32 + b * 32, 32);
+          s32 = bias;
+          for (int s = 0; s < 8; ++s)
+            s32 = LLMC_DPBUSD(s32, _mm256_set1_epi32(xw[s]), v[s]);
+#endif
+        } else if constexpr (FMT == 2) {
           s32 = _mm256_setzero_si256();
           for (int s = 0; s < 8; ++s) {
             const __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(xw[s]), v[s]);
@@ -192,7 +217,8 @@ static void @NAME@_t(const unsigned char *w8, const int8_t *xq, const float *xd,
 const char *kRows8x2KernelTemplate = R"(
 #ifdef LLMC_R8_AVX512
 template <int T>
-static void @NAME@_x2(const unsigned char *w8, const int8_t *xq, const float *xd,
+static void @NAME@_x2(const unsigned char *w8, const int8_t *xq, const unsigned char *xu,
+                      const float *xd,
                       const float *xs, int64_t ldq, int64_t ldd, float *y, int64_t ldy,
                       int64_t g) {
   constexpr int NB = @NB@, FMT = @FMT@;
@@ -235,12 +261,28 @@ static void @NAME@_x2(const unsigned char *w8, const int8_t *xq, const float *xd
     __m512 sd = d;
     if constexpr (MIN)
       sd = llmcHalves2x8(p + 16, q + 16);
+    constexpr bool BIASED = FMT == 2 && T >= 2 && T * NB * 32 <= 65536 && LLMC_R8_HAS_VNNI512;
+    __m512i bias = _mm512_setzero_si512(); // as in _t: -128 * each row's weight sum
+#ifdef LLMC_R8_VNNI512
+    if constexpr (BIASED) {
+      for (int s = 0; s < 8; ++s)
+        bias = _mm512_dpbusd_epi32(bias, _mm512_set1_epi8(char(0x80)), v[s]);
+      bias = _mm512_sub_epi32(_mm512_setzero_si512(), bias);
+    }
+#endif
     for (int t = 0; t < T; ++t) {
       const int8_t *x = xq + t * ldq + b * 32;
       int32_t xw[8];
       std::memcpy(xw, x, 32);
       __m512i s32 = _mm512_setzero_si512();
-      if constexpr (FMT == 2) {
+      if constexpr (BIASED) {
+#ifdef LLMC_R8_VNNI512
+        std::memcpy(xw, xu + t * NB * 32 + b * 32, 32);
+        s32 = bias;
+        for (int s = 0; s < 8; ++s)
+          s32 = _mm512_dpbusd_epi32(s32, _mm512_set1_epi32(xw[s]), v[s]);
+#endif
+      } else if constexpr (FMT == 2) {
         for (int s = 0; s < 8; ++s) {
           // VPSIGNB has no 512-bit form: negate x where the weight is
           // negative (where it is zero, |v| = 0 zeroes the product anyway).
