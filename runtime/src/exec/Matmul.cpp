@@ -7,6 +7,8 @@
 #include "../kernels/rows8.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <stdexcept>
 #include <vector>
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -164,10 +166,12 @@ void addBias(const MatmulJob &job, int64_t T, int64_t r0, int64_t nr) {
 /// Runs work items [lo, hi): one job's row block each, or with `paired`
 /// the same row block of every job followed by the epilogue. With `merge`
 /// (and no epilogue) consecutive blocks of one job go to runBlock as one
-/// range: decode steps then make one kernel call per chunk, not per block.
+/// range of at most `mergeBlocks` blocks: decode steps then make one kernel
+/// call per chunk (or per cache-sized part of it), not per block.
 template <class BlockFn>
 void runItems(const WorkList &work, const MatmulJob *jobs, int njobs, const RowEpilogue *paired,
-              int64_t lo, int64_t hi, const BlockFn &runBlock, bool merge = false) {
+              int64_t lo, int64_t hi, const BlockFn &runBlock, bool merge = false,
+              int64_t mergeBlocks = INT64_MAX) {
   for (int64_t item = lo; item < hi; ++item) {
     int j;
     int64_t r0;
@@ -177,7 +181,7 @@ void runItems(const WorkList &work, const MatmulJob *jobs, int njobs, const RowE
       // Items of job j run to first[j + 1] (or the end of the list).
       const int64_t jobEnd = j + 1 < njobs ? work.first[j + 1] : work.total;
       if (merge && item + 1 < hi && item + 1 < jobEnd) {
-        const int64_t last = std::min(hi, jobEnd) - 1;
+        const int64_t last = item + std::min(std::min(hi, jobEnd) - item, mergeBlocks) - 1;
         nr = std::min(jobs[j].w->rows, r0 + (last - item + 1) * work.block) - r0;
         item = last;
       }
@@ -321,9 +325,22 @@ void int8Many(ThreadPool &pool, const MatmulJob *jobs, int njobs, const float *x
   bool allGenerated = generated8 != nullptr;
   for (int j = 0; j < njobs; ++j)
     allGenerated = allGenerated && jobs[j].w->rows8 && generated8[j];
-  const bool merge = T <= (allGenerated ? int64_t(codegen::kMaxRows8) : G);
+  // More tokens than a call takes: runBlock passes over its rows once per
+  // kMaxRows8 tokens, so a merged range is kept to what L2 holds between
+  // passes (~96 KiB of weights: one call per ~150 rows of q8_0 x 576 rather
+  // than per 16-row block; fewer calls, and the kernel's per-call set-up is
+  // spread over more rows).
+  int64_t mergeBlocks = INT64_MAX;
+  if (allGenerated && T > int64_t(codegen::kMaxRows8)) {
+    int64_t rowBytes = 1;
+    for (int j = 0; j < njobs; ++j)
+      rowBytes = std::max(rowBytes, kernels::rows8GroupBytes(jobs[j].w->rows8Type, cols) /
+                                        kernels::kRows8);
+    mergeBlocks = std::max<int64_t>(1, (int64_t(96) << 10) / (rowBytes * kFusedRowBlock));
+  }
+  const bool merge = allGenerated || T <= G;
   pool.parallelFor(0, work.total, grainFor(pool, work.total, T), [&](int64_t lo, int64_t hi) {
-    runItems(work, jobs, njobs, paired, lo, hi, runBlock, merge);
+    runItems(work, jobs, njobs, paired, lo, hi, runBlock, merge, mergeBlocks);
   });
 }
 
