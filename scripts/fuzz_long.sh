@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The long fuzzing run: builds the libFuzzer targets as scripts/fuzz.sh does
-# (clang-22, ASan + UBSan + leak detection, runtime-only build-fuzz/), runs
+# (clang-22, ASan + UBSan + leak detection, runtime-only build-fuzz/; the
+# seven targets of fuzz.sh, ONNX included), runs
 # each target for LLMC_FUZZ_SECONDS seconds from the committed seeds plus the
 # corpus earlier long runs grew (build-fuzz/long/corpus-NAME), LLMC_FUZZ_JOBS
 # targets at a time, and reports per target: seconds, executions,
@@ -17,7 +18,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 SECONDS_PER="${LLMC_FUZZ_SECONDS:-600}"
 JOBS="${LLMC_FUZZ_JOBS:-2}"
-all=(gguf llama2c hf artifact request tokenizer)
+all=(gguf llama2c hf onnx artifact request tokenizer)
 targets=("${@:-${all[@]}}")
 for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] || { echo "fuzz_long.sh: unknown target '$t' (${all[*]})" >&2; exit 2; }
