@@ -86,3 +86,29 @@ TEST(OnnxRefusals, RouterTakingTheSmallestIsRefused) {
   EXPECT_NE(err.find("k is not a constant (or the smallest are taken)"), std::string::npos) << err;
   EXPECT_NE(err.find("(TopK)"), std::string::npos) << err;
 }
+
+// Nodes with fewer inputs than their operator takes (found by fuzz_onnx: a
+// one-input node of an unknown op among the gate's users was read at input
+// 1, past the end). A known op is refused by name with its arity; an
+// unknown one is read as having no such input, and the graph is refused
+// for what it lacks, never read out of bounds.
+TEST(OnnxRefusals, NodesMissingInputsAreRefusedNotReadPastTheEnd) {
+  const std::string path = fixture("llama-tied");
+  if (!exists(path))
+    LLMC_MISSING_INPUT(path);
+  const OnnxGraph g = readOnnxGraph(path);
+  int found = 0;
+  std::string err = raiseWith(g, "Mul", [](OnnxNode &n) { n.inputs.resize(1); }, found);
+  ASSERT_GT(found, 0) << "no Mul node in " << path;
+  EXPECT_NE(err.find("(Mul) has 1 input(s); Mul takes at least 2"), std::string::npos) << err;
+  err = raiseWith(g, "Sigmoid", [](OnnxNode &n) { n.op = "Wigmoid"; }, found);
+  ASSERT_GT(found, 0) << "no Sigmoid node in " << path;
+  EXPECT_NE(err.find("neither goes through SiLU"), std::string::npos) << err;
+  err = raiseWith(g, "Sqrt", [](OnnxNode &n) { n.outputs.clear(); }, found);
+  ASSERT_GT(found, 0) << "no Sqrt node in " << path;
+  EXPECT_NE(err.find("(Sqrt) has no output"), std::string::npos) << err;
+  OnnxNode n;
+  n.inputs = {"a"};
+  EXPECT_EQ(n.input(0), "a");
+  EXPECT_EQ(n.input(1), "");
+}

@@ -29,7 +29,7 @@ std::optional<Raiser::QkvParts> Raiser::contribAttention(int64_t layer,
   if (H <= 0 || KV <= 0 || H % KV)
     fail(at + ": num_heads " + std::to_string(H) + " is not a positive multiple of "
          "kv_num_heads " + std::to_string(KV));
-  auto input = [&](size_t i) { return i < n.inputs.size() ? canon(n.inputs[i]) : std::string(); };
+  auto input = [&](size_t i) { return i < n.inputs.size() ? canon(n.input(i)) : std::string(); };
   const bool packed = input(1).empty() && input(2).empty();
   QkvParts p;
   if (packed && lins.size() == 1) {

@@ -40,6 +40,8 @@
 namespace llmc::onnx_import {
 
 void Raiser::index() {
+  for (const OnnxNode &n : g_.nodes)
+    checkNodeArity(g_, n);
   for (size_t i = 0; i < g_.nodes.size(); ++i)
     for (const auto &o : g_.nodes[i].outputs)
       if (!o.empty())
@@ -49,8 +51,8 @@ void Raiser::index() {
     if (n.op == "Cast" || n.op == "Identity")
       continue; // aliases: their users are the users of their input
     for (size_t s = 0; s < n.inputs.size(); ++s)
-      if (!n.inputs[s].empty())
-        users_[canon(n.inputs[s])].push_back({int(i), int(s)});
+      if (!n.input(s).empty())
+        users_[canon(n.input(s))].push_back({int(i), int(s)});
   }
 }
 
@@ -63,7 +65,7 @@ std::string Raiser::canon(std::string v) const {
     const OnnxNode &n = node(it->second);
     if ((n.op != "Cast" && n.op != "Identity") || n.inputs.empty())
       return v;
-    v = n.inputs[0];
+    v = n.input(0);
   }
   return v;
 }
@@ -102,15 +104,15 @@ std::optional<Norm> Raiser::fusedNorm(const OnnxNode &n, int slot) const {
     return std::nullopt;
   const double e = n.floatAttr("epsilon", 1e-5f);
   if (n.op == "SimplifiedLayerNormalization")
-    return Norm{canon(n.outputs[0]), canon(n.inputs[1]), e};
+    return Norm{canon(n.outputs[0]), canon(n.input(1)), e};
   if (n.op != "LayerNormalization")
     return std::nullopt;
   if (const int64_t axis = n.intAttr("axis", -1); axis != -1)
     fail(n.describe() + ": LayerNormalization over axis " + std::to_string(axis) +
          "; llmc raises it over the last axis (-1) only");
-  Norm out{canon(n.outputs[0]), canon(n.inputs[1]), e, NormKind::LayerNorm};
-  if (n.inputs.size() > 2 && !n.inputs[2].empty())
-    out.bias = canon(n.inputs[2]);
+  Norm out{canon(n.outputs[0]), canon(n.input(1)), e, NormKind::LayerNorm};
+  if (n.inputs.size() > 2 && !n.input(2).empty())
+    out.bias = canon(n.input(2));
   return out;
 }
 
@@ -121,7 +123,7 @@ std::optional<Norm> Raiser::matchNorm(const std::string &r) const {
     const OnnxNode &n = node(u.node);
     if (auto f = fusedNorm(n, u.slot))
       return f;
-    if (n.op == "Pow" && u.slot == 0 && scalar(n.inputs[1]) == 2.0)
+    if (n.op == "Pow" && u.slot == 0 && scalar(n.input(1)) == 2.0)
       if (auto m = matchDecomposedNorm(r, u, NormKind::RMSNorm))
         return m;
     if (n.op == "ReduceMean" && u.slot == 0)
@@ -138,7 +140,7 @@ bool meanOverLastAxis(const OnnxNode &rm, const OnnxConstant *axesInput) {
   auto axes = rm.intLists.find("axes");
   if (axes != rm.intLists.end() && axes->second != std::vector<int64_t>{-1})
     return false;
-  if (rm.inputs.size() > 1 && !rm.inputs[1].empty())
+  if (rm.inputs.size() > 1 && !rm.input(1).empty())
     return axesInput && axesInput->numElements() == 1 && axesInput->at(0) == -1.0;
   return axes != rm.intLists.end(); // no axes: a mean over every axis
 }
@@ -149,14 +151,14 @@ bool meanOverLastAxis(const OnnxNode &rm, const OnnxConstant *axesInput) {
 std::optional<Norm> Raiser::matchDecomposedLayerNorm(const std::string &r,
                                                      const Use &mean) const {
   const OnnxNode &rm = node(mean.node);
-  if (!meanOverLastAxis(rm, rm.inputs.size() > 1 ? constant(rm.inputs[1]) : nullptr))
+  if (!meanOverLastAxis(rm, rm.inputs.size() > 1 ? constant(rm.input(1)) : nullptr))
     return std::nullopt;
   for (const Use &u : users(rm.outputs[0])) {
     const OnnxNode &sub = node(u.node);
-    if (sub.op != "Sub" || u.slot != 1 || canon(sub.inputs[0]) != canon(r))
+    if (sub.op != "Sub" || u.slot != 1 || canon(sub.input(0)) != canon(r))
       continue;
     for (const Use &p : users(sub.outputs[0]))
-      if (node(p.node).op == "Pow" && p.slot == 0 && scalar(node(p.node).inputs[1]) == 2.0)
+      if (node(p.node).op == "Pow" && p.slot == 0 && scalar(node(p.node).input(1)) == 2.0)
         if (auto m = matchDecomposedNorm(sub.outputs[0], p, NormKind::LayerNorm))
           return m;
   }
@@ -169,13 +171,13 @@ std::optional<Norm> Raiser::matchDecomposedNorm(const std::string &r, const Use 
   if (!mean)
     return std::nullopt;
   const OnnxNode &rm = node(*mean);
-  if (!meanOverLastAxis(rm, rm.inputs.size() > 1 ? constant(rm.inputs[1]) : nullptr))
+  if (!meanOverLastAxis(rm, rm.inputs.size() > 1 ? constant(rm.input(1)) : nullptr))
     return std::nullopt;
   auto add = userOp(node(*mean).outputs[0], "Add");
   if (!add)
     return std::nullopt;
   const OnnxNode &a = node(*add);
-  std::optional<double> eps = scalar(a.inputs[0]) ? scalar(a.inputs[0]) : scalar(a.inputs[1]);
+  std::optional<double> eps = scalar(a.input(0)) ? scalar(a.input(0)) : scalar(a.input(1));
   auto sq = eps ? userOp(a.outputs[0], "Sqrt") : std::nullopt;
   if (!sq)
     return std::nullopt;
@@ -183,9 +185,9 @@ std::optional<Norm> Raiser::matchDecomposedNorm(const std::string &r, const Use 
   const std::string s = node(*sq).outputs[0];
   if (auto div = userOp(s, "Div", 1)) {
     const OnnxNode &d = node(*div);
-    if (canon(d.inputs[0]) == canon(r))
+    if (canon(d.input(0)) == canon(r))
       y = d.outputs[0];
-    else if (scalar(d.inputs[0]) == 1.0)
+    else if (scalar(d.input(0)) == 1.0)
       if (auto mul = userOp(d.outputs[0], "Mul"))
         y = node(*mul).outputs[0];
   } else if (auto rec = userOp(s, "Reciprocal")) {
@@ -195,14 +197,14 @@ std::optional<Norm> Raiser::matchDecomposedNorm(const std::string &r, const Use 
   if (y.empty())
     return std::nullopt;
   const OnnxNode &scaled = node(producerOf(y));
-  if (scaled.op == "Mul" && canon(scaled.inputs[0]) != canon(r) &&
-      canon(scaled.inputs[1]) != canon(r))
+  if (scaled.op == "Mul" && canon(scaled.input(0)) != canon(r) &&
+      canon(scaled.input(1)) != canon(r))
     return std::nullopt; // x * (1/sqrt(...)) must scale the residual itself
   for (const Use &u : users(y)) {
     const OnnxNode &w = node(u.node);
     if (w.op != "Mul")
       continue;
-    const std::string other = w.inputs[size_t(1 - u.slot)];
+    const std::string other = w.input(size_t(1 - u.slot));
     const OnnxConstant *c = constant(other);
     if (c && c->isFloat() && c->shape.size() == 1) {
       Norm n{canon(w.outputs[0]), canon(other), *eps, kind};
@@ -224,7 +226,7 @@ void Raiser::matchShift(Norm &n) const {
   if (us.size() != 1 || node(us[0].node).op != "Add")
     return;
   const OnnxNode &a = node(us[0].node);
-  const std::string other = a.inputs[size_t(1 - us[0].slot)];
+  const std::string other = a.input(size_t(1 - us[0].slot));
   const OnnxConstant *c = constant(other);
   if (c && c->isFloat() && c->shape.size() == 1) {
     n.bias = canon(other);
@@ -235,17 +237,17 @@ void Raiser::matchShift(Norm &n) const {
 bool Raiser::isWeightMatMul(int n) const {
   const OnnxNode &x = node(n);
   if (x.op == "MatMulNBits" && x.domain == "com.microsoft")
-    return x.inputs.size() >= 3 && constant(x.inputs[1]) && constant(x.inputs[2]);
+    return x.inputs.size() >= 3 && constant(x.input(1)) && constant(x.input(2));
   if (x.op != "MatMul" || x.inputs.size() != 2)
     return false;
-  if (const OnnxConstant *c = constant(x.inputs[1]))
+  if (const OnnxConstant *c = constant(x.input(1)))
     return c->isFloat() && c->shape.size() == 2;
-  const int t = producerOf(x.inputs[1]);
+  const int t = producerOf(x.input(1));
   if (t >= 0 && node(t).op == "DequantizeLinear" && node(t).inputs.size() >= 2)
-    return constant(node(t).inputs[0]) && constant(node(t).inputs[0])->shape.size() == 2 &&
-           constant(node(t).inputs[1]);
-  return t >= 0 && node(t).op == "Transpose" && constant(node(t).inputs[0]) &&
-         constant(node(t).inputs[0])->shape.size() == 2;
+    return constant(node(t).input(0)) && constant(node(t).input(0))->shape.size() == 2 &&
+           constant(node(t).input(1));
+  return t >= 0 && node(t).op == "Transpose" && constant(node(t).input(0)) &&
+         constant(node(t).input(0))->shape.size() == 2;
 }
 
 std::vector<Linear> Raiser::linearsFrom(const std::string &v) const {
@@ -256,30 +258,30 @@ std::vector<Linear> Raiser::linearsFrom(const std::string &v) const {
     const OnnxNode &mm = node(u.node);
     Linear l;
     l.node = u.node;
-    const OnnxConstant *w = constant(mm.inputs[1]);
+    const OnnxConstant *w = constant(mm.input(1));
     if (mm.op == "MatMulNBits") { // [N, blocks, bytes] codes: dequantized by addLinear
-      l.weight = canon(mm.inputs[1]);
+      l.weight = canon(mm.input(1));
       l.nbits = true;
       l.in = mm.intAttr("K", 0);
       l.outDim = mm.intAttr("N", 0);
-      if (mm.inputs.size() > 5 && !mm.inputs[5].empty())
-        l.bias = canon(mm.inputs[5]);
-    } else if (const int q = producerOf(mm.inputs[1]);
+      if (mm.inputs.size() > 5 && !mm.input(5).empty())
+        l.bias = canon(mm.input(5));
+    } else if (const int q = producerOf(mm.input(1));
                !w && q >= 0 && node(q).op == "DequantizeLinear") {
       l.dq = q;
-      l.weight = canon(node(q).inputs[0]);
+      l.weight = canon(node(q).input(0));
       l.in = constant(l.weight)->shape[0];
       l.outDim = constant(l.weight)->shape[1];
     } else if (w) {
-      l.weight = canon(mm.inputs[1]);
+      l.weight = canon(mm.input(1));
       l.in = w->shape[0];
       l.outDim = w->shape[1];
     } else { // MatMul(x, Transpose(W [out, in]))
-      const OnnxNode &t = node(producerOf(mm.inputs[1]));
+      const OnnxNode &t = node(producerOf(mm.input(1)));
       auto perm = t.intLists.find("perm");
       if (perm != t.intLists.end() && perm->second != std::vector<int64_t>{1, 0})
         continue;
-      l.weight = canon(t.inputs[0]);
+      l.weight = canon(t.input(0));
       l.transposed = true;
       l.in = constant(l.weight)->shape[1];
       l.outDim = constant(l.weight)->shape[0];
@@ -287,9 +289,9 @@ std::vector<Linear> Raiser::linearsFrom(const std::string &v) const {
     l.out = canon(mm.outputs[0]);
     for (const Use &b : users(l.out)) {
       const OnnxNode &add = node(b.node);
-      const OnnxConstant *c = add.op == "Add" ? constant(add.inputs[size_t(1 - b.slot)]) : nullptr;
+      const OnnxConstant *c = add.op == "Add" ? constant(add.input(size_t(1 - b.slot))) : nullptr;
       if (c && c->isFloat() && c->shape == std::vector<int64_t>{l.outDim}) {
-        l.bias = canon(add.inputs[size_t(1 - b.slot)]);
+        l.bias = canon(add.input(size_t(1 - b.slot)));
         l.out = canon(add.outputs[0]);
       }
     }
@@ -348,23 +350,23 @@ bool Raiser::reaches(const std::string &from, int target) const {
 std::string Raiser::residualAdd(const std::string &r, const std::string &branch) {
   for (const Use &u : users(r)) {
     const OnnxNode &n = node(u.node);
-    if (n.op == "Add" && canon(n.inputs[size_t(1 - u.slot)]) == canon(branch))
+    if (n.op == "Add" && canon(n.input(size_t(1 - u.slot))) == canon(branch))
       return canon(n.outputs[0]);
     const bool simplified = n.op == "SkipSimplifiedLayerNormalization";
     if ((simplified || n.op == "SkipLayerNormalization") && u.slot < 2 &&
-        n.inputs.size() >= 3 && canon(n.inputs[size_t(1 - u.slot)]) == canon(branch)) {
+        n.inputs.size() >= 3 && canon(n.input(size_t(1 - u.slot))) == canon(branch)) {
       // Inputs: input, skip, gamma, [beta: SkipLayerNormalization only], [bias].
       const size_t biasSlot = simplified ? 3 : 4;
-      if (n.inputs.size() > biasSlot && !n.inputs[biasSlot].empty())
+      if (n.inputs.size() > biasSlot && !n.input(biasSlot).empty())
         fail(n.describe() + ": a skip-norm bias is not raised");
       // The sum is output 3; the last norm of a model may not expose it.
       const std::string sum = n.outputs.size() > 3 && !n.outputs[3].empty()
                                   ? canon(n.outputs[3])
                                   : "#sum of " + n.name;
-      Norm fused{canon(n.outputs[0]), canon(n.inputs[2]), n.floatAttr("epsilon", 1e-5f),
+      Norm fused{canon(n.outputs[0]), canon(n.input(2)), n.floatAttr("epsilon", 1e-5f),
                  simplified ? NormKind::RMSNorm : NormKind::LayerNorm};
-      if (!simplified && n.inputs.size() > 3 && !n.inputs[3].empty())
-        fused.bias = canon(n.inputs[3]);
+      if (!simplified && n.inputs.size() > 3 && !n.input(3).empty())
+        fused.bias = canon(n.input(3));
       fusedNorms_[sum] = fused;
       return sum;
     }
@@ -383,8 +385,8 @@ int Raiser::embeddingGather() const {
     const OnnxNode &n = g_.nodes[i];
     if (n.op != "Gather" || n.inputs.size() != 2)
       continue;
-    const OnnxConstant *table = constant(n.inputs[0]);
-    const std::string ids = canon(n.inputs[1]);
+    const OnnxConstant *table = constant(n.input(0));
+    const std::string ids = canon(n.input(1));
     if (table && table->isFloat() && table->shape.size() == 2 &&
         std::find(g_.inputs.begin(), g_.inputs.end(), ids) != g_.inputs.end())
       return int(i);
@@ -542,8 +544,8 @@ SourceModel Raiser::run() {
   m_.format = "onnx";
   m_.path = g_.path;
   const int gather = embeddingGather();
-  embedding_ = canon(node(gather).inputs[0]);
-  ids_ = canon(node(gather).inputs[1]);
+  embedding_ = canon(node(gather).input(0));
+  ids_ = canon(node(gather).input(1));
   addConstant(embedding_, "token_embd.weight");
   std::string r = canon(node(gather).outputs[0]);
   const int64_t vocab = constant(embedding_)->shape[0];

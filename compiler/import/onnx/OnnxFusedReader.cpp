@@ -39,15 +39,15 @@ std::optional<int64_t> Raiser::intValue(const std::string &v, const std::string 
     return std::nullopt;
   const OnnxNode &n = node(p);
   auto arg = [&](size_t i) {
-    return i < n.inputs.size() ? intValue(n.inputs[i], fused, columns, depth + 1) : std::nullopt;
+    return i < n.inputs.size() ? intValue(n.input(i), fused, columns, depth + 1) : std::nullopt;
   };
   if (n.op == "Unsqueeze" || n.op == "Squeeze" || n.op == "Reshape" ||
       (n.op == "Concat" && n.inputs.size() == 1))
     return arg(0);
   if (n.op == "Gather" && n.inputs.size() == 2) {
-    const int s = producerOf(n.inputs[0]);
+    const int s = producerOf(n.input(0));
     const auto index = arg(1);
-    if (s >= 0 && node(s).op == "Shape" && canon(node(s).inputs[0]) == canon(fused) && index &&
+    if (s >= 0 && node(s).op == "Shape" && canon(node(s).input(0)) == canon(fused) && index &&
         (*index == 2 || *index == -1))
       return columns;
     return std::nullopt;
@@ -81,12 +81,12 @@ std::vector<Linear> Raiser::splitFused(const Linear &l) const {
     if (n.op != "Slice" || u.slot != 0 || n.inputs.size() < 3)
       return {};
     auto input = [&](size_t i) {
-      return i < n.inputs.size() && !n.inputs[i].empty()
-                 ? intValue(n.inputs[i], l.out, N, 0)
+      return i < n.inputs.size() && !n.input(i).empty()
+                 ? intValue(n.input(i), l.out, N, 0)
                  : std::nullopt;
     };
     const auto start = input(1), end = input(2), axis = input(3);
-    const auto step = n.inputs.size() > 4 && !n.inputs[4].empty() ? input(4)
+    const auto step = n.inputs.size() > 4 && !n.input(4).empty() ? input(4)
                                                                   : std::optional<int64_t>(1);
     if (!start || !end || !axis || (*axis != 2 && *axis != -1) || step != 1)
       fail(n.describe() + " cuts the projection " + node(l.node).describe() +

@@ -63,6 +63,12 @@ struct OnnxNode {
   std::map<std::string, std::string> strings;
   /// "node 'NAME' (OP)" for diagnostics.
   std::string describe() const;
+  /// Input `i`, or "" (an absent input) past the end: the raiser reads
+  /// inputs by position on nodes of any op, before it knows their arity.
+  const std::string &input(size_t i) const {
+    static const std::string absent;
+    return i < inputs.size() ? inputs[i] : absent;
+  }
   /// Attribute `key`, or `otherwise` when the node does not set it.
   int64_t intAttr(const std::string &key, int64_t otherwise) const {
     auto it = ints.find(key);
@@ -96,6 +102,12 @@ struct OnnxGraph {
 /// subgraphs or functions, a tensor whose bytes do not match its shape,
 /// external data outside the folder or past the end of its file.
 OnnxGraph readOnnxGraph(const std::string &path);
+
+/// Fails (ImportError naming the node) when `n` has fewer inputs than its
+/// operator takes (for the operators the raiser matches: e.g. Mul 2, Sqrt
+/// 1, Slice 3, SkipLayerNormalization 3) or no output: the raiser reads
+/// inputs and outputs by position after this check, never past the end.
+void checkNodeArity(const OnnxGraph &g, const OnnxNode &n);
 
 /// Raises a decoder-only LLM graph (as torch's exporter writes Llama and
 /// Qwen2 models) into a SourceModel; see OnnxDecoderReader.cpp.

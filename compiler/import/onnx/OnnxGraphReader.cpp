@@ -257,6 +257,28 @@ double OnnxConstant::at(int64_t i) const {
   }
 }
 
+void checkNodeArity(const OnnxGraph &g, const OnnxNode &n) {
+  // Required inputs (ONNX opset 14+, onnxruntime's contrib ops), the
+  // operators the raiser matches; optional inputs may be absent or "".
+  static const std::map<std::string, size_t> kMinInputs = {
+      {"Add", 2}, {"Sub", 2}, {"Mul", 2}, {"Div", 2}, {"Pow", 2}, {"MatMul", 2},
+      {"Gather", 2}, {"Reshape", 2}, {"TopK", 2}, {"Expand", 2}, {"Where", 3},
+      {"Sqrt", 1}, {"Erf", 1}, {"Sigmoid", 1}, {"Softmax", 1}, {"Reciprocal", 1},
+      {"Cast", 1}, {"Sin", 1}, {"Cos", 1}, {"Identity", 1}, {"Shape", 1},
+      {"Transpose", 1}, {"Flatten", 1}, {"Neg", 1}, {"Gelu", 1}, {"ReduceMean", 1},
+      {"ReduceSum", 1}, {"Squeeze", 1}, {"Unsqueeze", 1}, {"Concat", 1}, {"Slice", 3},
+      {"DequantizeLinear", 2}, {"LayerNormalization", 2},
+      {"SimplifiedLayerNormalization", 2}, {"SkipLayerNormalization", 3},
+      {"SkipSimplifiedLayerNormalization", 3}, {"RotaryEmbedding", 4}, {"MatMulNBits", 3},
+      {"GroupQueryAttention", 1}};
+  auto it = kMinInputs.find(n.op);
+  if (it != kMinInputs.end() && n.inputs.size() < it->second)
+    importFail(g.path, n.describe() + " has " + std::to_string(n.inputs.size()) + " input(s); " +
+                           n.op + " takes at least " + std::to_string(it->second));
+  if (n.outputs.empty() || n.outputs[0].empty())
+    importFail(g.path, n.describe() + " has no output");
+}
+
 std::string OnnxNode::describe() const {
   return "node '" + name + "' (" + (domain.empty() ? "" : domain + ".") + op + ")";
 }

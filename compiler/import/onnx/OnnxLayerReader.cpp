@@ -140,8 +140,8 @@ Raiser::QkvParts Raiser::softmaxAttention(int64_t layer, std::vector<Linear> lin
       context = h.node;
     }
   }
-  if (!q || !k || !v || producerOf(node(context).inputs[0]) < 0 ||
-      node(producerOf(node(context).inputs[0])).op != "Softmax" ||
+  if (!q || !k || !v || producerOf(node(context).input(0)) < 0 ||
+      node(producerOf(node(context).input(0))).op != "Softmax" ||
       !reaches(node(scores).outputs[0], context))
     fail("layer " + std::to_string(layer) + ": the q, k, v projections do not form "
          "softmax(q k^T) v attention as llmc knows it");
@@ -165,7 +165,7 @@ std::string Raiser::raiseAttention(int64_t layer, const std::string &r) {
     fail("layer " + std::to_string(layer) + ": the attention's result reaches " +
          std::to_string(proj.size()) + " weight MatMuls; expected the output projection alone");
   std::optional<Linear> o;
-  for (const Linear &l : linearsFrom(node(proj[0].node).inputs[0]))
+  for (const Linear &l : linearsFrom(node(proj[0].node).input(0)))
     if (l.node == proj[0].node)
       o = l;
   const std::string next = o ? residualAdd(r, o->out) : std::string();
@@ -193,7 +193,7 @@ std::string Raiser::raiseAttention(int64_t layer, const std::string &r) {
 /// (g * (1 + Erf(g / sqrt2))) * 0.5 (or with g * 0.5 first, or x * 1/sqrt2,
 /// or the opset-20 Gelu op without approximation). "" if neither.
 std::string Raiser::activationOf(const std::string &g, Activation &kind) const {
-  auto other = [&](const Use &u) { return canon(node(u.node).inputs[size_t(1 - u.slot)]); };
+  auto other = [&](const Use &u) { return canon(node(u.node).input(size_t(1 - u.slot))); };
   auto mulBy = [&](const std::string &v, const std::string &with) -> std::string {
     for (const Use &u : users(v))
       if (node(u.node).op == "Mul" && other(u) == canon(with))
@@ -221,7 +221,7 @@ std::string Raiser::activationOf(const std::string &g, Activation &kind) const {
   std::string scaled; // g / sqrt(2)
   for (const Use &u : users(g)) {
     const OnnxNode &n = node(u.node);
-    const auto c = u.slot == 0 ? scalar(n.inputs[1]) : std::nullopt;
+    const auto c = u.slot == 0 ? scalar(n.input(1)) : std::nullopt;
     if ((n.op == "Div" && c && std::fabs(*c - M_SQRT2) < 1e-5) ||
         (n.op == "Mul" && c && std::fabs(*c - M_SQRT1_2) < 1e-5))
       scaled = canon(n.outputs[0]);
@@ -250,7 +250,7 @@ std::optional<Gated> Raiser::gatedPair(const Linear &a, const Linear &b) const {
     if (act.empty())
       continue;
     for (const Use &u : users(act))
-      if (node(u.node).op == "Mul" && canon(node(u.node).inputs[size_t(1 - u.slot)]) == g.up.out)
+      if (node(u.node).op == "Mul" && canon(node(u.node).input(size_t(1 - u.slot))) == g.up.out)
         g.hidden = canon(node(u.node).outputs[0]);
     if (!g.hidden.empty())
       return g;

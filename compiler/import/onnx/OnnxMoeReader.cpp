@@ -28,13 +28,13 @@ int64_t Raiser::topK(int64_t layer, const Linear &router) const {
     fail(at + " " + node(router.node).describe() + " is not followed by Softmax and TopK "
                                                    "(only Mixtral-style routing is raised)");
   const OnnxNode &t = node(*top);
-  auto k = t.inputs.size() > 1 ? constant(t.inputs[1]) : nullptr;
+  auto k = t.inputs.size() > 1 ? constant(t.input(1)) : nullptr;
   if (!k || k->numElements() != 1 || t.intAttr("largest", 1) != 1)
     fail(t.describe() + ": k is not a constant (or the smallest are taken)");
   bool renormalised = false;
   if (auto sum = userOp(t.outputs[0], "ReduceSum", 0))
     if (auto div = userOp(t.outputs[0], "Div", 0))
-      renormalised = canon(node(*div).inputs[1]) == canon(node(*sum).outputs[0]);
+      renormalised = canon(node(*div).input(1)) == canon(node(*sum).outputs[0]);
   if (!renormalised)
     fail(t.describe() + ": the top-k routing weights are not divided by their sum (llmc raises "
                         "Mixtral's renormalised routing only)");
@@ -71,9 +71,9 @@ std::string Raiser::raiseMoe(int64_t layer, const std::string &r, const std::str
   for (const Use &u : matmulsReached(normed, true)) {
     if (u.node == router.node)
       continue;
-    for (const Linear &l : linearsFrom(node(u.node).inputs[0]))
+    for (const Linear &l : linearsFrom(node(u.node).input(0)))
       if (l.node == u.node)
-        byInput[canon(node(u.node).inputs[0])].push_back(l);
+        byInput[canon(node(u.node).input(0))].push_back(l);
   }
   std::vector<std::vector<Linear>> pairs;
   for (auto &[in, ls] : byInput)

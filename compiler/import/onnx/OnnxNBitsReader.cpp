@@ -30,13 +30,13 @@ std::shared_ptr<OwnedBuffer> Raiser::dequantizeNBits(const Linear &l) {
     fail(mm.describe() + ": bits " + std::to_string(bits) + ", block_size " +
          std::to_string(block) + ", N " + std::to_string(N) + ", K " + std::to_string(K) +
          " (llmc reads 2, 4 and 8 bits, power-of-two blocks >= 16)");
-  if (mm.inputs.size() > 4 && !mm.inputs[4].empty())
+  if (mm.inputs.size() > 4 && !mm.input(4).empty())
     fail(mm.describe() + ": g_idx (act-order) is not read");
   const int64_t blocks = (K + block - 1) / block, blob = block * bits / 8;
-  const OnnxConstant &codes = *constant(mm.inputs[1]), &scales = *constant(mm.inputs[2]);
+  const OnnxConstant &codes = *constant(mm.input(1)), &scales = *constant(mm.input(2));
   const OnnxConstant *zeros =
-      mm.inputs.size() > 3 && !mm.inputs[3].empty() ? constant(mm.inputs[3]) : nullptr;
-  if (mm.inputs.size() > 3 && !mm.inputs[3].empty() && !zeros)
+      mm.inputs.size() > 3 && !mm.input(3).empty() ? constant(mm.input(3)) : nullptr;
+  if (mm.inputs.size() > 3 && !mm.input(3).empty() && !zeros)
     fail(mm.describe() + ": its zero points are not a constant");
   const bool packedZeros = zeros && !zeros->isFloat();
   const int64_t zeroRow = packedZeros ? (blocks * bits + 7) / 8 : blocks;
@@ -65,24 +65,24 @@ std::shared_ptr<OwnedBuffer> Raiser::dequantizeNBits(const Linear &l) {
       for (int64_t k = b * block; k < std::min(K, (b + 1) * block); ++k)
         w[n * K + k] = (float(code(p, k - b * block)) - zero) * scale;
     }
-  claimed_.insert(canon(mm.inputs[1]));
-  claimed_.insert(canon(mm.inputs[2]));
+  claimed_.insert(canon(mm.input(1)));
+  claimed_.insert(canon(mm.input(2)));
   if (zeros)
-    claimed_.insert(canon(mm.inputs[3]));
+    claimed_.insert(canon(mm.input(3)));
   return buf;
 }
 
 std::shared_ptr<OwnedBuffer> Raiser::dequantizeQdq(const Linear &l) {
   const OnnxNode &dq = node(l.dq);
-  const OnnxConstant &q = *constant(dq.inputs[0]), *scale = constant(dq.inputs[1]);
+  const OnnxConstant &q = *constant(dq.input(0)), *scale = constant(dq.input(1));
   const OnnxConstant *zero =
-      dq.inputs.size() > 2 && !dq.inputs[2].empty() ? constant(dq.inputs[2]) : nullptr;
+      dq.inputs.size() > 2 && !dq.input(2).empty() ? constant(dq.input(2)) : nullptr;
   const int64_t K = l.in, N = l.outDim;
   int64_t axis = dq.intAttr("axis", 1);
   axis = axis < 0 ? axis + 2 : axis;
   const int64_t block = dq.intAttr("block_size", 0);
   if (q.isFloat() || !scale || !scale->isFloat() || (axis != 0 && axis != 1) || block < 0 ||
-      (dq.inputs.size() > 2 && !dq.inputs[2].empty() && !zero) ||
+      (dq.inputs.size() > 2 && !dq.input(2).empty() && !zero) ||
       (zero && zero->shape != scale->shape))
     fail(dq.describe() + ": not an integer constant with constant scales (and zero points of "
                          "the same shape)");
@@ -109,10 +109,10 @@ std::shared_ptr<OwnedBuffer> Raiser::dequantizeQdq(const Linear &l) {
       const float z = zero ? float(zero->at(s)) : 0.0f;
       w[j * K + i] = (float(q.at(i * N + j)) - z) * float(scale->at(s));
     }
-  claimed_.insert(canon(dq.inputs[0]));
-  claimed_.insert(canon(dq.inputs[1]));
+  claimed_.insert(canon(dq.input(0)));
+  claimed_.insert(canon(dq.input(1)));
   if (zero)
-    claimed_.insert(canon(dq.inputs[2]));
+    claimed_.insert(canon(dq.input(2)));
   return buf;
 }
 

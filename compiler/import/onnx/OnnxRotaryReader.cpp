@@ -40,18 +40,18 @@ void Raiser::readRotary() {
       continue;
     for (const Use &u : users(cs.outputs[0])) {
       const OnnxNode &mul = node(u.node);
-      auto s = mul.op == "Mul" ? scalar(mul.inputs[size_t(1 - u.slot)]) : std::nullopt;
+      auto s = mul.op == "Mul" ? scalar(mul.input(size_t(1 - u.slot))) : std::nullopt;
       if (s && std::fabs(*s - 1.0) > 1e-6)
         fail(mul.describe() + ": rotary attention scaling " + std::to_string(*s) +
              " (RoPE scaling) is not raised");
     }
-    const int cat = producerOf(cs.inputs[0]);
+    const int cat = producerOf(cs.input(0));
     if (cat < 0 || node(cat).op != "Concat" || node(cat).inputs.size() != 2 ||
-        canon(node(cat).inputs[0]) != canon(node(cat).inputs[1]))
+        canon(node(cat).input(0)) != canon(node(cat).input(1)))
       fail(cs.describe() + ": the rotary angles are not the frequencies concatenated twice "
                            "(rotate-half); interleaved RoPE is not raised");
     std::set<int> seen;
-    std::vector<std::string> todo{canon(node(cat).inputs[0])};
+    std::vector<std::string> todo{canon(node(cat).input(0))};
     while (!todo.empty()) { // back from the angles to the inverse frequencies
       const std::string x = todo.back();
       todo.pop_back();
@@ -114,8 +114,8 @@ void Raiser::readRotaryEmbeddingOps() {
   for (const OnnxNode &n : g_.nodes) {
     if (n.op != "RotaryEmbedding")
       continue;
-    const OnnxConstant *cs = n.inputs.size() >= 4 ? constant(n.inputs[2]) : nullptr,
-                       *sn = n.inputs.size() >= 4 ? constant(n.inputs[3]) : nullptr;
+    const OnnxConstant *cs = n.inputs.size() >= 4 ? constant(n.input(2)) : nullptr,
+                       *sn = n.inputs.size() >= 4 ? constant(n.input(3)) : nullptr;
     if (!cs || !sn || cs->shape != sn->shape || cs->shape.size() != 2)
       fail(n.describe() + ": its cos and sin caches are not constants of one shape [P, d/2]");
     useRopeStyle(n.intAttr("interleaved", 0) != 0 ? RopeStyle::Interleaved : RopeStyle::Half, n);
