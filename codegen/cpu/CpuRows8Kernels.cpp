@@ -107,13 +107,15 @@ static void @NAME@_t(const unsigned char *w8, const int8_t *xq, const float *xd,
       }
 #endif
       for (int t = 0; t < T; ++t) {
-        const int8_t *x = xq + t * ldq + b * 32;
+        // The block's 32 activation bytes (+ 128 when BIASED), 4 a step.
         int32_t xw[8];
-        std::memcpy(xw, x, 32);
+        if constexpr (BIASED)
+          std::memcpy(xw, xu + t * NB * 32 + b * 32, 32);
+        else
+          std::memcpy(xw, xq + t * ldq + b * 32, 32);
         __m256i s32;
         if constexpr (BIASED) {
 #ifdef LLMC_R8_VNNI
-          std::memcpy(xw, xu + t * NB * 32 + b * 32, 32);
           s32 = bias;
           for (int s = 0; s < 8; ++s)
             s32 = LLMC_DPBUSD(s32, _mm256_set1_epi32(xw[s]), v[s]);
@@ -271,13 +273,14 @@ static void @NAME@_x2(const unsigned char *w8, const int8_t *xq, const unsigned 
     }
 #endif
     for (int t = 0; t < T; ++t) {
-      const int8_t *x = xq + t * ldq + b * 32;
-      int32_t xw[8];
-      std::memcpy(xw, x, 32);
+      int32_t xw[8]; // as in _t
+      if constexpr (BIASED)
+        std::memcpy(xw, xu + t * NB * 32 + b * 32, 32);
+      else
+        std::memcpy(xw, xq + t * ldq + b * 32, 32);
       __m512i s32 = _mm512_setzero_si512();
       if constexpr (BIASED) {
 #ifdef LLMC_R8_VNNI512
-        std::memcpy(xw, xu + t * NB * 32 + b * 32, 32);
         s32 = bias;
         for (int s = 0; s < 8; ++s)
           s32 = _mm512_dpbusd_epi32(s32, _mm512_set1_epi32(xw[s]), v[s]);
