@@ -17,9 +17,14 @@ SmolLM2's dense MLPs (llm-moefy: co-activation clustering of each MLP's
    stay close to) and, for perplexity, on its own: KLD, top-1, perplexity,
    the pass's search time (its report), the kept experts' share and, with
    adaptive activation, the experts run per token. Decode speed: tokens/s
-   of 64 generated tokens (reference engine: MoE layers have no kernel
-   lowering yet) for the unpruned MoE model and for each omp variant, as a
-   ratio to the unpruned MoE model measured in the same run.
+   of 64 generated tokens on the kernel engine (llmk.norm_moe: only routed
+   experts run) with the weights quantized to Q8_0 (llm-quantize-rtn bits=8)
+   for the unpruned MoE model and for each omp variant, as a ratio to the
+   unpruned MoE model, next to the dense model (same Q8_0) and the unpruned
+   MoE model on the reference engine, all measured in the same run.
+Quality is scored with f32 activations (`llmc eval --exact-activations`):
+the kernel engine's int8 activations would flip the hard top-k routing of a
+MoEfied model (tests: test_kernel_plan_moe).
 
 Usage: python3 bench/expert_pruning.py [--ratios 0.25,0.5] [--experts 16]
        [--top-k 4] [--calib-tokens 4096] [--max-tokens 1024]
@@ -74,15 +79,21 @@ def moefy(experts, top_k, clustering, calib_tokens, report=""):
 
 def evaluate(llmc, pipeline, ref_pipeline, max_tokens, threads):
     cmd = [llmc, "eval", MODEL, "--pipeline", pipeline, "--ref", MODEL, "--text", TEXT,
-           "--max-tokens", str(max_tokens), "-t", str(threads), "--json", "-q"]
+           "--max-tokens", str(max_tokens), "-t", str(threads), "--json", "-q",
+           "--exact-activations"]
     if ref_pipeline:
         cmd += ["--ref-pipeline", ref_pipeline]
     return json.loads(run(cmd).stdout)
 
 
-def decode_speed(llmc, pipeline, threads, tokens=64):
-    p = run([llmc, "run", MODEL, "--pipeline", pipeline, "-p", PROMPT, "-n", str(tokens),
-             "-t", str(threads)])
+SPEED_QUANT = "llm-quantize-rtn{bits=8 group=32 sym=true}"
+
+
+def decode_speed(llmc, pipeline, threads, tokens=64, engine="kernels"):
+    """Decode tok/s of `pipeline` (weights then quantized to Q8_0)."""
+    full = f"{pipeline},{SPEED_QUANT}" if pipeline else SPEED_QUANT
+    p = run([llmc, "run", MODEL, "--pipeline", full, "-p", PROMPT, "-n", str(tokens),
+             "-t", str(threads), "--engine", engine])
     m = re.search(r"generated (\d+) tokens, ([0-9.]+) tok/s", p.stderr)
     if not m:
         raise RuntimeError("no decode speed in llmc run's statistics")
@@ -147,7 +158,8 @@ def header(args, t0, load0):
             f"- Machine: {bench_common.cpu_model()}, {os.cpu_count()} CPUs; load average at "
             f"start {load0:.2f}, at end {os.getloadavg()[0]:.2f} (times are indicative)",
             "- Model: SmolLM2-135M-Instruct Q4_1 (30 blocks, MLP 576 -> 1536); every MoE model is "
-            "built and pruned in memory; expert weights are f32 (dequantized, regrouped)",
+            "built and pruned in memory; expert weights are f32 (dequantized, regrouped) for "
+            "quality, Q8_0 for the decode speeds; quality with f32 activations",
             f"- Text: data/eval/default.txt, {args.max_tokens} positions (512-token windows); "
             f"calibration: the first {args.calib_tokens} tokens of data/calib/default.txt "
             "(disjoint) for both passes", ""]
@@ -172,10 +184,14 @@ def moefy_table(rows):
     return L
 
 
-def prune_tables(args, rows, base_speed):
+def prune_tables(args, rows, speeds):
+    base_speed = speeds["moe"]
     L = [f"## Expert pruning of the MoEfied model (E={args.experts}, top-k={args.top_k}) "
          "against the unpruned MoE model", "",
-         f"Unpruned MoE model decode: {base_speed:.1f} tok/s (reference engine, 64 tokens).", ""]
+         f"Decode, 64 tokens, weights Q8_0: unpruned MoE model {base_speed:.1f} tok/s on the "
+         f"kernel engine ({speeds['moe_reference']:.1f} on the reference engine); the dense "
+         f"model {speeds['dense']:.1f} tok/s on the kernel engine (MoE / dense "
+         f"{base_speed / speeds['dense']:.2f}x).", ""]
     for ratio in args.ratio_list:
         sub = [r for r in rows if r["ratio"] == ratio]
         L += [f"### {100 * ratio:.0f}% of the experts removed", "",
@@ -216,10 +232,13 @@ def main():
     base = moefy(args.experts, args.top_k, "coactivation", args.calib_tokens)
     with tempfile.TemporaryDirectory(prefix="llmc-experts-") as work:
         mrows = moefy_rows(args, work)
-        log("decode speed of the unpruned MoE model")
-        base_speed = decode_speed(args.llmc, base, args.threads)
+        log("decode speed of the unpruned MoE model and the dense model")
+        speeds = {"moe": decode_speed(args.llmc, base, args.threads),
+                  "moe_reference": decode_speed(args.llmc, base, args.threads,
+                                                engine="reference"),
+                  "dense": decode_speed(args.llmc, "", args.threads)}
         prows = prune_rows(args, work, base)
-    L = header(args, t0, load0) + moefy_table(mrows) + prune_tables(args, prows, base_speed)
+    L = header(args, t0, load0) + moefy_table(mrows) + prune_tables(args, prows, speeds)
     L += ["Reading the tables: KLD and top-1 of a pruned model are measured against the unpruned "
           "MoEfied model (the same moefy pipeline as --ref-pipeline), so they isolate the damage "
           "of expert pruning; ppl is the pruned model's own. Kept experts never run more than "

@@ -70,6 +70,16 @@ public:
                 return addProducts(&op, {m.getGate(), m.getUp()});
               })
               .Case([&](llmk::MatmulAddOp m) { return addProducts(&op, {m.getWeight()}); })
+              .Case([&](llmk::NormMoeOp m) {
+                if (m.getNorm())
+                  addOp(rmsNorm(activationWidth(m.getX())));
+                OpKernelSpec s;
+                s.kind = OpKernelSpec::Kind::Gate;
+                s.activation = llm::stringifyActivation(m.getActivation()).str();
+                addOp(s);
+                // The experts' kernels go by their slabs' format and width.
+                return addProducts(&op, {m.getRouter(), m.getGate(), m.getUp(), m.getDown()});
+              })
               .Case([&](llmk::RMSNormOp n) {
                 addOp(rmsNorm(activationWidth(n.getX())));
                 return success();

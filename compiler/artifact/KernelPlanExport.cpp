@@ -109,6 +109,24 @@ private:
                 return failure();
               return success();
             })
+            .Case([&](llmk::NormMoeOp m) -> LogicalResult {
+              attrs["num_experts"] = cast<RankedTensorType>(m.getRouter().getType()).getDimSize(0);
+              attrs["top_k"] = m.getTopK();
+              attrs["activation"] = llm::stringifyActivation(m.getActivation()).str();
+              attrs["renormalize"] = m.getRenormalize();
+              attrs["gating"] = llm::stringifyMoEGating(m.getGating()).str();
+              attrs["energy_threshold"] = m.getEnergyThreshold().convertToDouble();
+              if (auto nu = m.getExpertEnergyAttr())
+                attrs["expert_energy"] = std::vector<float>(nu.asArrayRef().begin(),
+                                                            nu.asArrayRef().end());
+              if (failed(addIn(m.getX())) || (m.getResidual() && failed(addIn(m.getResidual()))) ||
+                  failed(addNorm(m.getNorm(), m.getEps())))
+                return failure();
+              for (Value w : {m.getRouter(), m.getGate(), m.getUp(), m.getDown()})
+                if (failed(addWeight(w)))
+                  return failure();
+              return success();
+            })
             .Case([&](llmk::RopeKvAppendOp r) -> LogicalResult {
               for (const char *k : {"layer", "num_heads", "num_kv_heads", "head_dim", "rope_theta"})
                 attrs[k] = attrToJson(r->getAttr(k));

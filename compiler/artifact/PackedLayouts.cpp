@@ -13,7 +13,7 @@ namespace llmc {
 
 namespace {
 bool isProduct(const std::string &k) {
-  return k == "norm_matmul" || k == "norm_gated_matmul" || k == "matmul_add";
+  return k == "norm_matmul" || k == "norm_gated_matmul" || k == "matmul_add" || k == "norm_moe";
 }
 
 /// The weights the plan's products read row-major and the ones they read
@@ -56,9 +56,15 @@ PackingResult packSelectedLayouts(nlohmann::json &manifest,
       throw std::runtime_error("kernel plan weight '" + name + "' is not in the artifact");
     const ArtifactWriter::Tensor t = tensors[it->second];
     const std::optional<DType> format = kernels::rows8Layout(t.dtype);
-    if (!format || t.shape.size() != 2)
+    if (!format || (t.shape.size() != 2 && t.shape.size() != 3))
       throw std::runtime_error("weight '" + name + "' has no rows8 layout");
-    const int64_t rows = t.shape[0], cols = t.shape[1];
+    // An expert tensor [experts, rows, cols] packs slab after slab (each
+    // whole groups of 8 rows, so no group straddles two experts).
+    const int64_t cols = t.shape.back();
+    const int64_t rows = t.shape.size() == 3 ? t.shape[0] * t.shape[1] : t.shape[0];
+    if (t.shape.size() == 3 && t.shape[1] % kernels::kRows8 != 0)
+      throw std::runtime_error("weight '" + name + "': expert slabs of " +
+                               std::to_string(t.shape[1]) + " rows are not whole groups of 8");
     const int64_t groups = rows / kernels::kRows8, gb = kernels::rows8GroupBytes(*format, cols);
     blobs.push_back(std::make_unique<std::string>(size_t(groups * gb), '\0'));
     auto *dst = reinterpret_cast<uint8_t *>(blobs.back()->data());

@@ -48,25 +48,34 @@ void dropIfDead(PatternRewriter &rewriter, llm::RMSNormOp n) {
     rewriter.eraseOp(n);
 }
 
+/// The residual an op's result is added to, when its one user is an
+/// llm.add of it and another value (that add then disappears into the op).
+std::pair<llm::AddOp, Value> residualAddOf(Operation *producer) {
+  Value result = producer->getResult(0);
+  if (!result.hasOneUse())
+    return {};
+  auto add = dyn_cast<llm::AddOp>(*result.getUsers().begin());
+  if (!add)
+    return {};
+  Value residual = add.getLhs() == result ? add.getRhs() : add.getLhs();
+  if (residual == result)
+    return {};
+  return {add, residual};
+}
+
 /// The projection `w` of `x` replacing `producer`: into the residual stream
 /// when the producer's one user is an llm.add (which disappears), else a
 /// plain product.
 void lowerOutputProjection(PatternRewriter &rewriter, Operation *producer, Value x, Value w) {
-  Value result = producer->getResult(0);
-  if (result.hasOneUse()) {
-    if (auto add = dyn_cast<llm::AddOp>(*result.getUsers().begin())) {
-      Value residual = add.getLhs() == result ? add.getRhs() : add.getLhs();
-      if (residual != result) {
-        rewriter.setInsertionPoint(add);
-        auto fused = llmk::MatmulAddOp::create(rewriter, add.getLoc(), add.getType(), x, w,
-                                               residual, /*layouts=*/nullptr,
-                                               /*activations=*/nullptr);
-        rewriter.replaceOp(add, fused.getResult());
-        rewriter.eraseOp(producer);
-        return;
-      }
-    }
+  if (auto [add, residual] = residualAddOf(producer); add) {
+    rewriter.setInsertionPoint(add);
+    auto fused = llmk::MatmulAddOp::create(rewriter, add.getLoc(), add.getType(), x, w, residual,
+                                           /*layouts=*/nullptr, /*activations=*/nullptr);
+    rewriter.replaceOp(add, fused.getResult());
+    rewriter.eraseOp(producer);
+    return;
   }
+  Value result = producer->getResult(0);
   rewriter.setInsertionPoint(producer);
   auto mm = llmk::NormMatmulOp::create(rewriter, producer->getLoc(), result.getType(), x, Value(),
                                        ValueRange{w}, FloatAttr(), nullptr, nullptr);
@@ -131,6 +140,28 @@ struct FuseMlp final : OpRewritePattern<llm::MLPOp> {
   }
 };
 
+/// llm.moe -> norm_moe: the RMSNorm before it and the residual add after it
+/// absorbed; the experts run only for the rows routed to them.
+struct FuseMoe final : OpRewritePattern<llm::MoEOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(llm::MoEOp m, PatternRewriter &rewriter) const override {
+    NormedInput in = absorbNorm(m.getX());
+    auto [add, residual] = residualAddOf(m);
+    Operation *replaced = add ? add.getOperation() : m.getOperation();
+    rewriter.setInsertionPoint(replaced);
+    auto moe = llmk::NormMoeOp::create(
+        rewriter, m.getLoc(), m.getType(), in.x, in.norm, m.getRouter(), m.getGate(), m.getUp(),
+        m.getDown(), residual, in.eps, m.getTopKAttr(), m.getActivationAttr(),
+        m.getRenormalizeAttr(), m.getGatingAttr(), m.getExpertEnergyAttr(),
+        m.getEnergyThresholdAttr(), /*layouts=*/nullptr, /*activations=*/nullptr);
+    rewriter.replaceOp(replaced, moe.getResult());
+    if (add)
+      rewriter.eraseOp(m);
+    dropIfDead(rewriter, in.op);
+    return success();
+  }
+};
+
 /// llm.lm_head -> norm_matmul with the final norm.
 struct FuseHead final : OpRewritePattern<llm::LMHeadOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -182,7 +213,7 @@ struct NormToKernel final : OpConversionPattern<llm::RMSNormOp> {
 LogicalResult checkLowerable(llm::ModelOp model) {
   LogicalResult ok = success();
   model.walk([&](Operation *op) {
-    if (isa<llm::LayerNormOp, llm::MoEOp>(op)) {
+    if (isa<llm::LayerNormOp>(op)) {
       op->emitOpError("has no kernel lowering yet (the model runs on the reference executor)");
       ok = failure();
     } else if (auto a = dyn_cast<llm::AttentionOp>(op); a && a.getBq()) {
@@ -203,7 +234,7 @@ LogicalResult lowerModel(llm::ModelOp model) {
   for (llm::SpeculateOp sp : llvm::to_vector(model.getBodyBlock().getOps<llm::SpeculateOp>()))
     sp.erase();
   RewritePatternSet fusions(ctx);
-  fusions.add<InlineLayer, FuseAttention, FuseMlp, FuseHead>(ctx);
+  fusions.add<InlineLayer, FuseAttention, FuseMlp, FuseMoe, FuseHead>(ctx);
   GreedyRewriteConfig config;
   config.setUseTopDownTraversal(true).enableFolding(false).enableConstantCSE(false);
   config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);

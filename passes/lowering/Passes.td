@@ -20,11 +20,14 @@ def LowerToKernelsPass : Pass<"llm-lower-to-kernels", "mlir::ModuleOp"> {
     - `llm.mlp` becomes `llmk.norm_gated_matmul` (gate, up and the SwiGLU /
       GeGLU product) and a down projection absorbed into the residual add
       the same way.
+    - `llm.moe` becomes `llmk.norm_moe` (the norm before it and the residual
+      add after it absorbed the same way): routing and only the routed
+      experts' products, in one kernel.
     - `llm.lm_head` becomes `llmk.norm_matmul` (with the final norm).
     - `llm.embed` and any remaining `llm.add` map one to one.
 
-    Ops with no kernel yet (`llm.layer_norm`, `llm.moe`, attention with
-    q/k/v biases) make the pass fail with an error naming the op: the
+    Ops with no kernel yet (`llm.layer_norm`, attention with q/k/v biases)
+    make the pass fail with an error naming the op: the
     compiler then keeps such a model on the reference executor.
 
     ```mlir
@@ -47,8 +50,9 @@ def PlanBuffersPass : Pass<"llmk-plan-buffers", "mlir::ModuleOp"> {
     Walks the flat llmk ops of each `llm.model` in order, computes each
     activation's live range (definition to last use) and gives it the
     lowest `arena_offset` (floats per token) that overlaps no value live at
-    the same time. `llmk.matmul_add` takes its residual's slot when it is
-    the residual's last use, so the residual stream is updated in place.
+    the same time. `llmk.matmul_add` and `llmk.norm_moe` take their
+    residual's slot when it is the residual's last use, so the residual
+    stream is updated in place.
     The value returned by `llm.return` (the logits) gets no slot: the
     runtime writes it to the caller's buffer. The arena size goes on the
     model as `llmk.arena_floats_per_token`; a step of T tokens uses T times
@@ -60,7 +64,10 @@ def SelectKernelsPass : Pass<"llmk-select-kernels", "mlir::ModuleOp"> {
   let summary = "Choose each product's weight layouts and activation precision for the target";
   let description = [{
     The compiler's kernel decision, made once and written on every
-    `llmk.norm_matmul`, `llmk.norm_gated_matmul` and `llmk.matmul_add`:
+    `llmk.norm_matmul`, `llmk.norm_gated_matmul`, `llmk.matmul_add` and
+    `llmk.norm_moe` (router, gate, up, down; an expert tensor by its slabs;
+    the router always row-major with f32 activations, since int8 rounding
+    of its input flips the choice between near-tied experts):
 
     - `layouts`: per weight operand, `rows8` when the target's int8 kernels
       read the format in the eight-row interleaved layout (Q4_0, Q4_1, Q8_0

@@ -74,6 +74,8 @@ LogicalResult planModel(llm::ModelOp model) {
       reuse = ma.getResidual();
     else if (auto add = dyn_cast<llmk::AddOp>(op))
       reuse = add.getLhs();
+    else if (auto moe = dyn_cast<llmk::NormMoeOp>(op))
+      reuse = moe.getResidual(); // the runtime reads x (copied) before it writes
     Slot s;
     s.width = width;
     s.lastUse = last;

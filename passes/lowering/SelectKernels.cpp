@@ -26,14 +26,17 @@ struct WeightFacts {
   int64_t rows = 0, cols = 0;
 };
 
+/// A matrix, or one expert's slab of a [experts, rows, cols] tensor (slabs
+/// are packed one after another, so each must be whole groups of 8 rows).
 std::optional<WeightFacts> factsOf(Value w) {
   auto type = dyn_cast<RankedTensorType>(w.getType());
-  if (!type || type.getRank() != 2)
+  if (!type || (type.getRank() != 2 && type.getRank() != 3))
     return std::nullopt;
   std::optional<DType> dtype = dtypeOfElementType(type.getElementType());
   if (!dtype)
     return std::nullopt;
-  return WeightFacts{*dtype, type.getDimSize(0), type.getDimSize(1)};
+  const int64_t r = type.getRank();
+  return WeightFacts{*dtype, type.getDimSize(r - 2), type.getDimSize(r - 1)};
 }
 
 class SelectKernels : public impl::SelectKernelsPassBase<SelectKernels> {
@@ -53,6 +56,9 @@ public:
         decide(op, ValueRange{g.getGate(), g.getUp()});
       else if (auto a = dyn_cast<llmk::MatmulAddOp>(op))
         decide(op, ValueRange{a.getWeight()});
+      else if (auto moe = dyn_cast<llmk::NormMoeOp>(op))
+        decide(op, ValueRange{moe.getRouter(), moe.getGate(), moe.getUp(), moe.getDown()},
+               /*f32Leading=*/1);
     });
   }
 
@@ -72,11 +78,18 @@ private:
     return llmk::WeightLayout::rows8;
   }
 
-  void decide(Operation *op, ValueRange weights) {
+  /// `f32Leading`: how many leading weights always read f32 activations
+  /// row-major (an MoE router: routing is a discrete choice that int8
+  /// rounding of its input would flip between near-tied experts).
+  void decide(Operation *op, ValueRange weights, size_t f32Leading = 0) {
     MLIRContext *ctx = op->getContext();
     SmallVector<Attribute> layouts;
     bool int8 = false;
-    for (Value w : weights) {
+    for (auto [i, w] : llvm::enumerate(weights)) {
+      if (i < f32Leading) {
+        layouts.push_back(llmk::WeightLayoutAttr::get(ctx, llmk::WeightLayout::row_major));
+        continue;
+      }
       std::optional<WeightFacts> f = factsOf(w);
       llmk::WeightLayout l = layoutOf(f);
       layouts.push_back(llmk::WeightLayoutAttr::get(ctx, l));

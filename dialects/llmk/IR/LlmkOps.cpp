@@ -76,6 +76,39 @@ LogicalResult MatmulAddOp::verify() {
   return success();
 }
 
+LogicalResult NormMoeOp::verify() {
+  const int64_t D = width(getX());
+  if (failed(checkNorm(*this, getNorm(), getEps(), D)) ||
+      failed(checkMatrix(*this, getRouter(), D, "router")))
+    return failure();
+  const int64_t E = shapeOf(getRouter())[0];
+  ArrayRef<int64_t> g = shapeOf(getGate()), u = shapeOf(getUp()), d = shapeOf(getDown());
+  if (g.size() != 3 || g[0] != E || g[2] != D || u != g)
+    return emitOpError() << "gate and up must be [" << E << ", intermediate, " << D
+                         << "] expert tensors, got " << getGate().getType() << " and "
+                         << getUp().getType();
+  if (d.size() != 3 || d[0] != E || d[2] != g[1] || d[1] != width(getResult()))
+    return emitOpError() << "down must be [" << E << ", " << width(getResult()) << ", " << g[1]
+                         << "], got " << getDown().getType();
+  if (getResidual() && getResidual().getType() != getType())
+    return emitOpError("residual and result must have the same type");
+  if (getTopK() < 1 || getTopK() > E)
+    return emitOpError() << "top_k must be in [1, " << E << "], got " << getTopK();
+  const double tau = getEnergyThreshold().convertToDouble();
+  if (!(tau >= 0.0 && tau <= 1.0))
+    return emitOpError() << "energy_threshold must be in [0, 1], got " << tau;
+  if (auto nu = getExpertEnergyAttr()) {
+    if (int64_t(nu.size()) != E)
+      return emitOpError() << "expert_energy has " << nu.size() << " values for " << E
+                           << " experts";
+  } else if (tau > 0.0) {
+    return emitOpError("energy_threshold > 0 needs expert_energy");
+  }
+  if (auto l = getLayoutsAttr(); l && l.size() != 4)
+    return emitOpError("layouts must name 4 layouts (router, gate, up, down)");
+  return success();
+}
+
 LogicalResult RopeKvAppendOp::verify() {
   const int64_t H = getNumHeads(), KV = getNumKvHeads(), hd = getHeadDim();
   if (H <= 0 || KV <= 0 || hd <= 0 || H % KV || hd % 2)

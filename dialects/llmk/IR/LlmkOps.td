@@ -72,6 +72,38 @@ def Llmk_MatmulAddOp : Llmk_Op<"matmul_add", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Llmk_NormMoeOp : Llmk_Op<"norm_moe", [Pure, AttrSizedOperandSegments]> {
+  let summary = "Optional RMSNorm, top-k routing, the routed gated-MLP experts, optional residual";
+  let description = [{
+    The kernel form of llm.moe (its `top_k`, `activation`, `renormalize`,
+    `gating`, `expert_energy` and `energy_threshold` mean the same): `router`
+    [E, D] scores the (normalised) rows of x; each row runs only its routed
+    experts (adaptive activation may run fewer than top_k), expert e being
+    down[e](act(gate[e] x) * up[e] x) with gate/up [E, F, D] and down
+    [E, D, F], and their weighted sum is the result, added to `residual`
+    when the MoE's output fed the residual add (which disappears). Rows
+    reach an expert only when routed to it: nothing runs densely.
+    `layouts` (llmk-select-kernels) has one entry per weight (router, gate,
+    up, down); an expert tensor in rows8 is packed slab by slab.
+  }];
+  let arguments = (ins Llmk_Activation:$x, Optional<Llmk_Weight>:$norm, Llmk_Weight:$router,
+                       Llmk_Weight:$gate, Llmk_Weight:$up, Llmk_Weight:$down,
+                       Optional<Llmk_Activation>:$residual, OptionalAttr<F64Attr>:$eps,
+                       I64Attr:$top_k, Llm_ActivationFnAttr:$activation,
+                       DefaultValuedAttr<BoolAttr, "true">:$renormalize,
+                       DefaultValuedAttr<Llm_MoEGatingAttr, "::llmc::llm::MoEGating::Softmax">:$gating,
+                       OptionalAttr<DenseF32ArrayAttr>:$expert_energy,
+                       DefaultValuedAttr<F64Attr, "0.0">:$energy_threshold,
+                       OptionalAttr<Llmk_WeightLayoutArray>:$layouts,
+                       OptionalAttr<Llmk_ActivationPrecisionAttr>:$activations);
+  let results = (outs Llmk_Activation:$result);
+  let assemblyFormat = [{
+    $x (`norm` `(` $norm^ `)`)? `,` $router `,` $gate `,` $up `,` $down
+    (`residual` `(` $residual^ `)`)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Llmk_RopeKvAppendOp : Llmk_Op<"rope_kv_append"> {
   let summary = "RoPE on q and k, append k and v to the layer's KV cache, return q";
   let description = [{

@@ -152,6 +152,10 @@ void CudaEngine::Impl::build(void *module) {
     packed.attach(t->name, w);
     return w;
   };
+  bind.slabs = [&](const std::string &, const std::string &ctx) -> std::vector<WeightMatrix> {
+    throw std::runtime_error(ctx + ": MoE layers have no CUDA kernels yet (run the artifact on "
+                             "the CPU)");
+  };
   bind.vector = [&](const std::string &name, const std::string &ctx) {
     const TensorView *t = art.tensor(name);
     if (!t || t->shape.size() != 1)
@@ -404,6 +408,8 @@ void CudaEngine::Impl::runStep(const PlanStep &s, const GpuStep &g, int64_t T, i
     dev->launch(g.rope, unsigned(T), kRopeThreads, args);
     break;
   }
+  case PlanKernel::NormMoe: // refused when the plan is bound (bind.slabs)
+    throw std::runtime_error(s.desc + ": no CUDA kernel");
   case PlanKernel::Attend: {
     long long ldq = inW, ldo = outW;
     int nt = int(T), mb = int(maxBlocks), ns = int(nSplits), sl = kSplitLen;

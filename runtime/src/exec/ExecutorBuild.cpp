@@ -10,6 +10,7 @@
 #include "ExecutorImpl.h"
 
 #include "../artifact/JsonFields.h"
+#include "MoeRouting.h"
 #include "OpSpec.h"
 
 #include <algorithm>
@@ -83,6 +84,13 @@ WeightMatrix Executor::Impl::matrixOf(const TensorView &t) {
   WeightMatrix w =
       WeightMatrix::of(t, needsAux(t.dtype) ? art.tensor(t.name + kAuxSuffix) : nullptr);
   packed.attach(t.name, w);
+  return w;
+}
+
+WeightMatrix Executor::Impl::slabOf(const TensorView &t, int64_t e) {
+  WeightMatrix w =
+      WeightMatrix::slab(t, e, needsAux(t.dtype) ? art.tensor(t.name + kAuxSuffix) : nullptr);
+  packed.attach(t.name, w, e);
   return w;
 }
 
@@ -324,56 +332,24 @@ void Executor::Impl::buildMlp(Node &n, const ProgramNode &pn) {
 }
 
 void Executor::Impl::buildMoe(Node &n, const ProgramNode &pn) {
-  const nlohmann::json &at = pn.attrs;
   const std::string &ctx = n.desc;
   const int64_t D = n.inWidth;
   const TensorView &r = weight(pn, ctx, "router");
   expectShape(r, ctx, "router", {-1, D});
-  int64_t E = r.shape[0];
-  int64_t ne = jsonf::getInt(at, "num_experts", ctx, E);
-  if (ne != E)
-    throw std::runtime_error(ctx + ": num_experts " + std::to_string(ne) +
-                             " does not match the router's " + std::to_string(E) + " rows");
-  int64_t k = jsonf::getInt(at, "top_k", ctx);
-  if (k < 1 || k > E)
-    throw std::runtime_error(ctx + ": top_k " + std::to_string(k) + " must be in [1, " +
-                             std::to_string(E) + "]");
+  const int64_t E = r.shape[0];
+  n.moe = ops::readMoeRouting(pn.attrs, E, ctx);
   const TensorView &g = weight(pn, ctx, "gate"), &u = weight(pn, ctx, "up"),
                    &dn = weight(pn, ctx, "down");
   expectShape(g, ctx, "gate", {E, -1, D});
-  int64_t F = g.shape[1];
+  const int64_t F = g.shape[1];
   expectShape(u, ctx, "up", {E, F, D});
   expectShape(dn, ctx, "down", {E, -1, F});
   n.a = matrixOf(r);
-  n.gate3 = &g;
-  n.up3 = &u;
-  n.down3 = &dn;
-  n.gate3Aux = art.tensor(g.name + kAuxSuffix);
-  n.up3Aux = art.tensor(u.name + kAuxSuffix);
-  n.down3Aux = art.tensor(dn.name + kAuxSuffix);
+  for (int64_t e = 0; e < E; ++e)
+    for (const TensorView *t : {&g, &u, &dn})
+      n.experts.push_back(slabOf(*t, e));
   n.ffn = F;
-  n.experts = E;
-  n.topK = k;
-  n.renormalize = jsonf::getBool(at, "renormalize", ctx, true);
-  n.gating = jsonf::getEnum<MoEGating>(at, "gating", ctx, MoEGating::Softmax, parseMoEGating,
-                                       spellingsMoEGating());
-  n.energyThreshold = jsonf::getDouble(at, "energy_threshold", ctx, 0.0);
-  if (!(n.energyThreshold >= 0.0 && n.energyThreshold <= 1.0))
-    throw std::runtime_error(ctx + ": energy_threshold must be in [0, 1]");
-  if (const nlohmann::json *nu = jsonf::find(at, "expert_energy")) {
-    if (!nu->is_array() || int64_t(nu->size()) != E)
-      throw std::runtime_error(ctx + ": expert_energy must be an array of " + std::to_string(E) +
-                               " numbers");
-    for (const nlohmann::json &v : *nu) {
-      const double x = jsonf::asDouble(v, "expert_energy", ctx);
-      if (!(x >= 0.0 && std::isfinite(x)))
-        throw std::runtime_error(ctx + ": expert_energy values must be finite and >= 0");
-      n.expertEnergy.push_back(float(x));
-    }
-  } else if (n.energyThreshold > 0.0) {
-    throw std::runtime_error(ctx + ": energy_threshold > 0 needs expert_energy");
-  }
-  n.act = activationOf(at, ctx);
+  n.act = activationOf(pn.attrs, ctx);
   n.width = dn.shape[1];
 }
 
@@ -404,6 +380,16 @@ void Executor::Impl::buildPlan(const ExecutorOptions &o) {
     if (!t || t->shape.size() != 2)
       throw std::runtime_error(ctx + ": weight '" + name + "' is not a matrix of " + art.path());
     return matrixOf(*t);
+  };
+  bind.slabs = [&](const std::string &name, const std::string &ctx) {
+    const TensorView *t = packed.find(name);
+    if (!t || t->shape.size() != 3)
+      throw std::runtime_error(ctx + ": weight '" + name + "' is not an expert tensor of " +
+                               art.path());
+    std::vector<WeightMatrix> v;
+    for (int64_t e = 0; e < t->shape[0]; ++e)
+      v.push_back(slabOf(*t, e));
+    return v;
   };
   bind.vector = [&](const std::string &name, const std::string &ctx) {
     const TensorView *t = art.tensor(name);

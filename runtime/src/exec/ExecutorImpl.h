@@ -8,6 +8,7 @@
 #include "llmc/executor.h"
 
 #include "KernelPlan.h"
+#include "MoeRouting.h"
 #include "PackedWeights.h"
 #include "Ops.h"
 #include "ThreadPool.h"
@@ -32,8 +33,7 @@ struct Node {
   int64_t width = 0;     // output width
   int64_t inWidth = 0;   // width of in[0]
   WeightMatrix a, b, c, d; // op-specific matrices (see build)
-  const TensorView *gate3 = nullptr, *up3 = nullptr, *down3 = nullptr; // moe
-  const TensorView *gate3Aux = nullptr, *up3Aux = nullptr, *down3Aux = nullptr; // side data
+  std::vector<WeightMatrix> experts; // moe: gate, up, down of expert 0, then 1, ...
   std::vector<float> vec0, vec1, qBias, kBias, vBias;
   float eps = 1e-5f;
   ops::AttentionShape att{};
@@ -41,11 +41,8 @@ struct Node {
   RopeStyle rope = RopeStyle::Half;
   int cache = -1;
   Activation act = Activation::SiLU;
-  int64_t ffn = 0, experts = 0, topK = 0;
-  bool renormalize = true;
-  MoEGating gating = MoEGating::Softmax;  // moe: how routed experts are weighted
-  std::vector<float> expertEnergy;         // moe adaptive activation: ν per expert
-  double energyThreshold = 0;              // moe adaptive activation: τ (0: off)
+  int64_t ffn = 0;
+  ops::MoeRouting moe; // moe: experts, top k, gating, adaptive activation
   int index = 0;      // program node index
   int64_t block = -1; // attrs.block
   // Linear-input sites for the hook: attention {q,k,v} {o}; mlp {gate,up}
@@ -196,6 +193,8 @@ struct Executor::Impl {
   void buildLmHead(Node &n, const ProgramNode &pn);
   /// The tensor as a matrix, with its side data when its format has some.
   WeightMatrix matrixOf(const TensorView &t);
+  /// Expert `e`'s slab of a 3-D weight (its side data and packed layout).
+  WeightMatrix slabOf(const TensorView &t, int64_t e);
   const TensorView &weight(const ProgramNode &pn, const std::string &desc, const char *role);
   void expectShape(const TensorView &t, const std::string &desc, const char *role,
                    const std::vector<int64_t> &want);

@@ -69,75 +69,19 @@ void Executor::Impl::runMlp(const Node &n) {
   matmul(pool, n.c, sg.data(), T, F, out.data(), n.width);
 }
 
-namespace {
-
-/// The experts token `l` (its router logits) runs and their weights: softmax
-/// over all experts, the top k (lowest id on ties); with adaptive
-/// activation only the prefix of them, by predicted energy g_e * nu_e, that
-/// reaches energyThreshold of the top k's energy. Softmax gating weights
-/// each by its probability (renormalized over the experts that run when
-/// `renormalize`), unit gating by 1.
-void routeToken(const exec::Node &n, const float *l, std::vector<double> &prob,
-                std::vector<int64_t> &order, std::vector<std::pair<int64_t, float>> &chosen) {
-  const int64_t E = n.experts;
-  const float mx = *std::max_element(l, l + E);
-  double sum = 0;
-  for (int64_t e = 0; e < E; ++e)
-    sum += prob[size_t(e)] = std::exp(double(l[e]) - mx);
-  for (int64_t e = 0; e < E; ++e) {
-    prob[size_t(e)] /= sum;
-    order[size_t(e)] = e;
-  }
-  std::partial_sort(order.begin(), order.begin() + n.topK, order.end(), [&](int64_t a, int64_t b) {
-    return prob[size_t(a)] > prob[size_t(b)] || (prob[size_t(a)] == prob[size_t(b)] && a < b);
-  });
-  int64_t run = n.topK;
-  if (n.energyThreshold > 0.0) {
-    const bool unit = n.gating == MoEGating::Unit;
-    auto energy = [&](int64_t e) {
-      return (unit ? 1.0 : prob[size_t(e)]) * double(n.expertEnergy[size_t(e)]);
-    };
-    std::stable_sort(order.begin(), order.begin() + n.topK,
-                     [&](int64_t a, int64_t b) { return energy(a) > energy(b); });
-    double total = 0, acc = 0;
-    for (int64_t i = 0; i < n.topK; ++i)
-      total += energy(order[size_t(i)]);
-    for (run = 0; run < n.topK;) {
-      acc += energy(order[size_t(run)]);
-      ++run;
-      if (acc >= n.energyThreshold * total)
-        break;
-    }
-  }
-  double kept = 0;
-  for (int64_t i = 0; i < run; ++i)
-    kept += prob[size_t(order[size_t(i)])];
-  chosen.clear();
-  for (int64_t i = 0; i < run; ++i) {
-    const int64_t e = order[size_t(i)];
-    double w = n.gating == MoEGating::Unit ? 1.0
-               : n.renormalize              ? prob[size_t(e)] / kept
-                                            : prob[size_t(e)];
-    chosen.push_back({e, float(w)});
-  }
-}
-
-} // namespace
-
 void Executor::Impl::runMoe(const Node &n) {
   const std::vector<float> &xv = vals[size_t(n.in[0])];
-  const int64_t T = valRows[size_t(n.in[0])], D = n.inWidth, F = n.ffn, E = n.experts;
+  const int64_t T = valRows[size_t(n.in[0])], D = n.inWidth, F = n.ffn, E = n.moe.experts;
   const int64_t Dout = n.width;
   slogits.resize(size_t(T * E));
   observe(n, 0, xv.data(), T, D);
   matmul(pool, n.a, xv.data(), T, D, slogits.data(), E);
 
   std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(E));
-  std::vector<int64_t> order(static_cast<size_t>(E));
-  std::vector<double> prob(static_cast<size_t>(E));
+  ops::RouteScratch scratch;
   std::vector<std::pair<int64_t, float>> chosen;
   for (int64_t t = 0; t < T; ++t) {
-    routeToken(n, slogits.data() + t * E, prob, order, chosen);
+    ops::routeToken(n.moe, slogits.data() + t * E, scratch, chosen);
     for (const auto &[e, w] : chosen)
       routed[size_t(e)].push_back({t, w});
   }
@@ -155,18 +99,19 @@ void Executor::Impl::runMoe(const Node &n) {
     sg.resize(size_t(Te * F));
     su.resize(size_t(Te * F));
     sy.resize(size_t(Te * Dout));
+    const WeightMatrix *w = &n.experts[size_t(3 * e)]; // gate, up, down
     observe(n, 1, sx.data(), Te, D, e);
-    matmul(pool, WeightMatrix::slab(*n.gate3, e, n.gate3Aux), sx.data(), Te, D, sg.data(), F);
-    matmul(pool, WeightMatrix::slab(*n.up3, e, n.up3Aux), sx.data(), Te, D, su.data(), F);
+    matmul(pool, w[0], sx.data(), Te, D, sg.data(), F);
+    matmul(pool, w[1], sx.data(), Te, D, su.data(), F);
     ops::gatedActivation(n.act, sg.data(), su.data(), Te * F);
     observe(n, 2, sg.data(), Te, F, e);
-    matmul(pool, WeightMatrix::slab(*n.down3, e, n.down3Aux), sg.data(), Te, F, sy.data(), Dout);
+    matmul(pool, w[2], sg.data(), Te, F, sy.data(), Dout);
     for (int64_t i = 0; i < Te; ++i) {
-      float w = list[size_t(i)].second;
+      float wt = list[size_t(i)].second;
       float *o = smoe.data() + list[size_t(i)].first * Dout;
       const float *y = sy.data() + i * Dout;
       for (int64_t k = 0; k < Dout; ++k)
-        o[k] += w * y[k];
+        o[k] += wt * y[k];
     }
   }
   std::vector<float> &out = value(n.out, T, Dout); // may alias the input: written last

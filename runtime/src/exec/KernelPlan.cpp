@@ -22,6 +22,7 @@ PlanKernel kernelOf(const std::string &k, const std::string &ctx) {
       {"norm_matmul", PlanKernel::NormMatmul},
       {"norm_gated_matmul", PlanKernel::NormGatedMatmul},
       {"matmul_add", PlanKernel::MatmulAdd},
+      {"norm_moe", PlanKernel::NormMoe},
       {"rope_kv_append", PlanKernel::RopeKvAppend},
       {"attend", PlanKernel::Attend},
       {"rms_norm", PlanKernel::RmsNorm},
@@ -58,7 +59,7 @@ void needArity(const PlanStep &s, size_t in, size_t w) {
 
 bool isProduct(PlanKernel k) {
   return k == PlanKernel::NormMatmul || k == PlanKernel::NormGatedMatmul ||
-         k == PlanKernel::MatmulAdd;
+         k == PlanKernel::MatmulAdd || k == PlanKernel::NormMoe;
 }
 
 /// Step `where`'s description and kernel.
@@ -103,9 +104,23 @@ void readStepTensors(PlanStep &s, const nlohmann::json &sj, const nlohmann::json
   const std::string &ctx = s.desc;
   if (const nlohmann::json *w = jsonf::find(sj, "weights")) {
     need(w->is_array(), ctx, "'weights' must be an array of tensor names");
-    for (const nlohmann::json &n : *w) {
+    for (const nlohmann::json &n : *w)
       need(n.is_string(), ctx, "'weights' must be an array of tensor names");
-      s.w.push_back(bind.matrix(n.get<std::string>(), ctx));
+    if (s.kernel == PlanKernel::NormMoe) {
+      // The router, then each expert's gate, up and down slabs.
+      need(w->size() == 4 && bind.slabs, ctx, "takes 4 weights (router, gate, up, down)");
+      s.w.push_back(bind.matrix((*w)[0].get<std::string>(), ctx));
+      std::vector<WeightMatrix> slabs[3];
+      for (int k = 0; k < 3; ++k)
+        slabs[k] = bind.slabs((*w)[k + 1].get<std::string>(), ctx);
+      need(slabs[0].size() == slabs[1].size() && slabs[0].size() == slabs[2].size(), ctx,
+           "gate, up and down have different numbers of experts");
+      for (size_t e = 0; e < slabs[0].size(); ++e)
+        for (int k = 0; k < 3; ++k)
+          s.w.push_back(slabs[k][e]);
+    } else {
+      for (const nlohmann::json &n : *w)
+        s.w.push_back(bind.matrix(n.get<std::string>(), ctx));
     }
   }
   if (const nlohmann::json *n = jsonf::find(sj, "norm")) {
@@ -180,6 +195,10 @@ void checkStepKernel(PlanStep &s, const nlohmann::json &attrs, const PlanBinding
     need(s.w[0].cols == inW && s.w[0].rows == s.out.width && s.in[1].width == s.out.width, ctx,
          "weight / residual shapes do not match the slots");
     break;
+  case PlanKernel::NormMoe:
+    need(s.in.size() == 1 || s.in.size() == 2, ctx, "takes 1 or 2 input slots (x, residual)");
+    PlanEngine::checkNormMoe(s, attrs);
+    break;
   case PlanKernel::RopeKvAppend:
   case PlanKernel::Attend:
     readAttentionStep(s, attrs, bind);
@@ -194,6 +213,14 @@ void checkStepKernel(PlanStep &s, const nlohmann::json &attrs, const PlanBinding
     need(s.in[1].width == inW && s.out.width == inW, ctx, "adds slots of different widths");
     break;
   }
+}
+
+/// Whether the step's weight k takes int8 activations: the step's choice,
+/// for a format with int8 kernels, except an MoE router (always f32).
+bool readsInt8(const PlanStep &s, size_t k) {
+  const WeightMatrix &w = s.w[k];
+  return s.int8 && !(s.kernel == PlanKernel::NormMoe && k == 0) &&
+         (kernels::hasInt8Dot(w.dtype) || w.rows8) && w.cols % kernels::kInt8Block == 0;
 }
 
 /// Binds a product step's generated kernels: the matrix-vector ones when
@@ -215,8 +242,7 @@ int bindGeneratedProducts(PlanStep &s, const codegen::GeneratedKernels &g) {
   // int8 activations, else when the step has a matvec kernel for every
   // weight (decode-sized steps).
   for (size_t k = 0; k < s.w.size(); ++k) {
-    const bool int8 = s.int8 && (kernels::hasInt8Dot(s.w[k].dtype) || s.w[k].rows8) &&
-                      s.w[k].cols % kernels::kInt8Block == 0;
+    const bool int8 = readsInt8(s, k);
     products += int8 ? s.gen8[k] != nullptr : !s.gen.empty();
   }
   if (std::count(s.gen8.begin(), s.gen8.end(), nullptr) == std::ptrdiff_t(s.gen8.size()))
@@ -266,10 +292,11 @@ void PlanEngine::bindGeneratedOps(PlanStep &s, const codegen::GeneratedKernels *
     break;
   case PlanKernel::NormMatmul:
   case PlanKernel::NormGatedMatmul:
+  case PlanKernel::NormMoe:
   case PlanKernel::RmsNorm:
     if (!s.norm.empty())
       count(s.genNorm, g ? g->findRmsNorm(inW) : nullptr);
-    if (s.kernel == PlanKernel::NormGatedMatmul)
+    if (s.kernel == PlanKernel::NormGatedMatmul || s.kernel == PlanKernel::NormMoe)
       count(s.genGate, g ? g->findGate(std::string(spelling(s.act))) : nullptr);
     break;
   case PlanKernel::RopeKvAppend:
@@ -317,12 +344,14 @@ void PlanEngine::bindKernelChoice(PlanStep &s, const nlohmann::json &sj, const P
     s.int8 = int8_ && *a == "int8";
   }
   const nlohmann::json *layouts = jsonf::find(sj, "layouts");
-  need(!layouts || (layouts->is_array() && layouts->size() == s.w.size()), s.desc,
+  // norm_moe names 4 (router, gate, up, down): an expert's slabs share theirs.
+  const bool moe = s.kernel == PlanKernel::NormMoe;
+  need(!layouts || (layouts->is_array() && layouts->size() == (moe ? 4 : s.w.size())), s.desc,
        "'layouts' must name one layout per weight");
   for (size_t k = 0; k < s.w.size(); ++k) {
     WeightMatrix &w = s.w[k];
     if (layouts) {
-      const nlohmann::json &l = (*layouts)[k];
+      const nlohmann::json &l = (*layouts)[moe && k > 0 ? 1 + (k - 1) % 3 : k];
       need(l.is_string() && (l == "rows8" || l == "row_major"), s.desc,
            "a layout must be \"rows8\" or \"row_major\"");
       // rows8 weights come packed in the artifact (PackedWeights); the
@@ -335,8 +364,7 @@ void PlanEngine::bindKernelChoice(PlanStep &s, const nlohmann::json &sj, const P
     } else if (s.int8) {
       packRows8(w, bind); // artifacts from before compile-time packing
     }
-    int8Products_ += s.int8 && (kernels::hasInt8Dot(w.dtype) || w.rows8) &&
-                     w.cols % kernels::kInt8Block == 0;
+    int8Products_ += readsInt8(s, k);
   }
 }
 
@@ -387,20 +415,6 @@ MatmulPaths PlanEngine::paths(const PlanStep &s) const {
   p.generated = s.gen.empty() ? nullptr : s.gen.data();
   return p;
 }
-
-/// Where one step reads and writes: the arena (its slots hold slotT rows
-/// each) and the rows [first, first + rows) the step computes.
-struct PlanEngine::StepIO {
-  int64_t slotT = 0; // rows of every arena slot (the step's tokens)
-  int64_t first = 0; // first row the step computes
-  int64_t rows = 0;  // rows it computes
-  float *arena = nullptr;
-  float *out = nullptr; // its output at row `first`, or the logits
-  /// Input slot k of step `s` at row `first`.
-  float *in(const PlanStep &s, size_t k) const {
-    return arena + s.in[k].offset * slotT + first * s.in[k].width;
-  }
-};
 
 void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
                      const std::vector<int32_t> &tokens, int64_t pos, bool allLogits,
@@ -550,6 +564,9 @@ void PlanEngine::runStep(ThreadPool &pool, std::vector<kv::LayerCache> *caches,
   case PlanKernel::NormMatmul:
   case PlanKernel::NormGatedMatmul:
     runNormMatmul(pool, s, io);
+    break;
+  case PlanKernel::NormMoe:
+    runNormMoe(pool, s, io);
     break;
   case PlanKernel::MatmulAdd: {
     const float *res = io.in(s, 1);

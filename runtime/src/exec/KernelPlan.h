@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "Matmul.h"
+#include "MoeRouting.h"
 #include "Ops.h"
 #include "ThreadPool.h"
 #include "WeightMatrix.h"
@@ -23,8 +24,8 @@
 
 namespace llmc {
 
-enum class PlanKernel { Embed, NormMatmul, NormGatedMatmul, MatmulAdd, RopeKvAppend, Attend,
-                        RmsNorm, Add };
+enum class PlanKernel { Embed, NormMatmul, NormGatedMatmul, MatmulAdd, NormMoe, RopeKvAppend,
+                        Attend, RmsNorm, Add };
 
 /// floats [offset*T, (offset+width)*T) of the arena; offset -1: the logits.
 struct PlanSlot {
@@ -36,7 +37,9 @@ struct PlanStep {
   std::string desc; // "kernel_plan step 3 (norm_matmul)"
   std::vector<PlanSlot> in;
   PlanSlot out;
-  std::vector<WeightMatrix> w; // in the step's order (q, k, v; gate, up; ...)
+  /// In the step's order (q, k, v; gate, up; ...); norm_moe: the router,
+  /// then gate, up and down of expert 0, of expert 1, ...
+  std::vector<WeightMatrix> w;
   /// The generated kernel of each weight (all set, or the step uses the
   /// library kernels for decode-sized steps too).
   std::vector<codegen::MatvecFn> gen;
@@ -62,11 +65,15 @@ struct PlanStep {
   double theta = 0;
   RopeStyle rope = RopeStyle::Half;
   bool int8 = false; // products read int8 activations (the plan's "activations")
+  ops::MoeRouting moe; // norm_moe: experts, top k, gating, adaptive activation
 };
 
 /// How the plan reaches the executor's weights and caches.
 struct PlanBindings {
   std::function<WeightMatrix(const std::string &name, const std::string &ctx)> matrix;
+  /// Every slab (expert) of a 3-D weight [experts, rows, cols], in order.
+  std::function<std::vector<WeightMatrix>(const std::string &name, const std::string &ctx)>
+      slabs;
   std::function<std::vector<float>(const std::string &name, const std::string &ctx)> vector;
   /// The cache index of attention layer `layer`; throws if there is none.
   std::function<int(int64_t layer, const std::string &ctx)> cache;
@@ -157,14 +164,32 @@ private:
   /// The step's activation precision and weight layouts, as the plan says.
   void bindKernelChoice(PlanStep &s, const nlohmann::json &sj, const PlanBindings &bind);
   MatmulPaths paths(const PlanStep &s) const;
+  /// The paths of the step's weights [first, first + n) run as one call.
+  MatmulPaths pathsAt(const PlanStep &s, size_t first) const;
+public:
+  /// A norm_moe step's weights, slots, norm and routing (KernelPlanMoe.cpp);
+  /// throws naming the step.
+  static void checkNormMoe(PlanStep &s, const nlohmann::json &attrs);
+private:
   void bindGeneratedOps(PlanStep &s, const codegen::GeneratedKernels *g);
   static void rmsNorm(const PlanStep &s, const float *x, float *y, int64_t rows);
   /// norm_matmul's products (the step's weights side by side in `out`'s
   /// rows) on rows x that are already normalised.
   void products(ThreadPool &pool, const PlanStep &s, const float *x, int64_t rows,
                 float *out) const;
-  /// One step of run(): its rows and arena slots (KernelPlan.cpp).
-  struct StepIO;
+  /// Where one step reads and writes: the arena (its slots hold slotT rows
+  /// each) and the rows [first, first + rows) the step computes.
+  struct StepIO {
+    int64_t slotT = 0; // rows of every arena slot (the step's tokens)
+    int64_t first = 0; // first row the step computes
+    int64_t rows = 0;  // rows it computes
+    float *arena = nullptr;
+    float *out = nullptr; // its output at row `first`, or the logits
+    /// Input slot k of step `s` at row `first`.
+    float *in(const PlanStep &s, size_t k) const {
+      return arena + s.in[k].offset * slotT + first * s.in[k].width;
+    }
+  };
   /// `tokens`: one per row of the whole step (the embedding reads rows
   /// [io.first, io.first + io.rows)); `caches` and `pos`: the sequence of
   /// those rows (RoPE, the KV append and attention).
@@ -179,7 +204,17 @@ private:
   /// rope_kv_append: RoPE on Q and K, then K and V into the layer's cache.
   void runRopeKvAppend(ThreadPool &pool, kv::LayerCache &cache, const PlanStep &s, int64_t pos,
                        const StepIO &io);
+  /// norm_moe (KernelPlanMoe.cpp): the optional norm, the router, each
+  /// row's experts, and only those experts' products over the rows routed
+  /// to them, summed into the output (from the residual, if any).
+  void runNormMoe(ThreadPool &pool, const PlanStep &s, const StepIO &io);
   std::vector<float> arena_, xn_, kv_, gather_;
+  struct MoeScratch {
+    std::vector<float> logits, x, g, u, y;
+    std::vector<std::vector<std::pair<int64_t, float>>> routed; // per expert: (row, weight)
+    std::vector<std::pair<int64_t, float>> chosen;
+    ops::RouteScratch route;
+  } moe_;
   std::vector<int32_t> batchTokens_;
 };
 

@@ -30,23 +30,30 @@ PackedWeights::PackedWeights(const Artifact &art) : art_(art) {
       jsonf::fail(ctx, "'format' must be the eight-row layout of 'dtype'");
     p.format = *format;
     const nlohmann::json &shape = jsonf::require(e, "shape", ctx);
-    if (!shape.is_array() || shape.size() != 2)
-      jsonf::fail(ctx, "'shape' must be [rows, cols]");
-    const int64_t rows = jsonf::asInt(shape[0], "shape", ctx), cols = jsonf::asInt(shape[1], "shape", ctx);
-    if (rows <= 0 || cols <= 0 || rows % kernels::kRows8 != 0 ||
-        cols % (*format == DType::Q4_K ? 256 : 32) != 0 ||
-        rows > (int64_t(1) << 31) || cols > (int64_t(1) << 31))
+    if (!shape.is_array() || (shape.size() != 2 && shape.size() != 3))
+      jsonf::fail(ctx, "'shape' must be [rows, cols] or [experts, rows, cols]");
+    std::vector<int64_t> dims;
+    for (const nlohmann::json &d : shape) {
+      dims.push_back(jsonf::asInt(d, "shape", ctx));
+      if (dims.back() <= 0 || dims.back() > (int64_t(1) << 31))
+        jsonf::fail(ctx, "'shape' has a dimension out of range");
+    }
+    // Experts: slab after slab, each whole groups of 8 rows.
+    const int64_t slabRows = dims[dims.size() - 2], cols = dims.back();
+    const int64_t rows = dims.size() == 3 ? dims[0] * slabRows : slabRows;
+    if (slabRows % kernels::kRows8 != 0 || cols % (*format == DType::Q4_K ? 256 : 32) != 0 ||
+        rows > (int64_t(1) << 31))
       jsonf::fail(ctx, "'shape' must be whole groups of 8 rows of 32-weight blocks");
     if (p.bytes->nbytes != rows / kernels::kRows8 * kernels::rows8GroupBytes(*format, cols))
       jsonf::fail(ctx, "tensor '" + tensor + "' has the wrong size for its shape and format");
     if (const TensorView *rowMajor = art.tensor(name)) {
-      if (rowMajor->dtype != *dtype || rowMajor->shape != std::vector<int64_t>{rows, cols})
+      if (rowMajor->dtype != *dtype || rowMajor->shape != dims)
         jsonf::fail(ctx, "the row-major tensor of the same name has another type or shape");
       p.view = *rowMajor;
     } else {
       p.view.name = name;
       p.view.dtype = *dtype;
-      p.view.shape = {rows, cols};
+      p.view.shape = dims;
     }
     packed_.emplace(name, std::move(p));
   }
@@ -59,11 +66,15 @@ const TensorView *PackedWeights::find(const std::string &name) const {
   return it == packed_.end() ? nullptr : &it->second.view;
 }
 
-void PackedWeights::attach(const std::string &name, WeightMatrix &w) const {
+void PackedWeights::attach(const std::string &name, WeightMatrix &w, int64_t slab) const {
   auto it = packed_.find(name);
   if (it == packed_.end())
     return;
-  w.rows8 = static_cast<const uint8_t *>(it->second.bytes->data);
+  // w is slab `slab` of the weight (0 for a matrix): its groups follow the
+  // earlier slabs' (checked in the constructor: whole groups per slab).
+  const int64_t groups = w.rows / kernels::kRows8;
+  w.rows8 = static_cast<const uint8_t *>(it->second.bytes->data) +
+            slab * groups * kernels::rows8GroupBytes(it->second.format, w.cols);
   w.rows8Type = it->second.format;
 }
 

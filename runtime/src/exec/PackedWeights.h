@@ -6,7 +6,8 @@
 //       "layout": "rows8", "format": "q8_0", "dtype": "q8_0", "dtype_nbytes": 352512,
 //       "shape": [576, 576]}}
 // (dtype_nbytes: the bytes the weight takes in its own format, for reports.)
-// The row-major tensor is stored too only where a product reads it so. Everything is checked against the
+// An expert tensor [experts, rows, cols] is packed slab after slab. The
+// row-major tensor is stored too only where a product reads it so. Everything is checked against the
 // artifact: the tensor exists, its size is the layout's, the format is the
 // layout of the dtype.
 //===----------------------------------------------------------------------===//
@@ -26,8 +27,9 @@ public:
   /// The weight `name`: its stored tensor, or (stored packed only) a view
   /// with its dtype and shape and no data; null when neither exists.
   const TensorView *find(const std::string &name) const;
-  /// Points `w` (weight `name`) at its packed layout, when it has one.
-  void attach(const std::string &name, WeightMatrix &w) const;
+  /// Points `w` (weight `name`, or slab `slab` of an expert tensor) at its
+  /// packed layout, when it has one.
+  void attach(const std::string &name, WeightMatrix &w, int64_t slab = 0) const;
   bool empty() const { return packed_.empty(); }
 
 private:

@@ -80,7 +80,9 @@ WeightMatrix WeightMatrix::slab(const TensorView &t, int64_t index, const Tensor
   w.rows = t.shape[1];
   w.cols = t.shape[2];
   w.rowStride = rowBytes(t.dtype, w.cols);
-  w.data = static_cast<const uint8_t *>(t.data) + index * w.rows * w.rowStride;
+  // A tensor stored packed only has no row-major data (the caller attaches
+  // the slab's packed layout).
+  w.data = t.data ? static_cast<const uint8_t *>(t.data) + index * w.rows * w.rowStride : nullptr;
   w.aux = auxOf(t, aux, w.rows, w.cols, index, t.shape[0]);
   return w;
 }

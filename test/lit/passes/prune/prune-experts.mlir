@@ -34,7 +34,8 @@
 // RUN: llmc inspect %t/dry.llmc | FileCheck %s --check-prefix=DRY
 // Composes: a dense Llama cut into experts, pruned, then quantized.
 // RUN: llmc compile %t/hf/llama-f32 -o %t/mpq.llmc -q --pipeline 'llm-moefy{experts=4 top-k=2 calib=%t/calib.ids calib-tokens=512 calib-seq=128},llm-prune-experts{method=omp ratio=0.25 calib=%t/calib.ids calib-tokens=512 calib-seq=128},llm-quantize-rtn{bits=8}'
-// RUN: llmc inspect %t/mpq.llmc | FileCheck %s --check-prefix=MPQ
+// The quantized experts run on the kernel engine, stored as eight-row slabs.
+// RUN: llmc inspect %t/mpq.llmc --json | %python -c "import json, sys; p = json.load(sys.stdin)['packed_weights']['blk.0.ffn_gate_exps.weight']; print('MPQ', p['dtype'], p['shape'])" | FileCheck %s --check-prefix=MPQ
 // RUN: llmc run %t/mpq.llmc --prompt-tokens 1,2,3 -n 4 -q | FileCheck %s --check-prefix=IDS
 // Bad options and models: refused, no artifact.
 // RUN: not llmc compile %t/hf/mixtral-f32 -o %t/bad.llmc -q --pipeline 'llm-prune-experts{ratio=0.5}' 2>&1 | FileCheck %s --check-prefix=NOMETHOD
@@ -72,7 +73,7 @@
 // RESCALE: blk.0.ffn_gate_exps.weight f16 2x128x64
 // RESCALE: blk.0.ffn_down_exps.weight f32 2x64x128
 // DRY: blk.1.ffn_up_exps.weight f32 4x128x64
-// MPQ: blk.0.ffn_gate_exps.weight q8_0 3x32x64
+// MPQ: MPQ q8_0 [3, 32, 64]
 
 // NOMETHOD: error: llm-prune-experts: option 'method' is required (one of omp, frequency, norm or greedy)
 // UNKNOWN: error: llm-prune-experts: unknown method 'random'
