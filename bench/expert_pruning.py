@@ -64,7 +64,8 @@ def log(msg):
 
 
 def run(cmd, timeout=3600):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    # Generated text may cut a UTF-8 character between tokens.
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout)
     if p.returncode != 0:
         tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
         raise RuntimeError(f"{' '.join(cmd[:3])}...: {' | '.join(tail)}")
