@@ -34,6 +34,16 @@ def tiny_config():
     return cfg
 
 
+def tiny_moe_config():
+    """Mixtral-style, 2 experts of 8 rows, top-1: Q8_0 blocks of 32, so the
+    expert slabs are packed in the eight-row layout."""
+    cfg = make_hf_models.make_config("mixtral", "f32", head_dim=16, layers=1)
+    cfg.update(hidden_size=32, intermediate_size=32, num_attention_heads=2,
+               num_key_value_heads=1, vocab_size=16, max_position_embeddings=64,
+               num_local_experts=2, num_experts_per_tok=1)
+    return cfg
+
+
 def llama2c_bytes(rng, dim=8, hidden=16, layers=1, heads=2, kv_heads=1, vocab=16, seq=16):
     head = dim // heads
     kvd = kv_heads * head
@@ -91,6 +101,14 @@ def main():
             out = os.path.join(corpus, "artifact", f"tiny-{name}.llmc")
             subprocess.run([args.llmc, "compile", os.path.join(tmp, "tiny-f32.gguf"), "-o", out,
                             "--no-sign", "--no-ir", *extra], check=True, capture_output=True)
+        # An MoE model's kernel plan (norm_moe steps, expert slabs).
+        moe = tiny_moe_config()
+        path = os.path.join(tmp, "tiny-moe.gguf")
+        make_gguf_models.write_gguf(path, moe, make_hf_models.make_weights(moe, seed=11),
+                                    gguf.GGMLQuantizationType.Q8_0)
+        subprocess.run([args.llmc, "compile", path, "-o",
+                        os.path.join(corpus, "artifact", "tiny-moe-plan.llmc"), "--no-sign",
+                        "--no-ir"], check=True, capture_output=True)
     # ONNX: the committed exporter fixtures under max_len (a GELU Llama the
     # raiser refuses late, and the external-data graphs), and tiny exports of
     # the raised patterns (Phi-3's fused projections, OLMo's LayerNorms).
