@@ -132,10 +132,16 @@ TEST(KvSelect, RestKVScoreIsTheOddsTimesTheProjectedChange) {
   EXPECT_NEAR(s[0], 0.5 / 0.5 * std::hypot(0.7 - 1, 0.5 - 0), 1e-5);
   EXPECT_NEAR(s[1], 0.3 / 0.7 * std::hypot(0.7 - 0, 0.5 - 1), 1e-5);
   EXPECT_NEAR(s[2], 0.2 / 0.8 * std::hypot(0.7 - 1, 0.5 - 1), 1e-5);
-  // A G that weighs only the second coordinate changes the ranking.
+  // A G that weighs only the second coordinate changes the ranking. (With
+  // two candidates and G2, s0 = 10 a0 a1 / (1 - a0) and s1 = 10 a1: the
+  // weights above, a0 = 0.5, would tie them exactly.)
+  const float A2[n] = {0.4f, 0.3f, 0.3f};
+  restScore(A2, 1, n, 2, v, hd, G, s);
+  EXPECT_GT(s[0], s[1]); // 0.447 vs 0.345
   const float G2[4] = {0, 0, 0, 100};
-  restScore(A, 1, n, 2, v, hd, G2, s);
-  EXPECT_GT(s[1], s[0]);
+  restScore(A2, 1, n, 2, v, hd, G2, s);
+  EXPECT_NEAR(s[0], 2.0, 1e-5);
+  EXPECT_NEAR(s[1], 3.0, 1e-5);
   EXPECT_EQ(s[2], 0.0f); // past the candidates
 }
 

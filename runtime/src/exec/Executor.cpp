@@ -167,10 +167,24 @@ void Executor::setKvPolicies(const std::map<int64_t, nlohmann::json> &by_layer, 
     if (!json.is_null())
       policies[i] = kv::parsePolicy(json, m.cacheDesc[i], m.caches[i].kvHeads());
   }
-  for (size_t i = 0; i < m.caches.size(); ++i) {
-    m.caches[i].setPolicy(policies[i], compress_now);
+  // The layers apart, in parallel (scoring a prompt's entries is most of a
+  // policy sweep's time), with the meter detached: it is re-attached to the
+  // result, keeping the peak it had. Caches in a shared block pool (paged
+  // rows) take and return its blocks: one layer at a time.
+  const bool shared = std::any_of(m.caches.begin(), m.caches.end(),
+                                  [](const kv::LayerCache &c) { return c.usesBlockPool(); });
+  for (kv::LayerCache &c : m.caches)
+    c.attachMeter(nullptr);
+  m.pool.parallelFor(0, int64_t(m.caches.size()), shared ? int64_t(m.caches.size()) : 1,
+                     [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      m.caches[size_t(i)].setPolicy(policies[size_t(i)], compress_now);
+  });
+  const int64_t peak = m.kvMeter.peak;
+  m.attachKvMeter();
+  m.kvMeter.peak = std::max(peak, m.kvMeter.current);
+  for (size_t i = 0; i < m.caches.size(); ++i)
     m.freshCaches[i].setPolicy(policies[i], false);
-  }
 }
 
 int64_t Executor::kvCachePeakBytes() const { return impl->kvMeter.peak; }

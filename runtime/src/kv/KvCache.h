@@ -90,6 +90,8 @@ public:
   /// std::runtime_error otherwise).
   void usePool(std::shared_ptr<KvBlockPool> pool);
   bool paged() const { return pool_ && !quantized() && !rdStored_; }
+  /// Whether the cache may take blocks from a (shared) block pool.
+  bool usesBlockPool() const { return pool_ != nullptr; }
   /// Its entries' row type: the pool's when paged, else f32.
   KvRowType rowType() const { return paged() ? pool_->element() : KvRowType::F32; }
   /// Whether its policy lets leading blocks be shared once paged: the full

@@ -1,5 +1,6 @@
 //===- KvSelect.cpp - Token scoring and selection for KV-cache policies ---===//
 #include "KvSelect.h"
+#include "../exec/Matmul.h"
 
 #include <algorithm>
 #include <cmath>
@@ -67,10 +68,7 @@ void windowAttention(const float *q, int64_t Wq, int64_t qstride, const int32_t 
         row[j] = -INFINITY;
         continue;
       }
-      float s = 0;
-      for (int64_t d = 0; d < hd; ++d)
-        s += qi[d] * k[j * hd + d];
-      row[j] = s * scale;
+      row[j] = dot(qi, k + j * hd, hd) * scale; // vectorized (a scalar sum does not vectorize)
       mx = std::max(mx, row[j]);
     }
     double sum = 0;
@@ -93,15 +91,12 @@ void snapScore(const float *A, int64_t Wq, int64_t n, float *score) {
 }
 
 namespace {
-/// sqrt(x^T G x) for a symmetric hd x hd G.
+/// sqrt(x^T G x) for a symmetric hd x hd G (each row's product vectorized,
+/// the outer sum in double).
 float gNorm(const float *G, const float *x, int64_t hd) {
   double s = 0;
-  for (int64_t a = 0; a < hd; ++a) {
-    double row = 0;
-    for (int64_t b = 0; b < hd; ++b)
-      row += double(G[a * hd + b]) * x[b];
-    s += row * x[a];
-  }
+  for (int64_t a = 0; a < hd; ++a)
+    s += double(dot(G + a * hd, x, hd)) * x[a];
   return float(std::sqrt(std::max(0.0, s)));
 }
 } // namespace
