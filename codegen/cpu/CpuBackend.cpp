@@ -61,22 +61,12 @@ public:
                 return addProducts(&op, m.getWeights());
               })
               .Case([&](llmk::NormGatedMatmulOp m) {
-                if (m.getNorm())
-                  addOp(rmsNorm(activationWidth(m.getX())));
-                OpKernelSpec s;
-                s.kind = OpKernelSpec::Kind::Gate;
-                s.activation = llm::stringifyActivation(m.getActivation()).str();
-                addOp(s);
+                addNormAndGate(m.getNorm(), m.getX(), m.getActivation());
                 return addProducts(&op, {m.getGate(), m.getUp()});
               })
               .Case([&](llmk::MatmulAddOp m) { return addProducts(&op, {m.getWeight()}); })
               .Case([&](llmk::NormMoeOp m) {
-                if (m.getNorm())
-                  addOp(rmsNorm(activationWidth(m.getX())));
-                OpKernelSpec s;
-                s.kind = OpKernelSpec::Kind::Gate;
-                s.activation = llm::stringifyActivation(m.getActivation()).str();
-                addOp(s);
+                addNormAndGate(m.getNorm(), m.getX(), m.getActivation());
                 // The experts' kernels go by their slabs' format and width.
                 return addProducts(&op, {m.getRouter(), m.getGate(), m.getUp(), m.getDown()});
               })
@@ -147,6 +137,16 @@ private:
     s.kind = OpKernelSpec::Kind::RmsNorm;
     s.cols = cols;
     return s;
+  }
+
+  /// A gated product's fused RMSNorm (if any) and its activation.
+  void addNormAndGate(Value norm, Value x, llm::Activation activation) {
+    if (norm)
+      addOp(rmsNorm(activationWidth(x)));
+    OpKernelSpec s;
+    s.kind = OpKernelSpec::Kind::Gate;
+    s.activation = llm::stringifyActivation(activation).str();
+    addOp(s);
   }
 
   void addOp(const OpKernelSpec &s) {
