@@ -59,10 +59,7 @@ def manifest(art):
     return json.loads(harness.run_llmc(["inspect", art, "--json"]).stdout)
 
 
-def generated_info(p):
-    """The last "generated kernels:" line `llmc run` printed (or its stderr's tail)."""
-    info = [l for l in p.stderr.splitlines() if "generated kernels:" in l]
-    return info[-1] if info else p.stderr.strip()[-200:]
+generated_info = harness.generated_kernels_line
 
 
 def run_default(work, art, prompt, npy):
@@ -98,13 +95,7 @@ def generated_counts(m, exact):
     return products, gen_ops, ops
 
 
-def mean_kl(got, ref):
-    """Mean over positions of KL(softmax(ref) || softmax(got))."""
-    def logp(z):
-        z = z.astype(np.float64) - z.max(-1, keepdims=True)
-        return z - np.log(np.exp(z).sum(-1, keepdims=True))
-    lr, lg = logp(ref), logp(got)
-    return float(np.mean(np.sum(np.exp(lr) * (lr - lg), -1)))
+mean_kl = harness.mean_kl
 
 
 def check_model(checks, work, label, source, pipeline, layers, arena, prompt, n_gen,

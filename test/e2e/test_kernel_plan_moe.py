@@ -41,17 +41,8 @@ def manifest(art):
     return json.loads(harness.run_llmc(["inspect", art, "--json"]).stdout)
 
 
-def mean_kl(got, ref):
-    def logp(z):
-        z = z.astype(np.float64) - z.max(-1, keepdims=True)
-        return z - np.log(np.exp(z).sum(-1, keepdims=True))
-    lr, lg = logp(ref), logp(got)
-    return float(np.mean(np.sum(np.exp(lr) * (lr - lg), -1)))
-
-
-def generated_line(p):
-    info = [l for l in p.stderr.splitlines() if "generated kernels:" in l]
-    return info[-1] if info else p.stderr.strip()[-200:]
+mean_kl = harness.mean_kl
+generated_line = harness.generated_kernels_line
 
 
 def run(art, prompt, n, npy, extra):

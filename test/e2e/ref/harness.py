@@ -229,6 +229,21 @@ class Checks:
         sys.exit(0)
 
 
+def mean_kl(got: np.ndarray, ref: np.ndarray) -> float:
+    """Mean over positions of KL(softmax(ref) || softmax(got))."""
+    def logp(z):
+        z = z.astype(np.float64) - z.max(-1, keepdims=True)
+        return z - np.log(np.exp(z).sum(-1, keepdims=True))
+    lr, lg = logp(ref), logp(got)
+    return float(np.mean(np.sum(np.exp(lr) * (lr - lg), -1)))
+
+
+def generated_kernels_line(p) -> str:
+    """The last "generated kernels:" line `llmc run` printed (or its stderr's tail)."""
+    info = [l for l in p.stderr.splitlines() if "generated kernels:" in l]
+    return info[-1] if info else p.stderr.strip()[-200:]
+
+
 def logit_stats(got: np.ndarray, ref: np.ndarray) -> dict:
     err = np.abs(got.astype(np.float64) - ref.astype(np.float64))
     return {
