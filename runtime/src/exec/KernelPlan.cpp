@@ -332,6 +332,18 @@ void PlanEngine::rmsNorm(const PlanStep &s, const float *x, float *y, int64_t ro
     ops::rmsNorm(x, s.norm.data(), y, rows, s.in[0].width, s.eps);
 }
 
+RowEpilogue PlanEngine::gateEpilogue(const PlanStep &s, float *g, const float *u, int64_t rows,
+                                     int64_t width) {
+  return [&s, g, u, rows, width](int64_t r0, int64_t nr) {
+    for (int64_t t = 0; t < rows; ++t) {
+      if (s.genGate)
+        s.genGate(g + t * width + r0, u + t * width + r0, nr);
+      else
+        ops::gatedActivation(s.act, g + t * width + r0, u + t * width + r0, nr);
+    }
+  };
+}
+
 void PlanEngine::FreeDeleter::operator()(uint8_t *p) const { std::free(p); }
 
 void PlanEngine::bindKernelChoice(PlanStep &s, const nlohmann::json &sj, const PlanBindings &bind) {
@@ -620,14 +632,7 @@ void PlanEngine::runNormMatmul(ThreadPool &pool, const PlanStep &s, const StepIO
     kv_.resize(size_t(rows * W));
   float *up = kv_.data();
   const MatmulJob jobs[2] = {{&s.w[0], out, W, nullptr}, {&s.w[1], up, W, nullptr}};
-  const RowEpilogue act = [&](int64_t r0, int64_t nr) {
-    for (int64_t t = 0; t < rows; ++t) {
-      if (s.genGate)
-        s.genGate(out + t * W + r0, up + t * W + r0, nr);
-      else
-        ops::gatedActivation(s.act, out + t * W + r0, up + t * W + r0, nr);
-    }
-  };
+  const RowEpilogue act = gateEpilogue(s, out, up, rows, W);
   matmulMany(pool, jobs, 2, x, rows, D, &act, paths(s));
 }
 

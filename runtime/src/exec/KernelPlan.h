@@ -173,6 +173,10 @@ public:
 private:
   void bindGeneratedOps(PlanStep &s, const codegen::GeneratedKernels *g);
   static void rmsNorm(const PlanStep &s, const float *x, float *y, int64_t rows);
+  /// The gated activation's epilogue over g, u [rows, width] (rows of
+  /// width floats): g = act(g) * u on each block of output columns.
+  static RowEpilogue gateEpilogue(const PlanStep &s, float *g, const float *u, int64_t rows,
+                                  int64_t width);
   /// norm_matmul's products (the step's weights side by side in `out`'s
   /// rows) on rows x that are already normalised.
   void products(ThreadPool &pool, const PlanStep &s, const float *x, int64_t rows,

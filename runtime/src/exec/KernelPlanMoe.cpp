@@ -108,14 +108,7 @@ void PlanEngine::runNormMoe(ThreadPool &pool, const PlanStep &s, const StepIO &i
     const size_t k = size_t(1 + 3 * e); // gate; up, down follow
     const MatmulJob gateUp[2] = {{&s.w[k], m.g.data(), F, nullptr},
                                  {&s.w[k + 1], m.u.data(), F, nullptr}};
-    const RowEpilogue act = [&](int64_t r0, int64_t nr) {
-      for (int64_t t = 0; t < Te; ++t) {
-        if (s.genGate)
-          s.genGate(m.g.data() + t * F + r0, m.u.data() + t * F + r0, nr);
-        else
-          ops::gatedActivation(s.act, m.g.data() + t * F + r0, m.u.data() + t * F + r0, nr);
-      }
-    };
+    const RowEpilogue act = gateEpilogue(s, m.g.data(), m.u.data(), Te, F);
     matmulMany(pool, gateUp, 2, m.x.data(), Te, D, &act, pathsAt(s, k));
     const MatmulJob down{&s.w[k + 2], m.y.data(), W, nullptr};
     matmulMany(pool, &down, 1, m.g.data(), Te, F, nullptr, pathsAt(s, k + 2));
