@@ -6,6 +6,7 @@
 #include "../../runtime/src/exec/ThreadPool.h"
 #include "../../runtime/src/kv/KvCache.h"
 #include "../../runtime/src/kv/KvSelect.h"
+#include "../../runtime/src/kernels/attention_f32.h"
 
 #include <gtest/gtest.h>
 
@@ -285,6 +286,78 @@ TEST(LayerCache, FullCacheMatchesDirectAttention) {
       std::vector<float> ref = attendRef(f.q.data() + t * f.H * f.hd + h * f.hd, ks, vs, f.hd);
       for (int64_t d = 0; d < f.hd; ++d)
         EXPECT_NEAR(f.out[size_t(t * f.H * f.hd + h * f.hd + d)], ref[size_t(d)], 1e-4);
+    }
+}
+
+namespace {
+// A stand-in for the generated GQA-group kernel of the Fixture's shape (2
+// query heads a KV head, head_dim 32), by AttendGroupFn's contract.
+void libraryGroup(const float *q, const float *k, const float *v, int64_t n, float *w,
+                  int64_t ldw, float *out) {
+  for (int64_t h = 0; h < 2; ++h) {
+    llmc::kernels::scoreKeys(q + h * 32, k, n, 32, float(1.0 / std::sqrt(32.0)), w + h * ldw);
+    llmc::kernels::softmaxInPlace(w + h * ldw, n);
+    llmc::kernels::weightedRows(w + h * ldw, v, n, 32, out + h * 32);
+  }
+}
+} // namespace
+
+TEST(LayerCache, RunningStatisticsAreEachEntrysAttentionSummedOverTheStep) {
+  // H2O's statistic after a 40-row prefill (split over the chunks attend()
+  // runs in parallel): entry j's sum over query rows t >= j and the KV
+  // head's query heads of their softmax weight, over the group size; the
+  // same with the library's per-head kernels and with a group kernel, and
+  // the same for 1 and 2 threads.
+  Fixture f;
+  const int64_t G = f.H / f.KV;
+  std::vector<std::vector<double>> ref(size_t(f.KV), std::vector<double>(size_t(f.T), 0.0));
+  for (int64_t h = 0; h < f.H; ++h)
+    for (int64_t t = 0; t < f.T; ++t) {
+      const int64_t g = h / G;
+      std::vector<double> s(size_t(t + 1));
+      double mx = -1e30, sum = 0;
+      for (int64_t j = 0; j <= t; ++j) {
+        double d = 0;
+        for (int64_t i = 0; i < f.hd; ++i)
+          d += double(f.q[size_t(t * f.H * f.hd + h * f.hd + i)]) *
+               f.k[size_t(j * f.KV * f.hd + g * f.hd + i)];
+        mx = std::max(mx, s[size_t(j)] = d / std::sqrt(double(f.hd)));
+      }
+      for (double &x : s)
+        sum += x = std::exp(x - mx);
+      for (int64_t j = 0; j <= t; ++j)
+        ref[size_t(g)][size_t(j)] += s[size_t(j)] / sum / double(G);
+    }
+  std::vector<std::vector<float>> first;
+  for (bool group : {false, true})
+    for (int threads : {1, 2}) {
+      llmc::ThreadPool pool(threads);
+      llmc::codegen::AttendKernels gen;
+      if (group)
+        gen.group = libraryGroup;
+      LayerCache c = f.make(makePolicy(Method::H2O, "h2o", 1000, 4));
+      c.append(f.k.data(), f.v.data(), f.T, f.KV * f.hd, 0);
+      c.attend(pool, f.q.data(), f.T, f.out.data(), gen);
+      for (int64_t g = 0; g < f.KV; ++g) {
+        ASSERT_EQ(c.head(g).acc.size(), size_t(f.T));
+        for (int64_t j = 0; j < f.T; ++j)
+          EXPECT_NEAR(c.head(g).acc[size_t(j)], ref[size_t(g)][size_t(j)], 1e-5)
+              << "group kernel " << group << ", " << threads << " threads, head " << g
+              << ", entry " << j;
+        if (threads == 1)
+          first.push_back(c.head(g).acc);
+        else // the thread count does not change a bit
+          EXPECT_EQ(c.head(g).acc, first[size_t((group ? f.KV : 0) + g)]);
+      }
+      // Row 39 of head 3 attends like the direct computation.
+      std::vector<const float *> ks, vs;
+      for (int64_t j = 0; j < f.T; ++j) {
+        ks.push_back(f.k.data() + j * f.KV * f.hd + f.hd);
+        vs.push_back(f.v.data() + j * f.KV * f.hd + f.hd);
+      }
+      std::vector<float> o = attendRef(f.q.data() + 39 * f.H * f.hd + 3 * f.hd, ks, vs, f.hd);
+      for (int64_t d = 0; d < f.hd; ++d)
+        EXPECT_NEAR(f.out[size_t(39 * f.H * f.hd + 3 * f.hd + d)], o[size_t(d)], 1e-4);
     }
 }
 

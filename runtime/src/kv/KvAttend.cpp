@@ -19,6 +19,11 @@ namespace llmc::kv {
 
 namespace {
 constexpr double kInertiaBeta = 0.9;
+// With running statistics a step's query rows are split into at most this
+// many chunks per KV head, each summing its attention into its own row
+// (summed in chunk order after), so every core has work however few KV
+// heads a layer has; fixed, so results do not depend on the thread count.
+constexpr int64_t kStatChunks = 16;
 } // namespace
 
 void LayerCache::attendPaged(const HeadCache &c, const float *qh, int64_t first, int64_t last,
@@ -128,6 +133,21 @@ void LayerCache::attendByGroup(ThreadPool &pool, const float *q, int64_t T, floa
   });
 }
 
+void LayerCache::groupStatistics(const HeadCache &c, const float *q, int64_t tFirst,
+                                 int64_t tLast, int64_t T, int64_t g, codegen::AttendGroupFn group,
+                                 float *out, std::vector<float> &w, std::vector<float> &sum) const {
+  const int64_t qd = H_ * hd_;
+  for (int64_t t = tFirst; t < tLast; ++t) {
+    const int64_t last = c.n - T + t, first = firstVisible(c, last), n = last + 1 - first;
+    w.resize(size_t(group_ * n));
+    group(q + t * qd + g * group_ * hd_, c.k.data() + first * hd_, c.v.data() + first * hd_, n,
+          w.data(), n, out + t * qd + g * group_ * hd_);
+    for (int64_t h = 0; h < group_; ++h) // the group's heads in order, as the per-head loop adds
+      for (int64_t j = 0; j < n; ++j)
+        sum[size_t(first + j)] += w[size_t(h * n + j)] / float(group_);
+  }
+}
+
 void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
                         const codegen::AttendKernels &gen) {
   const codegen::AttendFn genFlat = gen.flat;
@@ -139,9 +159,11 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
   const bool lazySkip = policy_.method == Method::InertiaKV && T == 1 &&
                         steps_ % policy_.score_every != 0;
   const bool acc = accumulating() && !lazySkip;
-  // With running statistics each task owns a KV head (no shared writes).
-  const int64_t items = acc ? KV_ : H_ * T;
-  std::vector<std::vector<float>> stepSum(acc ? size_t(KV_) : 0);
+  // With running statistics each task owns a chunk of one KV head's query
+  // rows and its own row of column sums (no shared writes).
+  const int64_t chunks = acc ? std::min(T, kStatChunks) : 1;
+  const int64_t items = acc ? KV_ * chunks : H_ * T;
+  std::vector<std::vector<float>> stepSum(acc ? size_t(items) : 0);
   // RDKV: where each entry's rows start (widths differ per entry).
   std::vector<std::vector<int64_t>> rdOff(rdStored_ ? size_t(KV_) : 0);
   for (size_t g = 0; g < rdOff.size(); ++g)
@@ -161,12 +183,13 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
   // library's (decoding a block at a time); the per-head generated kernels
   // read f32 rows only.
   const KvRowType type = rowType();
+  const bool contiguousF32 = !paged() && !rdStored_ && !quantized();
   const codegen::AttendRowsFn genRows = type == KvRowType::F32 ? gen.rows : nullptr;
   const bool byGroup =
       !acc && (type == KvRowType::F16  ? gen.rowsGroupF16 != nullptr
                : type == KvRowType::Q8 ? gen.rowsGroupQ8 != nullptr
                : paged()               ? gen.rowsGroup != nullptr
-                                       : !rdStored_ && !quantized() && gen.group != nullptr);
+                                       : contiguousF32 && gen.group != nullptr);
   if (type == KvRowType::F16 && byGroup)
     half.fill(*this);
   else if (type == KvRowType::Q8 && byGroup)
@@ -180,12 +203,18 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
   pool.parallelFor(0, items, acc ? 1 : 0, [&](int64_t lo, int64_t hi) {
     std::vector<float> w, o(static_cast<size_t>(hd_));
     for (int64_t item = lo; item < hi; ++item) {
-      const int64_t hFirst = acc ? item * group_ : item / T, hLast = acc ? hFirst + group_ : hFirst + 1;
-      const int64_t tFirst = acc ? 0 : item % T, tLast = acc ? T : tFirst + 1;
-      const int64_t g = hFirst / group_;
+      const int64_t g = acc ? item / chunks : (item / T) / group_, chunk = item % chunks;
+      const int64_t hFirst = acc ? g * group_ : item / T, hLast = acc ? hFirst + group_ : hFirst + 1;
+      const int64_t tFirst = acc ? T * chunk / chunks : item % T;
+      const int64_t tLast = acc ? T * (chunk + 1) / chunks : tFirst + 1;
       const HeadCache &c = heads_[size_t(g)];
+      std::vector<float> &colSum = acc ? stepSum[size_t(item)] : w; // w: unused without statistics
       if (acc)
-        stepSum[size_t(g)].assign(static_cast<size_t>(c.n), 0.0f);
+        colSum.assign(static_cast<size_t>(c.n), 0.0f);
+      if (acc && contiguousF32 && gen.group) {
+        groupStatistics(c, q, tFirst, tLast, T, g, gen.group, out, w, colSum);
+        continue;
+      }
       for (int64_t h = hFirst; h < hLast; ++h)
         for (int64_t t = tFirst; t < tLast; ++t) {
           const int64_t last = c.n - T + t; // this query's own entry
@@ -201,7 +230,7 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
               attendPaged(c, qh, first, last, scale, w.data(), oh, o.data());
             if (acc)
               for (int64_t j = first; j <= last; ++j)
-                stepSum[size_t(g)][size_t(j)] += w[size_t(j)] / float(group_);
+                colSum[size_t(j)] += w[size_t(j)] / float(group_);
             continue;
           }
           if (!rdStored_ && !quantized()) { // f32 cache: the vectorized kernels
@@ -218,7 +247,7 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
             }
             if (acc)
               for (int64_t j = first; j <= last; ++j)
-                stepSum[size_t(g)][size_t(j)] += w[size_t(j)] / float(group_);
+                colSum[size_t(j)] += w[size_t(j)] / float(group_);
             continue;
           }
           float mx = -INFINITY, qsum = 0;
@@ -241,7 +270,7 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
           for (int64_t j = first; j <= last; ++j) {
             const float wj = w[size_t(j)] * inv;
             if (acc)
-              stepSum[size_t(g)][size_t(j)] += wj / float(group_);
+              colSum[size_t(j)] += wj / float(group_);
             if (rdStored_) {
               rdkv::accumulateValue(c.rd.data() + rdOff[size_t(g)][size_t(j)], c.widths[size_t(j)],
                                     hd_, wj, o.data());
@@ -263,7 +292,12 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
     return;
   for (int64_t g = 0; g < KV_; ++g) {
     HeadCache &c = heads_[size_t(g)];
-    const std::vector<float> &s = stepSum[size_t(g)];
+    std::vector<float> &s = stepSum[size_t(g * chunks)]; // the chunks' sums, in order
+    for (int64_t ch = 1; ch < chunks; ++ch) {
+      const std::vector<float> &part = stepSum[size_t(g * chunks + ch)];
+      for (int64_t j = 0; j < c.n; ++j)
+        s[size_t(j)] += part[size_t(j)];
+    }
     if (policy_.method != Method::InertiaKV || T > 1) {
       // H2O: column sums of every query so far. InertiaKV starts from the
       // prompt's mean attention.

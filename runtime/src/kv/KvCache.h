@@ -171,6 +171,13 @@ private:
   void attendByGroup(ThreadPool &pool, const float *q, int64_t T, float *out,
                      const codegen::AttendKernels &gen, const RowAddresses<float> &rows,
                      const RowAddresses<uint16_t> &half, const RowAddresses<uint8_t> &q8) const;
+  /// attend()'s running statistics of query rows [tFirst, tLast) of a
+  /// T-row step on KV head g of a contiguous f32 cache, through the
+  /// generated group kernel: outputs into out, each head's probabilities
+  /// over 1/group added into sum (by entry).
+  void groupStatistics(const HeadCache &c, const float *q, int64_t tFirst, int64_t tLast,
+                       int64_t T, int64_t g, codegen::AttendGroupFn group, float *out,
+                       std::vector<float> &w, std::vector<float> &sum) const;
   void appendPaged(HeadCache &c, const float *kr, const float *vr);
   /// keep() of a paged cache: entries idx (ascending) moved to the front.
   void keepPaged(HeadCache &c, const std::vector<int64_t> &idx);
