@@ -12,8 +12,15 @@ tokens, --ignore-eos, and on stories260K (f32) with token-id prompts:
   1.5 (1.75 measured with the adaptive draft length; a drafter that proposes the wrong continuation gets
   about 1.0), and every prompt gets drafts accepted;
 - sampling with drafts gives the same tokens for the same seed;
-- an artifact whose KV policy (SnapKV, compiled in) keeps state besides
-  its entries: exit 1, a message, no tokens.
+- artifacts whose KV policy (compiled in) compresses the prompt only and
+  keeps no running statistics (SnapKV at 50%; ReST-KV at 50% with PolyKV
+  cache quantization): a verification pass is decoding there (never
+  compressed as a new prompt) and the rewind drops its rejected entries and
+  their window queries, so the tokens again equal plain greedy decoding of
+  the same artifact (the prompts are longer than the policies' 32-query
+  window, so the prompt is compressed);
+- an artifact whose KV policy keeps running statistics (H2O) or evicts while
+  decoding (StreamingLLM, mode=decode): exit 1, a message, no tokens.
 """
 import os
 import sys
@@ -67,15 +74,27 @@ def smollm2(checks, work):
     checks.check(sampled[0] is not None and len(sampled[0]) == 64 and sampled[0] == sampled[1],
                  "--speculate with --temp 0.7 --seed 5: 64 tokens, the same twice",
                  str(sampled[0])[:80])
-    snap = os.path.join(work, "smollm2-snapkv.llmc")
-    harness.compile_checked(checks, harness.SMOLLM2_GGUF, snap,
-                            "llm-kv-policy{method=snapkv budget=0.5}", "SmolLM2 SnapKV")
-    if os.path.exists(snap):
-        p, ids, _ = run(snap, ["--chat", "-p", CHAT_PROMPTS["story"]], 16,
-                        ["--speculate", "ngram"])
-        checks.check(p.returncode == 1 and not p.stdout.strip() and "KV" in p.stderr,
-                     "--speculate on a SnapKV artifact: exit 1 and a message",
-                     p.stderr.strip()[-200:])
+    for name, policy in (("SnapKV", "method=snapkv budget=0.5"),
+                         ("ReST-KV + PolyKV", "method=restkv budget=0.5 kv-quant=polykv")):
+        art_p = os.path.join(work, f"smollm2-{name.split()[0].lower()}.llmc")
+        harness.compile_checked(checks, harness.SMOLLM2_GGUF, art_p,
+                                f"llm-kv-policy{{{policy}}}", f"SmolLM2 {name}")
+        if not os.path.exists(art_p):
+            continue
+        for prompt in ("code", "list"):
+            equal_checks(checks, f"SmolLM2 {name} {prompt}", art_p,
+                         ["--chat", "-p", CHAT_PROMPTS[prompt]], 96)
+    for name, policy in (("H2O", "method=h2o budget=0.5"),
+                         ("StreamingLLM decode", "method=streaming budget=0.5 mode=decode")):
+        art_p = os.path.join(work, f"smollm2-{name.split()[0].lower()}.llmc")
+        harness.compile_checked(checks, harness.SMOLLM2_GGUF, art_p,
+                                f"llm-kv-policy{{{policy}}}", f"SmolLM2 {name}")
+        if os.path.exists(art_p):
+            p, ids, _ = run(art_p, ["--chat", "-p", CHAT_PROMPTS["story"]], 16,
+                            ["--speculate", "ngram"])
+            checks.check(p.returncode == 1 and not p.stdout.strip() and "KV" in p.stderr,
+                         f"--speculate on a {name} artifact: exit 1 and a message",
+                         p.stderr.strip()[-200:])
 
 
 def main():

@@ -361,6 +361,72 @@ TEST(LayerCache, RunningStatisticsAreEachEntrysAttentionSummedOverTheStep) {
     }
 }
 
+TEST(LayerCache, AVerificationStepRewoundEqualsPlainDecodingUnderAPrefillPolicy) {
+  // A 30-row prompt compressed by a prefill policy, then positions 30..35
+  // decoded one at a time (cache A), or 30..37 fed as one verification step
+  // and 36, 37 dropped (cache B): the same entries, and a later 3-row turn
+  // (whose compression reads the window queries, and Random's draw the
+  // decode step count) keeps the same positions with the same rows.
+  for (Method m : {Method::SnapKV, Method::Random}) {
+    Fixture f;
+    llmc::ThreadPool pool(2);
+    Policy p = makePolicy(m, "m", 12, 4);
+    LayerCache a = f.make(p), b = f.make(p);
+    const int64_t kvd = f.KV * f.hd, qd = f.H * f.hd;
+    for (LayerCache *c : {&a, &b}) {
+      c->append(f.k.data(), f.v.data(), 30, kvd, 0);
+      c->attend(pool, f.q.data(), 30, f.out.data());
+      c->afterStep(f.q.data(), 30, 0);
+      ASSERT_TRUE(c->rewindable());
+    }
+    std::vector<float> plainOut(size_t(6 * qd)), verifyOut(size_t(8 * qd));
+    for (int64_t t = 30; t < 36; ++t) {
+      a.append(f.k.data() + t * kvd, f.v.data() + t * kvd, 1, kvd, t);
+      a.attend(pool, f.q.data() + t * qd, 1, plainOut.data() + (t - 30) * qd);
+      a.afterStep(f.q.data() + t * qd, 1, t);
+    }
+    b.setStepKind(StepKind::Verification);
+    b.append(f.k.data() + 30 * kvd, f.v.data() + 30 * kvd, 8, kvd, 30);
+    b.attend(pool, f.q.data() + 30 * qd, 8, verifyOut.data());
+    b.afterStep(f.q.data() + 30 * qd, 8, 30);
+    b.setStepKind(StepKind::Prompt);
+    EXPECT_EQ(b.headEntries(0), 12 + 8) << "a verification step is not compressed";
+    EXPECT_THROW(b.dropFrom(29), std::runtime_error) << "the compressed prompt cannot come back";
+    b.dropFrom(36);
+    for (int64_t i = 0; i < 6 * qd; ++i)
+      ASSERT_NEAR(verifyOut[size_t(i)], plainOut[size_t(i)], 1e-5) << "output " << i;
+    for (int turn = 0; turn < 2; ++turn) { // after the decode steps, then after a later turn
+      for (int64_t g = 0; g < f.KV; ++g) {
+        EXPECT_EQ(a.head(g).pos, b.head(g).pos) << "method " << int(m) << ", turn " << turn;
+        EXPECT_EQ(a.head(g).k, b.head(g).k);
+        EXPECT_EQ(a.head(g).v, b.head(g).v);
+      }
+      if (turn == 1)
+        break;
+      for (LayerCache *c : {&a, &b}) {
+        c->append(f.k.data() + 36 * kvd, f.v.data() + 36 * kvd, 3, kvd, 36);
+        c->attend(pool, f.q.data() + 36 * qd, 3, f.out.data());
+        c->afterStep(f.q.data() + 36 * qd, 3, 36);
+      }
+      EXPECT_LT(a.headEntries(0), 12 + 6 + 3) << "the later turn was compressed";
+    }
+  }
+}
+
+TEST(LayerCache, PoliciesWithRunningStatisticsOrDecodeEvictionCannotVerify) {
+  Fixture f;
+  Policy h2o = makePolicy(Method::H2O, "h2o", 12, 4), decode = makePolicy(Method::SnapKV, "s", 12, 4);
+  decode.mode = Hook::Decode;
+  for (const Policy &p : {h2o, decode}) {
+    LayerCache c = f.make(p);
+    EXPECT_FALSE(c.rewindable());
+    EXPECT_THROW(c.setStepKind(StepKind::Verification), std::runtime_error);
+  }
+  LayerCache full = f.make(Policy());
+  EXPECT_TRUE(full.rewindable());
+  EXPECT_NO_THROW(full.setStepKind(StepKind::Verification));
+}
+
 TEST(LayerCache, StreamingCompactsAndFreesMemory) {
   Fixture f;
   llmc::ThreadPool pool(2);

@@ -215,13 +215,22 @@ public:
   /// Entries (tokens x KV heads) the KV caches hold, over all layers.
   int64_t kvCacheEntries() const;
 
-  /// Speculative decoding: whether rewind() is exact (every layer's cache
-  /// holds nothing but its entries: the full KV policy).
+  /// Speculative decoding: whether rewind() is exact (decoding changes
+  /// nothing in any layer's cache but its entries and window queries: the
+  /// full KV policy, or one that compresses prompts only and keeps no
+  /// running statistics, RDKV excepted).
   bool rewindable() const;
   /// Forget positions >= pos (pos <= pos()): their KV entries are dropped
   /// and the next forward() continues at pos, as if they had never been
-  /// fed. std::runtime_error when !rewindable() or pos is out of range.
+  /// fed. std::runtime_error when !rewindable(), pos is out of range, or
+  /// pos lies in a prompt a KV policy compressed.
   void rewind(int64_t pos);
+  /// A speculative verification pass: forward(tokens, true) in one step,
+  /// whose rows the KV policies take as decode steps (a prefill policy does
+  /// not compress them as a new prompt), so that rewind() after it leaves
+  /// the caches as plain decoding of the kept tokens would.
+  /// std::runtime_error unless rewindable().
+  std::vector<float> verify(const std::vector<int32_t> &tokens);
 
   /// KV-policy sweeps: the caches and position, to try several policies on
   /// one prefill (restoreKv puts them back exactly).

@@ -121,6 +121,20 @@ void Executor::rewind(int64_t pos) {
     c.dropFrom(pos);
   impl->pos = pos;
 }
+std::vector<float> Executor::verify(const std::vector<int32_t> &tokens) {
+  Impl &m = *impl;
+  m.checkTokens(tokens, m.pos);
+  struct Restore { // every cache back to prompt steps, however the step ends
+    std::vector<kv::LayerCache> &caches;
+    ~Restore() {
+      for (kv::LayerCache &c : caches)
+        c.setStepKind(kv::StepKind::Prompt);
+    }
+  } restore{m.caches};
+  for (kv::LayerCache &c : m.caches)
+    c.setStepKind(kv::StepKind::Verification); // throws unless rewindable
+  return m.step(tokens, /*all_logits=*/true);
+}
 int64_t Executor::vocabSize() const { return impl->widths[size_t(impl->output)]; }
 int64_t Executor::maxContext() const { return impl->maxCtx; }
 int64_t Executor::kvCacheEntries() const {

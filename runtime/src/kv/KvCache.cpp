@@ -95,8 +95,12 @@ void LayerCache::setPolicy(const Policy &policy, bool compress_now) {
       for (float &a : c.acc) // cumulative sums -> the prompt's mean attention
         a /= float(promptLen_);
   }
-  if (compress_now && policy_.prefill())
+  if (compress_now && policy_.prefill()) {
     compress(false);
+    for (const HeadCache &c : heads_) // the compressed entries cannot come back
+      if (c.n > 0)
+        rewindFloor_ = std::max<int64_t>(rewindFloor_, c.pos[size_t(c.n - 1)] + 1);
+  }
   updateMeter();
 }
 
@@ -108,7 +112,7 @@ void LayerCache::reset() {
   }
   std::vector<float>().swap(winQ_);
   std::vector<int32_t>().swap(winPos_);
-  promptLen_ = steps_ = 0;
+  promptLen_ = steps_ = rewindFloor_ = 0;
   rdStored_ = false; // an empty cache starts in f32 again
   updateMeter();
 }
@@ -118,7 +122,15 @@ void LayerCache::dropFrom(int64_t pos) {
     throw std::runtime_error("kv cache of layer " + std::to_string(layer_) +
                              ": its KV policy keeps state besides the entries, so the newest "
                              "entries cannot be dropped (speculative decoding needs the full "
-                             "policy)");
+                             "policy or one that compresses prompts only and keeps no running "
+                             "statistics)");
+  if (pos < rewindFloor_)
+    throw std::runtime_error("kv cache of layer " + std::to_string(layer_) +
+                             ": cannot drop positions before " + std::to_string(rewindFloor_) +
+                             " (the prompt its KV policy compressed)");
+  if (!policy_.full() && !heads_.empty()) // each dropped position was a decode step
+    for (int64_t j = heads_[0].n; j > 0 && heads_[0].pos[size_t(j - 1)] >= pos; --j)
+      --steps_;
   for (HeadCache &c : heads_) {
     int64_t n = c.n;
     while (n > 0 && c.pos[size_t(n - 1)] >= pos)
@@ -139,6 +151,12 @@ void LayerCache::dropFrom(int64_t pos) {
     }
     c.n = n;
   }
+  size_t w = winPos_.size(); // the window queries of the dropped positions
+  while (w > 0 && winPos_[w - 1] >= pos)
+    --w;
+  winPos_.resize(w);
+  winQ_.resize(w * size_t(H_ * hd_));
+  trimWindow();
   updateMeter();
 }
 
@@ -295,34 +313,58 @@ void LayerCache::append(const float *k, const float *v, int64_t T, int64_t strid
   updateMeter();
 }
 
-void LayerCache::recordWindow(const float *q, int64_t T, int64_t p0) {
+void LayerCache::recordWindow(const float *q, int64_t T, int64_t p0, bool trim) {
   const int64_t qd = H_ * hd_, W = policy_.window;
   const int64_t from = std::max<int64_t>(0, T - W);
   // Drop the oldest rows first, so the buffers never hold more than W rows
-  // (their capacity, counted in bytes(), stays at the window's).
+  // (their capacity, counted in bytes(), stays at the window's); untrimmed
+  // (a verification step), they hold the step's rows beside the window's.
   const int64_t extra = int64_t(winPos_.size()) + (T - from) - W;
-  if (extra > 0) {
+  if (extra > 0 && trim) {
     winQ_.erase(winQ_.begin(), winQ_.begin() + extra * qd);
     winPos_.erase(winPos_.begin(), winPos_.begin() + extra);
   }
-  winQ_.reserve(size_t(W * qd));
-  winPos_.reserve(size_t(W));
+  const int64_t rows = trim ? W : std::max<int64_t>(W, int64_t(winPos_.size()) + T - from);
+  winQ_.reserve(size_t(rows * qd));
+  winPos_.reserve(size_t(rows));
   winQ_.insert(winQ_.end(), q + from * qd, q + T * qd);
   for (int64_t t = from; t < T; ++t)
     winPos_.push_back(int32_t(p0 + t));
 }
 
+void LayerCache::trimWindow() {
+  const int64_t extra = int64_t(winPos_.size()) - policy_.window;
+  if (extra <= 0)
+    return;
+  winQ_.erase(winQ_.begin(), winQ_.begin() + extra * H_ * hd_);
+  winPos_.erase(winPos_.begin(), winPos_.begin() + extra);
+}
+
+void LayerCache::setStepKind(StepKind kind) {
+  if (kind == StepKind::Verification && !rewindable())
+    throw std::runtime_error("kv cache of layer " + std::to_string(layer_) +
+                             ": a verification step needs a KV policy that decoding leaves alone");
+  stepKind_ = kind;
+}
+
 void LayerCache::afterStep(const float *q, int64_t T, int64_t p0) {
   if (policy_.full() && !record_)
     return;
+  const bool verification = stepKind_ == StepKind::Verification;
   if (record_ || policy_.usesWindowQueries())
-    recordWindow(q, T, p0);
+    recordWindow(q, T, p0, /*trim=*/!verification);
+  if (verification) { // decode steps of a policy that compresses prompts only
+    steps_ += T;         // (dropFrom takes the dropped ones back)
+    updateMeter();
+    return;
+  }
   if (T > 1) {
     // The budget is a share of every position so far: of the prompt when
     // it came in one step, of the prompt's chunks so far when it comes in
     // chunks (ending at the same budget), of the whole conversation for a
     // later multi-token turn (whose kept entries are not compressed twice).
     promptLen_ = p0 + T;
+    rewindFloor_ = p0 + T; // compressed (or recorded) entries cannot come back
     if (policy_.prefill())
       compress(false);
     updateMeter();

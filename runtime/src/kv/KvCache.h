@@ -37,6 +37,11 @@ class ThreadPool;
 
 namespace llmc::kv {
 
+/// What a multi-token step is to the policies: a prompt (or a later turn),
+/// which prefill policies compress, or a speculative verification pass,
+/// whose rows are decode steps that may be rewound (dropFrom) after it.
+enum class StepKind { Prompt, Verification };
+
 struct HeadCache {
   int64_t n = 0;
   std::vector<float> k, v;     // [n, hd] when not quantized
@@ -73,16 +78,29 @@ public:
   /// attention statistics); quantized and RDKV caches use the library's.
   void attend(ThreadPool &pool, const float *q, int64_t T, float *out,
               const codegen::AttendKernels &gen = {});
-  /// Whether dropFrom() is exact: nothing but the entries is state (the
-  /// full policy in f32 or PolyKV, recording nothing, not RDKV-compressed),
-  /// so dropping the newest entries leaves the cache as if they had never
-  /// been appended. Speculative decoding needs it.
-  bool rewindable() const { return policy_.full() && !record_ && !rdStored_; }
+  /// Whether dropFrom() is exact: decoding changes nothing but the entries
+  /// and the window queries (the full policy, or a policy that compresses
+  /// prompts only and keeps no running statistics; f32 or PolyKV entries,
+  /// recording nothing, not RDKV), so dropping the newest entries leaves
+  /// the cache as if they had never been appended. Speculative decoding
+  /// needs it.
+  bool rewindable() const {
+    return (policy_.full() || (!policy_.decode() && !policy_.accumulates() &&
+                               policy_.method != KvMethod::RdKV)) &&
+           !record_ && !rdStored_;
+  }
   /// Drop every entry at position >= pos (they are the newest: entries stay
-  /// in position order). std::runtime_error unless rewindable().
+  /// in position order), and the window queries of those positions.
+  /// std::runtime_error unless rewindable().
   void dropFrom(int64_t pos);
   /// Apply the policy after a step of T tokens whose queries were q.
   void afterStep(const float *q, int64_t T, int64_t p0);
+  /// What the following steps are (until set again; Prompt by default). A
+  /// Verification step is decoding, never compressed as a prompt; its
+  /// window queries are trimmed to the window by the next step or
+  /// dropFrom, so a rewind keeps the rows plain decoding would keep.
+  /// std::runtime_error for Verification unless rewindable().
+  void setStepKind(StepKind kind);
 
   void reset();
   /// Keep its entries in blocks of `pool` from now on, in the pool's
@@ -128,7 +146,9 @@ public:
 
 private:
   bool quantized() const { return policy_.quant == KvQuant::PolyKV; }
-  void recordWindow(const float *q, int64_t T, int64_t p0);
+  void recordWindow(const float *q, int64_t T, int64_t p0, bool trim = true);
+  /// The oldest window queries dropped until at most the window's remain.
+  void trimWindow();
   void compress(bool decoding);
   /// RDKV's compression: per-entry widths over the layer (defined in KvRdkv.cpp).
   void compressRdkv();
@@ -201,6 +221,8 @@ private:
   std::vector<float> winQ_;     // last W query rows [<=W, H*hd], oldest first
   std::vector<int32_t> winPos_; // their positions
   int64_t promptLen_ = 0, steps_ = 0;
+  StepKind stepKind_ = StepKind::Prompt;
+  int64_t rewindFloor_ = 0; // dropFrom's lowest position: after the last compressed prompt
   KvMeter *meter_ = nullptr;
   int64_t metered_ = 0; // bytes() last reported to meter_
 };

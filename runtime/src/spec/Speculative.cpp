@@ -207,7 +207,9 @@ int64_t generate(Executor &exec, Drafter &drafter, std::vector<int32_t> context,
   };
   if (!exec.rewindable())
     throw std::runtime_error("speculative decoding needs KV caches that can drop their newest "
-                             "entries (the full KV policy); this model's policy keeps more state");
+                             "entries (the full KV policy, or one that compresses prompts only "
+                             "and keeps no running statistics); this model's policy keeps more "
+                             "state");
   const int64_t vocab = exec.vocabSize();
   auto row = [&](size_t i) { return logits.data() + int64_t(i) * vocab; };
   auto isStop = [&](int32_t t) { return std::find(stops.begin(), stops.end(), t) != stops.end(); };
@@ -235,7 +237,7 @@ int64_t generate(Executor &exec, Drafter &drafter, std::vector<int32_t> context,
     const int64_t base = exec.pos(); // `next` goes here, the drafts after it
     std::vector<int32_t> step{next};
     step.insert(step.end(), draft.begin(), draft.end());
-    logits = exec.forward(step, /*all_logits=*/!draft.empty());
+    logits = draft.empty() ? exec.forward(step) : exec.verify(step);
     if (draft.empty()) {
       next = sampler.sample(row(0), vocab);
       hiddenRow = hiddenRow >= 0 ? 0 : -1;
