@@ -117,49 +117,6 @@ void LayerCache::reset() {
   updateMeter();
 }
 
-void LayerCache::dropFrom(int64_t pos) {
-  if (!rewindable())
-    throw std::runtime_error("kv cache of layer " + std::to_string(layer_) +
-                             ": its KV policy keeps state besides the entries, so the newest "
-                             "entries cannot be dropped (speculative decoding needs the full "
-                             "policy or one that compresses prompts only and keeps no running "
-                             "statistics)");
-  if (pos < rewindFloor_)
-    throw std::runtime_error("kv cache of layer " + std::to_string(layer_) +
-                             ": cannot drop positions before " + std::to_string(rewindFloor_) +
-                             " (the prompt its KV policy compressed)");
-  if (!policy_.full() && !heads_.empty()) // each dropped position was a decode step
-    for (int64_t j = heads_[0].n; j > 0 && heads_[0].pos[size_t(j - 1)] >= pos; --j)
-      --steps_;
-  for (HeadCache &c : heads_) {
-    int64_t n = c.n;
-    while (n > 0 && c.pos[size_t(n - 1)] >= pos)
-      --n;
-    if (n == c.n)
-      continue;
-    c.pos.resize(size_t(n));
-    if (!c.acc.empty())
-      c.acc.resize(size_t(n));
-    if (paged()) {
-      c.paged.truncate(size_t((n + blockEntries_ - 1) / blockEntries_));
-    } else if (quantized()) {
-      c.kq.resize(size_t(n * poly_.keyBytes()));
-      c.vq.resize(size_t(n * poly_.valueBytes()));
-    } else {
-      c.k.resize(size_t(n * hd_));
-      c.v.resize(size_t(n * hd_));
-    }
-    c.n = n;
-  }
-  size_t w = winPos_.size(); // the window queries of the dropped positions
-  while (w > 0 && winPos_[w - 1] >= pos)
-    --w;
-  winPos_.resize(w);
-  winQ_.resize(w * size_t(H_ * hd_));
-  trimWindow();
-  updateMeter();
-}
-
 void LayerCache::attachMeter(KvMeter *meter) {
   meter_ = meter;
   metered_ = 0;
@@ -330,21 +287,6 @@ void LayerCache::recordWindow(const float *q, int64_t T, int64_t p0, bool trim) 
   winQ_.insert(winQ_.end(), q + from * qd, q + T * qd);
   for (int64_t t = from; t < T; ++t)
     winPos_.push_back(int32_t(p0 + t));
-}
-
-void LayerCache::trimWindow() {
-  const int64_t extra = int64_t(winPos_.size()) - policy_.window;
-  if (extra <= 0)
-    return;
-  winQ_.erase(winQ_.begin(), winQ_.begin() + extra * H_ * hd_);
-  winPos_.erase(winPos_.begin(), winPos_.begin() + extra);
-}
-
-void LayerCache::setStepKind(StepKind kind) {
-  if (kind == StepKind::Verification && !rewindable())
-    throw std::runtime_error("kv cache of layer " + std::to_string(layer_) +
-                             ": a verification step needs a KV policy that decoding leaves alone");
-  stepKind_ = kind;
 }
 
 void LayerCache::afterStep(const float *q, int64_t T, int64_t p0) {

@@ -1,0 +1,71 @@
+//===- KvRewind.cpp - Dropping a layer cache's newest entries -------------===//
+// What speculative decoding needs from a KV cache: verification steps that
+// the policies take as decode steps, and dropping the rejected drafts'
+// entries (and their window queries) afterwards, exactly.
+//===----------------------------------------------------------------------===//
+#include "KvCache.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace llmc::kv {
+
+void LayerCache::setStepKind(StepKind kind) {
+  if (kind == StepKind::Verification && !rewindable())
+    throw std::runtime_error("kv cache of layer " + std::to_string(layer_) +
+                             ": a verification step needs a KV policy that decoding leaves alone");
+  stepKind_ = kind;
+}
+
+void LayerCache::trimWindow() {
+  const int64_t extra = int64_t(winPos_.size()) - policy_.window;
+  if (extra <= 0)
+    return;
+  winQ_.erase(winQ_.begin(), winQ_.begin() + extra * H_ * hd_);
+  winPos_.erase(winPos_.begin(), winPos_.begin() + extra);
+}
+
+void LayerCache::dropFrom(int64_t pos) {
+  if (!rewindable())
+    throw std::runtime_error("kv cache of layer " + std::to_string(layer_) +
+                             ": its KV policy keeps state besides the entries, so the newest "
+                             "entries cannot be dropped (speculative decoding needs the full "
+                             "policy or one that compresses prompts only and keeps no running "
+                             "statistics)");
+  if (pos < rewindFloor_)
+    throw std::runtime_error("kv cache of layer " + std::to_string(layer_) +
+                             ": cannot drop positions before " + std::to_string(rewindFloor_) +
+                             " (the prompt its KV policy compressed)");
+  if (!policy_.full() && !heads_.empty()) // each dropped position was a decode step
+    for (int64_t j = heads_[0].n; j > 0 && heads_[0].pos[size_t(j - 1)] >= pos; --j)
+      --steps_;
+  for (HeadCache &c : heads_) {
+    int64_t n = c.n;
+    while (n > 0 && c.pos[size_t(n - 1)] >= pos)
+      --n;
+    if (n == c.n)
+      continue;
+    c.pos.resize(size_t(n));
+    if (!c.acc.empty())
+      c.acc.resize(size_t(n));
+    if (paged()) {
+      c.paged.truncate(size_t((n + blockEntries_ - 1) / blockEntries_));
+    } else if (quantized()) {
+      c.kq.resize(size_t(n * poly_.keyBytes()));
+      c.vq.resize(size_t(n * poly_.valueBytes()));
+    } else {
+      c.k.resize(size_t(n * hd_));
+      c.v.resize(size_t(n * hd_));
+    }
+    c.n = n;
+  }
+  size_t w = winPos_.size(); // the window queries of the dropped positions
+  while (w > 0 && winPos_[w - 1] >= pos)
+    --w;
+  winPos_.resize(w);
+  winQ_.resize(w * size_t(H_ * hd_));
+  trimWindow();
+  updateMeter();
+}
+
+} // namespace llmc::kv
