@@ -53,9 +53,10 @@ MOEFY_GRID = ((8, 2, "coactivation"), (8, 4, "coactivation"), (16, 2, "coactivat
               (16, 4, "coactivation"), (8, 4, "weights"))
 METHODS = (("omp", "method=omp"), ("omp waterfill", "method=omp allocation=waterfill"),
            ("omp + adaptive 0.9", "method=omp adaptive-energy=0.9"),
+           ("omp + adaptive 0.7", "method=omp adaptive-energy=0.7"),
            ("frequency", "method=frequency"), ("norm", "method=norm"),
            ("greedy", "method=greedy"), ("greedy waterfill", "method=greedy allocation=waterfill"))
-SPEED_METHODS = ("omp", "omp + adaptive 0.9")
+SPEED_METHODS = ("omp", "omp + adaptive 0.9", "omp + adaptive 0.7")
 PROMPT = "The history of the printing press begins"
 
 

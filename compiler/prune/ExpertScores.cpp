@@ -357,8 +357,10 @@ double adaptiveRunShare(const MoeLayer &m, const RowMatrix &x, const std::vector
   for (int64_t t = 0; t < x.rows(); ++t) {
     routeRow(m, logits.data() + t * logits.cols(), alive, row);
     std::vector<double> energy;
-    for (const RoutedExpert &re : row)
-      energy.push_back((m.gating == MoEGating::Unit ? 1.0 : re.prob) * nu[size_t(re.expert)]);
+    for (const RoutedExpert &re : row) // as the runtime's routeToken
+      energy.push_back(m.gating == MoEGating::Unit
+                           ? std::max(0.0, double(logits(t, re.expert)))
+                           : re.prob * nu[size_t(re.expert)]);
     std::sort(energy.begin(), energy.end(), std::greater<double>());
     const double total = std::accumulate(energy.begin(), energy.end(), 0.0);
     double acc = 0;

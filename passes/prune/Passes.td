@@ -153,7 +153,9 @@ def PruneExpertsPass : Pass<"llm-prune-experts", "mlir::ModuleOp"> {
     layer's median (super experts) are always kept (0: off).
     `adaptive-energy=τ` (OMP-MoE†) records each kept expert's mean output
     norm ν and τ on the op: the runtime runs, per token, only the top-k
-    experts whose predicted energy g ν first reaches τ of the total.
+    experts whose predicted energy first reaches τ of the total (g ν with
+    softmax gating; with unit gating, a MoEfied model's router output, its
+    prediction of the expert's output norm for the token).
     Calibration: `calib`, `calib-tokens`, `calib-seq` as llm-moefy. Every
     layer's ranking, kept set and search time are printed (dropped with
     -q) and written to `report=FILE`; `dry-run` changes nothing.

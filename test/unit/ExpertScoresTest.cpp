@@ -3,6 +3,7 @@
 // is known.
 #include "compiler/prune/ExpertScores.h"
 #include "compiler/prune/Moefication.h"
+#include "runtime/src/exec/MoeRouting.h"
 
 #include <gtest/gtest.h>
 #include <random>
@@ -159,6 +160,61 @@ TEST(Moefication, RouterFitRecoversALinearMap) {
   const RowMatrix fit = fitRouter(x, y, 1e-9);
   EXPECT_LT((fit - r).norm(), 1e-3f);
   EXPECT_DOUBLE_EQ(topKRecall(y, y, 2), 1.0);
+}
+
+TEST(MoeRouting, UnitGatingRunsTheExpertsCarryingTauOfTheRoutersPredictedNorms) {
+  // A MoEfied layer's router predicts each expert's output norm: at tau 0.9
+  // a token whose top 4 predict 5, 4, 0.5, 0.25 runs the first two (5 + 4 =
+  // 9 >= 0.9 x 9.75), one whose top 4 predict alike runs all four; a
+  // negative prediction counts as 0.
+  ops::MoeRouting r;
+  r.experts = 6;
+  r.topK = 4;
+  r.gating = MoEGating::Unit;
+  r.expertEnergy = std::vector<float>(6, 1.0f);
+  r.energyThreshold = 0.9;
+  ops::RouteScratch scratch;
+  std::vector<std::pair<int64_t, float>> chosen;
+  const float skewed[6] = {0.25f, 5.0f, -1.0f, 4.0f, 0.5f, -2.0f};
+  ops::routeToken(r, skewed, scratch, chosen);
+  ASSERT_EQ(chosen.size(), 2u);
+  EXPECT_EQ(chosen[0].first, 1);
+  EXPECT_EQ(chosen[1].first, 3);
+  EXPECT_EQ(chosen[0].second, 1.0f);
+  const float even[6] = {1.0f, 1.1f, 0.9f, 1.05f, -3.0f, 0.0f};
+  ops::routeToken(r, even, scratch, chosen);
+  EXPECT_EQ(chosen.size(), 4u);
+  const float negative[6] = {-1.0f, -2.0f, -3.0f, -4.0f, -5.0f, -6.0f}; // all clamp to 0
+  ops::routeToken(r, negative, scratch, chosen);
+  EXPECT_EQ(chosen.size(), 1u) << "no energy: the first routed expert alone";
+}
+
+TEST(MoeRouting, CompileTimeRunShareCountsWhatTheRuntimeRuns) {
+  // llm-prune-experts' estimate of experts run per token (adaptiveRunShare)
+  // is the mean of routeToken's counts on the same rows, for both gatings.
+  for (MoEGating gating : {MoEGating::Unit, MoEGating::Softmax}) {
+    const MoeLayer m = layer({1.0f, 0.5f, 2.0f, 0.1f, 1.0f, 0.7f}, 4, gating);
+    const RowMatrix x = randomMatrix(300, 12, 41);
+    const std::vector<double> nu = {1.0, 0.5, 2.0, 0.1, 1.0, 0.7};
+    const std::vector<bool> alive(6, true);
+    ops::MoeRouting r;
+    r.experts = 6;
+    r.topK = 4;
+    r.gating = gating;
+    r.energyThreshold = 0.8;
+    r.expertEnergy.assign(nu.begin(), nu.end());
+    const RowMatrix logits = x * m.router.transpose();
+    ops::RouteScratch scratch;
+    std::vector<std::pair<int64_t, float>> chosen;
+    double runs = 0;
+    for (int64_t t = 0; t < x.rows(); ++t) {
+      ops::routeToken(r, logits.data() + t * 6, scratch, chosen);
+      runs += double(chosen.size());
+    }
+    const double share = adaptiveRunShare(m, x, alive, nu, 0.8);
+    EXPECT_NEAR(share, runs / double(x.rows()), 1e-9) << "gating " << int(gating);
+    EXPECT_LT(share, 4.0) << "some tokens run fewer than top-k";
+  }
 }
 
 } // namespace

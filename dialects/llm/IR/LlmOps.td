@@ -221,9 +221,11 @@ def Llm_MoEOp : Llm_Op<"moe", [Pure, AllTypesMatch<["x", "result"]>]> {
     Adaptive activation (llm-prune-experts adaptive-energy=τ): with
     `energy_threshold` τ in (0, 1] and `expert_energy` ν (one mean output
     norm per expert, from calibration), each token runs only the smallest
-    prefix of its top-k experts, ordered by predicted energy g_e ν_e, whose
-    energy reaches τ of the top-k's; with softmax gating and `renormalize`
-    the gates are renormalized over the experts that run.
+    prefix of its top-k experts, ordered by predicted energy, whose energy
+    reaches τ of the top-k's: g_e ν_e with softmax gating (the gates then
+    renormalized over the experts that run with `renormalize`); with unit
+    gating the router's output max(r_e, 0), which llm-moefy fits to the
+    token's output norm of expert e.
   }];
   let arguments = (ins Llm_Activation:$x, Llm_Weight:$router, Llm_Weight:$gate,
                        Llm_Weight:$up, Llm_Weight:$down, I64Attr:$top_k,

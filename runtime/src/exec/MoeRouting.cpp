@@ -29,8 +29,13 @@ void routeToken(const MoeRouting &r, const float *l, RouteScratch &scratch,
   const bool unit = r.gating == MoEGating::Unit;
   int64_t run = r.topK;
   if (r.energyThreshold > 0.0) {
+    // Softmax gating: the gate times the expert's mean output norm. Unit
+    // gating: the router's own output, which llm-moefy fits to this
+    // token's output norm of the expert (a static ν would rank every
+    // token's experts alike, so nearly all top k would always run).
     auto energy = [&](int64_t e) {
-      return (unit ? 1.0 : prob[size_t(e)]) * double(r.expertEnergy[size_t(e)]);
+      return unit ? std::max(0.0, double(l[e]))
+                  : prob[size_t(e)] * double(r.expertEnergy[size_t(e)]);
     };
     std::stable_sort(order.begin(), order.begin() + r.topK,
                      [&](int64_t a, int64_t b) { return energy(a) > energy(b); });

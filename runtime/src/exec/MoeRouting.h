@@ -30,8 +30,10 @@ struct RouteScratch {
 
 /// The experts a row with router logits `l` [experts] runs and their
 /// weights: softmax over all experts, the top k (lowest id on ties); with
-/// adaptive activation only the prefix of them, by predicted energy
-/// g_e * nu_e, that reaches energyThreshold of the top k's energy. Softmax
+/// adaptive activation only the prefix of them, by predicted energy (g_e *
+/// nu_e with softmax gating; with unit gating max(l_e, 0), the router's
+/// prediction of the expert's output norm), that reaches energyThreshold
+/// of the top k's energy. Softmax
 /// gating weights each by its probability (renormalized over the experts
 /// that run when `renormalize`), unit gating by 1.
 void routeToken(const MoeRouting &r, const float *l, RouteScratch &scratch,
