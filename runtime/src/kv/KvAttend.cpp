@@ -135,7 +135,7 @@ void LayerCache::attendByGroup(ThreadPool &pool, const float *q, int64_t T, floa
 
 void LayerCache::groupStatistics(const HeadCache &c, const float *q, int64_t tFirst,
                                  int64_t tLast, int64_t T, int64_t g, codegen::AttendGroupFn group,
-                                 float *out, std::vector<float> &w, std::vector<float> &sum) const {
+                                 float *out, std::vector<float> &w, float *sum) const {
   const int64_t qd = H_ * hd_;
   for (int64_t t = tFirst; t < tLast; ++t) {
     const int64_t last = c.n - T + t, first = firstVisible(c, last), n = last + 1 - first;
@@ -144,7 +144,7 @@ void LayerCache::groupStatistics(const HeadCache &c, const float *q, int64_t tFi
           w.data(), n, out + t * qd + g * group_ * hd_);
     for (int64_t h = 0; h < group_; ++h) // the group's heads in order, as the per-head loop adds
       for (int64_t j = 0; j < n; ++j)
-        sum[size_t(first + j)] += w[size_t(h * n + j)] / float(group_);
+        sum[first + j] += w[size_t(h * n + j)] / float(group_);
   }
 }
 
@@ -208,9 +208,11 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
       const int64_t tFirst = acc ? T * chunk / chunks : item % T;
       const int64_t tLast = acc ? T * (chunk + 1) / chunks : tFirst + 1;
       const HeadCache &c = heads_[size_t(g)];
-      std::vector<float> &colSum = acc ? stepSum[size_t(item)] : w; // w: unused without statistics
-      if (acc)
-        colSum.assign(static_cast<size_t>(c.n), 0.0f);
+      float *colSum = nullptr; // this task's attention sums by entry (running statistics only)
+      if (acc) {
+        stepSum[size_t(item)].assign(static_cast<size_t>(c.n), 0.0f);
+        colSum = stepSum[size_t(item)].data();
+      }
       if (acc && contiguousF32 && gen.group) {
         groupStatistics(c, q, tFirst, tLast, T, g, gen.group, out, w, colSum);
         continue;
@@ -230,7 +232,7 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
               attendPaged(c, qh, first, last, scale, w.data(), oh, o.data());
             if (acc)
               for (int64_t j = first; j <= last; ++j)
-                colSum[size_t(j)] += w[size_t(j)] / float(group_);
+                colSum[j] += w[size_t(j)] / float(group_);
             continue;
           }
           if (!rdStored_ && !quantized()) { // f32 cache: the vectorized kernels
@@ -247,7 +249,7 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
             }
             if (acc)
               for (int64_t j = first; j <= last; ++j)
-                colSum[size_t(j)] += w[size_t(j)] / float(group_);
+                colSum[j] += w[size_t(j)] / float(group_);
             continue;
           }
           float mx = -INFINITY, qsum = 0;
@@ -270,7 +272,7 @@ void LayerCache::attend(ThreadPool &pool, const float *q, int64_t T, float *out,
           for (int64_t j = first; j <= last; ++j) {
             const float wj = w[size_t(j)] * inv;
             if (acc)
-              colSum[size_t(j)] += wj / float(group_);
+              colSum[j] += wj / float(group_);
             if (rdStored_) {
               rdkv::accumulateValue(c.rd.data() + rdOff[size_t(g)][size_t(j)], c.widths[size_t(j)],
                                     hd_, wj, o.data());

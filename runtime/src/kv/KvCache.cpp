@@ -276,11 +276,8 @@ void LayerCache::recordWindow(const float *q, int64_t T, int64_t p0, bool trim) 
   // Drop the oldest rows first, so the buffers never hold more than W rows
   // (their capacity, counted in bytes(), stays at the window's); untrimmed
   // (a verification step), they hold the step's rows beside the window's.
-  const int64_t extra = int64_t(winPos_.size()) + (T - from) - W;
-  if (extra > 0 && trim) {
-    winQ_.erase(winQ_.begin(), winQ_.begin() + extra * qd);
-    winPos_.erase(winPos_.begin(), winPos_.begin() + extra);
-  }
+  if (trim)
+    trimWindow(W - (T - from));
   const int64_t rows = trim ? W : std::max<int64_t>(W, int64_t(winPos_.size()) + T - from);
   winQ_.reserve(size_t(rows * qd));
   winPos_.reserve(size_t(rows));

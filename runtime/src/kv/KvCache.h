@@ -147,8 +147,8 @@ public:
 private:
   bool quantized() const { return policy_.quant == KvQuant::PolyKV; }
   void recordWindow(const float *q, int64_t T, int64_t p0, bool trim = true);
-  /// The oldest window queries dropped until at most the window's remain.
-  void trimWindow();
+  /// The oldest window queries dropped until at most `keep` remain.
+  void trimWindow(int64_t keep);
   void compress(bool decoding);
   /// RDKV's compression: per-entry widths over the layer (defined in KvRdkv.cpp).
   void compressRdkv();
@@ -197,7 +197,7 @@ private:
   /// over 1/group added into sum (by entry).
   void groupStatistics(const HeadCache &c, const float *q, int64_t tFirst, int64_t tLast,
                        int64_t T, int64_t g, codegen::AttendGroupFn group, float *out,
-                       std::vector<float> &w, std::vector<float> &sum) const;
+                       std::vector<float> &w, float *sum) const;
   void appendPaged(HeadCache &c, const float *kr, const float *vr);
   /// keep() of a paged cache: entries idx (ascending) moved to the front.
   void keepPaged(HeadCache &c, const std::vector<int64_t> &idx);

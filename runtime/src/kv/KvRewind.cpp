@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "KvCache.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -17,8 +18,8 @@ void LayerCache::setStepKind(StepKind kind) {
   stepKind_ = kind;
 }
 
-void LayerCache::trimWindow() {
-  const int64_t extra = int64_t(winPos_.size()) - policy_.window;
+void LayerCache::trimWindow(int64_t keep) {
+  const int64_t extra = int64_t(winPos_.size()) - std::max<int64_t>(0, keep);
   if (extra <= 0)
     return;
   winQ_.erase(winQ_.begin(), winQ_.begin() + extra * H_ * hd_);
@@ -64,7 +65,7 @@ void LayerCache::dropFrom(int64_t pos) {
     --w;
   winPos_.resize(w);
   winQ_.resize(w * size_t(H_ * hd_));
-  trimWindow();
+  trimWindow(policy_.window);
   updateMeter();
 }
 
