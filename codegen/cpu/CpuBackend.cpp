@@ -258,13 +258,18 @@ public:
                     {"compiler", built.back().compiler}, {"flags", flags}};
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    char buf[320];
+    const size_t cached = size_t(std::count_if(built.begin(), built.end(),
+                                               [](const SharedObject &o) { return o.cached; }));
+    char buf[360];
     snprintf(buf, sizeof buf,
              "generated %zu kernels: %zu (format, width) product pairs (%d products in other "
              "formats use library kernels) and %zu op kernels (%d ops use library kernels), "
-             "built for %zu levels in %.2f s",
+             "built for %zu levels in %.2f s%s",
              kernels.size(), set.products.size(), set.productsOnLibrary, set.ops.size(),
-             set.opsOnLibrary, levels.size(), seconds);
+             set.opsOnLibrary, levels.size(), seconds,
+             cached == 0 ? ""
+             : cached == levels.size() ? " (all from the kernel cache)"
+                                       : " (some from the kernel cache)");
     out.summary = buf;
     return out;
   }

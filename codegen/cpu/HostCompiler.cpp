@@ -6,6 +6,7 @@
 // temporary folder that is removed before returning.
 //===----------------------------------------------------------------------===//
 #include "codegen/cpu/HostCompiler.h"
+#include "codegen/KernelCache.h"
 
 #include "clang/Basic/Diagnostic.h"
 #include "clang/Basic/DiagnosticIDs.h"
@@ -29,6 +30,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <unistd.h>
@@ -175,6 +177,17 @@ std::string compileFlags(IsaLevel level) {
 
 SharedObject compileSharedObject(const std::string &source, IsaLevel level) {
   auto t0 = std::chrono::steady_clock::now();
+  KernelCache &cache = KernelCache::process();
+  const std::string key =
+      KernelCache::key({"cpu shared object", compilerDescription(), compileFlags(level), source});
+  if (std::optional<std::string> stored = cache.load(key)) {
+    SharedObject out;
+    out.bytes = std::move(*stored);
+    out.compiler = compilerDescription();
+    out.cached = true;
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+  }
   PrivateDir dir;
   const std::string src = dir.file("kernels.cpp"), obj = dir.file("kernels.o"),
                     so = dir.file("kernels.so");
@@ -197,6 +210,7 @@ SharedObject compileSharedObject(const std::string &source, IsaLevel level) {
     throw std::runtime_error(std::string("no object was produced for the ") + isaName(level) +
                              " kernels");
   out.compiler = compilerDescription();
+  cache.store(key, out.bytes);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }

@@ -15,13 +15,16 @@ struct SharedObject {
   std::string bytes;    // the .so file
   std::string compiler; // what built it (compilerDescription())
   double seconds = 0;
+  bool cached = false;  // taken from the kernel cache (codegen/KernelCache.h)
 };
 
 /// "clang 22.1.8 and lld 22.1.8, in process": recorded in the manifest.
 std::string compilerDescription();
 
 /// Compile `source` at `level` (-O3 -march=<level>, vectorized reductions
-/// allowed with -fopenmp-simd) and link it into a shared object. Throws
+/// allowed with -fopenmp-simd) and link it into a shared object, or take
+/// the object from the kernel cache when these exact source, flags and
+/// compiler built it before (KernelCache::process()). Throws
 /// std::runtime_error with clang's or lld's diagnostics on failure. Safe to
 /// call from several threads at once (compiles run in parallel, links one
 /// at a time).

@@ -1,5 +1,6 @@
 //===- CudaCompiler.cpp - NVRTC, loaded at run time -----------------------===//
 #include "codegen/cuda/CudaCompiler.h"
+#include "codegen/KernelCache.h"
 
 #include <dlfcn.h>
 
@@ -87,7 +88,26 @@ std::optional<std::string> nvrtcVersion(std::string *why) {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
+namespace {
+// NVRTC's options besides the architecture (part of the kernel cache key).
+const char *const kNvrtcOptions[] = {"-std=c++17", "-default-device"};
+std::string compileUncached(const std::string &source, const std::string &arch);
+} // namespace
+
 std::string compileCuda(const std::string &source, const std::string &arch) {
+  const Nvrtc &n = nvrtc();
+  if (!n.lib)
+    throw std::runtime_error(n.error);
+  int major = 0, minor = 0;
+  n.version(&major, &minor);
+  const std::string key = KernelCache::key(
+      {"nvrtc", std::to_string(major) + "." + std::to_string(minor), arch,
+       std::string(kNvrtcOptions[0]) + " " + kNvrtcOptions[1], source});
+  return KernelCache::process().getOrBuild(key, [&] { return compileUncached(source, arch); });
+}
+
+namespace {
+std::string compileUncached(const std::string &source, const std::string &arch) {
   const Nvrtc &n = nvrtc();
   if (!n.lib)
     throw std::runtime_error(n.error);
@@ -103,7 +123,7 @@ std::string compileCuda(const std::string &source, const std::string &arch) {
     ~Destroy() { n.destroy(&p); }
   } destroy{n, prog};
   const std::string archFlag = "--gpu-architecture=" + arch;
-  const char *opts[] = {archFlag.c_str(), "-std=c++17", "-default-device"};
+  const char *opts[] = {archFlag.c_str(), kNvrtcOptions[0], kNvrtcOptions[1]};
   const int rc = n.compile(prog, 3, opts);
   if (rc != 0) {
     size_t size = 0;
@@ -122,5 +142,6 @@ std::string compileCuda(const std::string &source, const std::string &arch) {
     out.pop_back(); // PTX text: drop the terminating NUL
   return out;
 }
+} // namespace
 
 } // namespace llmc::codegen

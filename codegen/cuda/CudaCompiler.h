@@ -15,7 +15,9 @@ std::optional<std::string> nvrtcVersion(std::string *why = nullptr);
 
 /// `source` compiled for `arch`: "sm_80", "sm_90", ... give a cubin (ELF),
 /// "compute_80", ... PTX text. std::runtime_error with NVRTC's log on a
-/// compile error, or when NVRTC is missing.
+/// compile error, or when NVRTC is missing. A build of the same source,
+/// architecture and NVRTC version kept by the kernel cache
+/// (codegen/KernelCache.h) is taken from there.
 std::string compileCuda(const std::string &source, const std::string &arch);
 
 } // namespace llmc::codegen

@@ -12,6 +12,9 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in", "Inputs
 path = os.path.pathsep.join([config.llmc_tools_dir, config.llvm_tools_dir,
                              config.environment.get("PATH", os.environ.get("PATH", ""))])
 config.environment["PATH"] = path
+# The tests' kernel cache (codegen/KernelCache.h) lives in the build tree, as
+# the end-to-end tests' does: a fresh build starts it empty.
+config.environment["LLMC_CACHE_DIR"] = os.path.join(config.llmc_obj_root, "kernel-cache")
 config.substitutions.append(("%python", config.llmc_python))
 config.substitutions.append(("%src", config.llmc_src_root))
 config.substitutions.append(("%shared", config.llmc_shared_dir))
