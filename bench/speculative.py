@@ -10,7 +10,8 @@ data/calib/default.txt) or on the model's own answers (self-distillation:
 `llmc generate --chat --prompt-ids` over the 121 prompts of
 data/calib/chat-prompts.txt, 256 tokens each, the prompt and answer ids one
 calibration sequence each; disjoint from the prompts below), and prompt
-lookup with the self-distilled heads as fallback (`--speculate hybrid`).
+lookup with the self-distilled heads as fallback (`--speculate hybrid`),
+and a draft model (the target with 4 blocks removed, `--speculate draft`).
 
 Models: SmolLM2-135M-Instruct as F32 (the shipped Q4_1 GGUF dequantized
 with gguf-py), Q8_0 (llm-quantize-rtn{bits=8} of that F32) and the shipped
@@ -137,6 +138,10 @@ def build_models(args, work):
             arts[name] = out
             fits[name] = (fit_line(args.llmc, out), secs)
             log(f"{label} medusa-{name}: {fits[name][0]} ({secs:.0f} s compile)")
+        draft = os.path.join(work, f"{label}.draft-drop4.llmc")
+        prune = "llm-prune-depth{method=angular drop=4}"
+        cp.llmc_compile(args.llmc, src, f"{prune},{pipe}" if pipe else prune, draft)
+        arts["draft"] = draft
         models.append({"label": label, "arts": arts, "fits": fits, "self_tokens": total})
     return models
 
@@ -146,6 +151,8 @@ DRAFTERS = [  # (name, artifact key, llmc run flags)
     ("Medusa, text-fitted", "text", ["--speculate", "medusa"]),
     ("Medusa, self-distilled", "self", ["--speculate", "medusa"]),
     ("prompt lookup, then self-distilled Medusa", "self", ["--speculate", "hybrid"]),
+    ("draft model: 4 of 30 blocks removed", "plain",
+     ["--speculate", "draft", "--draft-model", "{draft}"]),
 ]
 
 
@@ -156,6 +163,7 @@ def measure(args, model, prompt_name, prompt):
         a = run(args.llmc, model["arts"]["plain"], prompt, args.threads, args.n, [])
         plain.append(a)
         for name, key, flags in DRAFTERS:
+            flags = [f.format(draft=model["arts"]["draft"]) for f in flags]
             b = run(args.llmc, model["arts"][key], prompt, args.threads, args.n,
                     flags + ["--draft", str(args.draft)])
             if a["ids"] != b["ids"]:
@@ -221,7 +229,13 @@ def main():
          "own answers to the 121 prompts of data/calib/chat-prompts.txt (prompt + answer, up to "
          "32768 tokens; disjoint from the prompts below);",
          "  - prompt lookup, then Medusa: `--speculate hybrid` (prompt lookup where a suffix of "
-         "2 or 3 tokens recurs, the self-distilled heads elsewhere).",
+         "2 or 3 tokens recurs, the self-distilled heads elsewhere);",
+         "  - draft model: `--speculate draft --draft-model D`, D the same model with 4 of its 30 "
+         "blocks removed by `llm-prune-depth{method=angular drop=4}` (4096 calibration tokens of "
+         "data/calib/default.txt; quantized like the target), drafting greedily one token per "
+         "draft-model step in its own KV cache (a smaller model of the family would be the "
+         "usual draft model; SmolLM2-135M has none, and 8 blocks removed already drop the "
+         "acceptance to about 1.1 tokens per pass).",
          "", "Heads as fitted (held-out agreement with the model's own choices, from `llmc "
          "inspect`):", ""]
     for m in models:

@@ -1,5 +1,6 @@
 //===- SpeculationOptions.cpp - --speculate and its flags -----------------===//
 #include "SpeculationOptions.h"
+#include "Commands.h"
 
 #include <map>
 #include <stdexcept>
@@ -12,23 +13,35 @@ void addSpeculationOptions(CLI::App *cmd, SpeculationChoice &c) {
                   "sampling: the same distribution): 'ngram' drafts by prompt lookup, "
                   "'medusa' by the heads llm-spec-attach compiled into the artifact, 'hybrid' by "
                   "prompt lookup where a suffix of 2+ tokens recurs and the heads elsewhere, "
-                  "'auto' by the artifact's drafter; verified in one target pass each")
+                  "'draft' by the smaller model --draft-model names, 'auto' by the artifact's "
+                  "drafter; verified in one target pass each")
       ->transform(CLI::Transformer(std::map<std::string, SpecChoice>{{"none", SpecChoice::None},
                                                                      {"ngram", SpecChoice::Ngram},
                                                                      {"medusa", SpecChoice::Medusa},
                                                                      {"hybrid", SpecChoice::Hybrid},
+                                                                     {"draft", SpecChoice::Draft},
                                                                      {"auto", SpecChoice::Auto}})
-                      .description("one of: none, ngram, medusa, hybrid, auto"));
+                      .description("one of: none, ngram, medusa, hybrid, draft, auto"));
   cmd->add_option("--draft", c.draft,
                   "draft tokens per target pass at most (--speculate; default: the artifact's "
                   "max_draft, else 4)")
       ->check(CLI::Range(1, 16));
   cmd->add_option("--min-confidence", c.minConfidence,
-                  "--speculate medusa: stop drafting at the first head whose draft has a lower "
+                  "--speculate medusa or draft: stop drafting at the first draft with a lower "
                   "probability (default: the artifact's, fitted by llm-spec-attach)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--ngram", c.spec.max_n, "longest context suffix prompt lookup matches")
       ->check(CLI::Range(1, 8));
+  cmd->add_option("--draft-model", c.draftModel,
+                  "--speculate draft: the draft model, an .llmc artifact (or a source model "
+                  "llmc compiles) with the target's vocabulary, e.g. a smaller model of the "
+                  "family or the target after llm-prune-depth; its own KV cache, full");
+  cmd->add_option("--draft-mask", c.draftMask,
+                  "--speculate draft: PARD-style parallel drafting, all drafts in one "
+                  "draft-model pass over the context and this many - 1 mask tokens: the id of "
+                  "the mask token the draft model was trained with (PARD); without it the "
+                  "draft model drafts one token per step")
+      ->check(CLI::NonNegativeNumber);
 }
 
 std::unique_ptr<spec::Drafter> SpeculationChoice::makeDrafter(const Artifact &art, Executor &exec,
@@ -46,6 +59,18 @@ std::unique_ptr<spec::Drafter> SpeculationChoice::makeDrafter(const Artifact &ar
   opts.max_draft = draft > 0 ? draft : (c ? c->max_draft : 4);
   if (c && c->method == SpecMethod::Ngram && speculate == SpecChoice::Auto)
     opts.max_n = c->ngram;
+  if ((choice == SpecChoice::Draft) != !draftModel.empty())
+    throw std::runtime_error(choice == SpecChoice::Draft
+                                 ? "--speculate draft needs --draft-model"
+                                 : "--draft-model applies to --speculate draft");
+  if (draftMask >= 0 && choice != SpecChoice::Draft)
+    throw std::runtime_error("--draft-mask applies to --speculate draft");
+  if (choice == SpecChoice::Draft) {
+    return std::make_unique<spec::ModelDrafter>(
+        loadModelOrArtifact(draftModel, "", "", /*quiet=*/true, /*verifyWeights=*/false),
+        draftOptions,
+        exec.vocabSize(), draftMask, std::max(0.0, minConfidence));
+  }
   if (choice == SpecChoice::Medusa)
     return std::make_unique<spec::MedusaDrafter>(art, exec, minConfidence);
   if (choice == SpecChoice::Hybrid)

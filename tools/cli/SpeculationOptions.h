@@ -1,6 +1,7 @@
 //===- SpeculationOptions.h - --speculate and its flags ---------*- C++ -*-===//
 // The drafter choice `llmc run` and `llmc bench` share: --speculate,
-// --draft, --min-confidence, --ngram, and the drafter they make.
+// --draft, --min-confidence, --ngram, --draft-model, --draft-mask, and the
+// drafter they make.
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "llmc/artifact.h"
@@ -13,13 +14,18 @@
 namespace llmc::tool {
 
 /// Drafters --speculate knows (auto: the artifact's own).
-enum class SpecChoice { None, Ngram, Medusa, Hybrid, Auto };
+enum class SpecChoice { None, Ngram, Medusa, Hybrid, Draft, Auto };
 
 struct SpeculationChoice {
   SpecChoice speculate = SpecChoice::None;
   spec::SpecOptions spec;
   int draft = 0;             // --draft (0: the artifact's max_draft, else 4)
   double minConfidence = -1; // --min-confidence (< 0: the artifact's)
+  std::string draftModel;    // --draft-model (--speculate draft)
+  int32_t draftMask = -1;    // --draft-mask: PARD-style parallel drafting
+  /// The draft model's executor options (the command's threads, engine
+  /// and trust; set before makeDrafter).
+  ExecutorOptions draftOptions;
 
   bool on() const { return speculate != SpecChoice::None; }
   /// Whether the drafter may read the final hidden state (the executor
@@ -35,7 +41,8 @@ struct SpeculationChoice {
                                              spec::SpecOptions &opts) const;
 };
 
-/// --speculate, --draft, --min-confidence and --ngram on `cmd`.
+/// --speculate, --draft, --min-confidence, --ngram, --draft-model and
+/// --draft-mask on `cmd`.
 void addSpeculationOptions(CLI::App *cmd, SpeculationChoice &c);
 
 } // namespace llmc::tool

@@ -8,7 +8,8 @@
 // distribution. Drafters: prompt lookup (n-gram matching against the
 // context: no weights) and Medusa heads compiled into the artifact
 // (llm-spec-attach: maps of the final hidden state that the model's own LM
-// head turns into drafts of the next tokens).
+// head turns into drafts of the next tokens), and a draft model (a smaller
+// model with the same vocabulary, autoregressive or PARD-style parallel).
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "llmc/executor.h"
@@ -16,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -113,6 +115,39 @@ public:
 private:
   NgramDrafter lookup_;
   std::unique_ptr<Drafter> fallback_;
+};
+
+/// A draft model: another artifact with the target's vocabulary (a smaller
+/// model of the same family, or the target depth-pruned by
+/// llm-prune-depth) run by its own executor over the same context. Its
+/// cache follows the context: each draft() rewinds it to the longest
+/// prefix it shares with the context (dropping the rejected drafts) and
+/// feeds the rest. Autoregressive (mask < 0): up to max_draft greedy
+/// tokens, one draft-model step each, stopping at the first whose
+/// probability is below min_confidence. Parallel, PARD-style (mask >= 0,
+/// the id of the mask token a PARD-trained draft model was trained with):
+/// one draft-model pass over [unfed context..., mask x (max_draft - 1)]
+/// drafts every token at once (row i of the masks predicts token i + 2),
+/// then the masks are rewound.
+class ModelDrafter final : public Drafter {
+public:
+  /// Throws std::runtime_error when the draft model's vocabulary differs
+  /// from `targetVocab`, its KV cache cannot rewind, or mask is not a token.
+  ModelDrafter(std::unique_ptr<Artifact> draftModel, ExecutorOptions opts, int64_t targetVocab,
+               int32_t mask = -1, double min_confidence = 0);
+  ~ModelDrafter() override;
+  std::vector<int32_t> draft(const std::vector<int32_t> &context, int max_draft,
+                             const float *hidden) override;
+  const char *name() const override { return mask_ >= 0 ? "draft model, parallel" : "draft model"; }
+  Executor &executor() { return *exec_; }
+
+private:
+  std::vector<float> catchUp(const std::vector<int32_t> &context, size_t extra);
+  std::unique_ptr<Artifact> art_;
+  std::unique_ptr<Executor> exec_;
+  std::vector<int32_t> fed_; // the tokens the draft model's cache holds
+  int32_t mask_;
+  double minConfidence_;
 };
 
 /// The artifact's drafter (manifest "speculation"): its method, draft

@@ -1,0 +1,102 @@
+//===- ModelDrafter.cpp - Drafts from a smaller model -----------------------===//
+#include "llmc/speculative.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace llmc::spec {
+namespace {
+
+/// The arg max of a logits row and its softmax probability.
+std::pair<int32_t, double> best(const float *row, int64_t vocab) {
+  const int64_t b = std::max_element(row, row + vocab) - row;
+  double z = 0;
+  for (int64_t i = 0; i < vocab; ++i)
+    z += std::exp(double(row[i]) - double(row[b]));
+  return {int32_t(b), 1.0 / z};
+}
+
+} // namespace
+
+ModelDrafter::ModelDrafter(std::unique_ptr<Artifact> draftModel, ExecutorOptions opts,
+                           int64_t targetVocab, int32_t mask, double min_confidence)
+    : art_(std::move(draftModel)), mask_(mask), minConfidence_(min_confidence) {
+  opts.keep_hidden = false;
+  opts.prefill_chunk = 0;
+  exec_ = std::make_unique<Executor>(*art_, opts);
+  if (exec_->vocabSize() != targetVocab)
+    throw std::runtime_error(art_->path() + ": the draft model's vocabulary has " +
+                             std::to_string(exec_->vocabSize()) + " tokens, the target's " +
+                             std::to_string(targetVocab) + ": drafts must be the target's tokens");
+  if (!exec_->rewindable())
+    throw std::runtime_error(art_->path() + ": the draft model's KV policy cannot drop rejected "
+                                            "drafts (compile the draft model without one)");
+  if (mask_ >= targetVocab)
+    throw std::runtime_error("the draft mask token " + std::to_string(mask_) +
+                             " is outside the vocabulary of " + std::to_string(targetVocab));
+}
+
+ModelDrafter::~ModelDrafter() = default;
+
+/// Rewinds the draft model to the longest prefix its cache shares with
+/// `context` (at least one token short, so the last one's logits come
+/// back), feeds the rest followed by `extra` mask tokens, and returns the
+/// logits of the last context token and of each mask ([1 + extra, vocab]).
+std::vector<float> ModelDrafter::catchUp(const std::vector<int32_t> &context, size_t extra) {
+  size_t common = size_t(std::mismatch(fed_.begin(), fed_.end(), context.begin(),
+                                       context.begin() + std::min(fed_.size(), context.size()))
+                             .first -
+                         fed_.begin());
+  common = std::min(common, context.size() - 1);
+  if (int64_t(common) < exec_->pos())
+    exec_->rewind(int64_t(common));
+  fed_.resize(common);
+  std::vector<int32_t> step(context.begin() + int64_t(common), context.end());
+  const size_t real = step.size();
+  step.insert(step.end(), extra, mask_);
+  std::vector<float> logits = exec_->forward(step, extra > 0);
+  fed_.insert(fed_.end(), context.begin() + int64_t(common), context.end());
+  const int64_t vocab = exec_->vocabSize();
+  if (extra == 0)
+    return logits;
+  exec_->rewind(int64_t(fed_.size())); // the masks are not context
+  return std::vector<float>(logits.begin() + int64_t(real - 1) * vocab, logits.end());
+}
+
+std::vector<int32_t> ModelDrafter::draft(const std::vector<int32_t> &context, int max_draft,
+                                         const float *) {
+  if (context.empty() || max_draft <= 0)
+    return {};
+  const int64_t vocab = exec_->vocabSize();
+  const int64_t room = exec_->maxContext() - int64_t(context.size()) - 1;
+  max_draft = int(std::min<int64_t>(max_draft, room));
+  if (max_draft <= 0)
+    return {};
+  std::vector<int32_t> out;
+  if (mask_ >= 0) {
+    const std::vector<float> rows = catchUp(context, size_t(max_draft - 1));
+    for (int i = 0; i < max_draft; ++i) {
+      const auto [token, p] = best(rows.data() + int64_t(i) * vocab, vocab);
+      if (p < minConfidence_)
+        break;
+      out.push_back(token);
+    }
+    return out;
+  }
+  std::vector<float> row = catchUp(context, 0);
+  for (int i = 0; i < max_draft; ++i) {
+    const auto [token, p] = best(row.data(), vocab);
+    if (p < minConfidence_)
+      break;
+    out.push_back(token);
+    if (i + 1 == max_draft)
+      break; // the last draft need not be fed
+    row = exec_->forward({token});
+    fed_.push_back(token);
+  }
+  return out;
+}
+
+} // namespace llmc::spec
