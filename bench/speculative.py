@@ -11,7 +11,9 @@ data/calib/default.txt) or on the model's own answers (self-distillation:
 data/calib/chat-prompts.txt, 256 tokens each, the prompt and answer ids one
 calibration sequence each; disjoint from the prompts below), and prompt
 lookup with the self-distilled heads as fallback (`--speculate hybrid`),
-and a draft model (the target with 4 blocks removed, `--speculate draft`).
+a draft model (the target with 4 blocks removed, `--speculate draft`) and
+self-speculation (the target's plan skipping those 4 blocks, `--speculate
+self`).
 
 Models: SmolLM2-135M-Instruct as F32 (the shipped Q4_1 GGUF dequantized
 with gguf-py), Q8_0 (llm-quantize-rtn{bits=8} of that F32) and the shipped
@@ -142,6 +144,10 @@ def build_models(args, work):
         prune = "llm-prune-depth{method=angular drop=4}"
         cp.llmc_compile(args.llmc, src, f"{prune},{pipe}" if pipe else prune, draft)
         arts["draft"] = draft
+        selfspec = os.path.join(work, f"{label}.self-spec.llmc")
+        attach = "llm-prune-depth{method=angular drop=4 dry-run=true},llm-spec-attach{method=self}"
+        cp.llmc_compile(args.llmc, src, f"{pipe},{attach}" if pipe else attach, selfspec)
+        arts["selfspec"] = selfspec
         models.append({"label": label, "arts": arts, "fits": fits, "self_tokens": total})
     return models
 
@@ -153,6 +159,7 @@ DRAFTERS = [  # (name, artifact key, llmc run flags)
     ("prompt lookup, then self-distilled Medusa", "self", ["--speculate", "hybrid"]),
     ("draft model: 4 of 30 blocks removed", "plain",
      ["--speculate", "draft", "--draft-model", "{draft}"]),
+    ("self-speculation: 4 of 30 blocks skipped", "selfspec", ["--speculate", "self"]),
 ]
 
 
@@ -235,7 +242,11 @@ def main():
          "data/calib/default.txt; quantized like the target), drafting greedily one token per "
          "draft-model step in its own KV cache (a smaller model of the family would be the "
          "usual draft model; SmolLM2-135M has none, and 8 blocks removed already drop the "
-         "acceptance to about 1.1 tokens per pass).",
+         "acceptance to about 1.1 tokens per pass);",
+         "  - self-speculation: `llm-prune-depth{method=angular drop=4 dry-run=true},"
+         "llm-spec-attach{method=self}` then `--speculate self`: the target's own kernel plan "
+         "without the 4 blocks the angular scores chose, sharing its weights (the same blocks "
+         "as the draft model's, so the same drafts; no second artifact).",
          "", "Heads as fitted (held-out agreement with the model's own choices, from `llmc "
          "inspect`):", ""]
     for m in models:

@@ -49,7 +49,9 @@ def PruneDepthPass : Pass<"llm-prune-depth", "mlir::ModuleOp"> {
     `layers=a,b,...` removes exactly those blocks (scores are still
     reported when a method is given). Every block's score and the chosen
     set are printed as progress lines (dropped with -q); `report=FILE`
-    writes them as JSON; `dry-run` reports without changing the IR. All
+    writes them as JSON; `dry-run` reports without changing the blocks (it
+    leaves the choice on the model as `llm.depth_choice`, which
+    `llm-spec-attach{method=self}` takes as the blocks its drafter skips). All
     options are checked before anything runs. A model with a KV policy
     already attached is refused (its per-layer budgets would be stale):
     prune first.

@@ -15,6 +15,12 @@ def SpecAttachPass : Pass<"llm-spec-attach", "mlir::ModuleOp"> {
 
     - `ngram`: prompt lookup (the tokens that followed the latest earlier
       occurrence of the context's last `ngram`..1 tokens); no weights.
+    - `self`: self-speculation: the drafter is the model's own kernel plan
+      without some of its blocks (sharing every weight; its own KV cache),
+      drafting greedily one token per step. The blocks are `skip=a,b,...`,
+      else those a preceding `llm-prune-depth{... dry-run=true}` chose by
+      its scores (it leaves them on the model as `llm.depth_choice`), e.g.
+      `llm-prune-depth{method=angular drop=4 dry-run=true},llm-spec-attach{method=self}`.
     - `medusa`: `heads` linear maps fitted in closed form on calibration
       text: head k (1..heads) is the ridge regression of the final hidden
       state h_{t+k} (the LM head's input, after the final norm) on
@@ -52,7 +58,8 @@ def SpecAttachPass : Pass<"llm-spec-attach", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"method", "method", "std::string", "\"\"", "ngram or medusa">,
+    Option<"method", "method", "std::string", "\"\"", "ngram, medusa or self">,
+    ListOption<"skip", "skip", "int64_t", "self: the blocks the drafter skips (default: llm-prune-depth{dry-run=true}'s choice)">,
     Option<"heads", "heads", "int64_t", "4", "medusa: heads (tokens t+2..t+heads+1), in [1, 8]">,
     Option<"draft", "draft", "int64_t", "0", "default draft length (0: heads for medusa, 4 for ngram)">,
     Option<"ngram", "ngram", "int64_t", "3", "ngram: longest context suffix matched, in [1, 16]">,

@@ -37,6 +37,8 @@ namespace {
 
 constexpr const char *kHeadsName = "spec.medusa.heads";
 constexpr const char *kBiasName = "spec.medusa.bias";
+// What llm-prune-depth{dry-run=true} leaves on the model: the blocks it chose.
+constexpr const char *kDepthChoiceAttr = "llm.depth_choice";
 
 /// What the medusa fit found, for the log, the report and the op's `fit`.
 struct FitResult {
@@ -73,9 +75,13 @@ public:
                                                                : int64_t(4));
     if (method_ == llm::SpecMethod::Ngram) {
       llm::SpeculateOp::create(b, loc, method_, Value(), Value(), Value(), maxDraft, ngram,
-                               DenseI32ArrayAttr(), DictionaryAttr());
+                               DenseI32ArrayAttr(), DictionaryAttr(), DenseI64ArrayAttr());
       ProgressLog(getOperation()) << "spec-attach ngram: prompt lookup, suffixes of up to "
                                   << ngram << " tokens, drafts of up to " << maxDraft << "\n";
+      return;
+    }
+    if (method_ == llm::SpecMethod::Self) {
+      attachSelf(b, loc, model, maxDraft);
       return;
     }
     try {
@@ -97,6 +103,37 @@ public:
 private:
   llm::SpecMethod method_ = llm::SpecMethod::Ngram;
 
+  /// method=self: the blocks from skip=, else from llm-prune-depth's
+  /// dry-run choice on the model; the op verifies them.
+  void attachSelf(OpBuilder &b, Location loc, llm::ModelOp model, int64_t maxDraft) {
+    std::vector<int64_t> blocks(skip.begin(), skip.end());
+    std::string from = "skip=";
+    if (blocks.empty()) {
+      auto chosen = model->getAttrOfType<DenseI64ArrayAttr>(kDepthChoiceAttr);
+      if (!chosen || chosen.empty()) {
+        (void)fail("method=self needs the blocks its drafter skips: skip=a,b,... or a "
+                   "preceding llm-prune-depth{method=... drop=N dry-run=true}");
+        return;
+      }
+      blocks.assign(chosen.asArrayRef().begin(), chosen.asArrayRef().end());
+      from = "llm-prune-depth's choice";
+    }
+    std::sort(blocks.begin(), blocks.end());
+    auto op = llm::SpeculateOp::create(b, loc, method_, Value(), Value(), Value(), maxDraft, ngram,
+                                       DenseI32ArrayAttr(), DictionaryAttr(),
+                                       b.getDenseI64ArrayAttr(blocks));
+    if (failed(op.verify())) {
+      op.erase();
+      (void)fail("the blocks to skip do not fit the model");
+      return;
+    }
+    std::string list;
+    for (int64_t x : blocks)
+      list += (list.empty() ? "" : ",") + std::to_string(x);
+    ProgressLog(getOperation()) << "spec-attach self: the drafter skips blocks " << list << " ("
+                                << from << "), drafts of up to " << maxDraft << "\n";
+  }
+
   LogicalResult fail(const Twine &msg) {
     getOperation().emitError() << "llm-spec-attach: " << msg;
     signalPassFailure();
@@ -105,10 +142,12 @@ private:
 
   LogicalResult checkOptions() {
     if (method.empty())
-      return fail("option 'method' is required (ngram or medusa)");
+      return fail("option 'method' is required (ngram, medusa or self)");
     auto m = llm::symbolizeSpecMethod(method);
     if (!m)
-      return fail("unknown method '" + method + "' (option 'method': ngram or medusa)");
+      return fail("unknown method '" + method + "' (option 'method': ngram, medusa or self)");
+    if (!skip.empty() && *m != llm::SpecMethod::Self)
+      return fail("skip= belongs to method=self");
     method_ = *m;
     if (heads < 1 || heads > 8)
       return fail("heads must be in [1, 8]");
@@ -350,7 +389,8 @@ private:
     auto bOp = prune::createF32Weight(b, loc, kBiasName, {K, D}, bias, info);
     auto fitAttr = cast<DictionaryAttr>(jsonToAttribute(b, fitJson(f)));
     llm::SpeculateOp::create(b, loc, method_, head.getX(), wOp.getResult(), bOp.getResult(),
-                             maxDraft, ngram, b.getDenseI32ArrayAttr(f.vocab), fitAttr);
+                             maxDraft, ngram, b.getDenseI32ArrayAttr(f.vocab), fitAttr,
+                             DenseI64ArrayAttr());
   }
 };
 

@@ -1,7 +1,9 @@
 """End-to-end: `llmc run --speculate draft --draft-model SMALL` (a draft
 model with the target's vocabulary drafts, the target verifies in one pass,
-the draft model's own cache follows the context) gives exactly the tokens
-of plain greedy decoding.
+the draft model's own cache follows the context) and `--speculate self`
+(the target's own kernel plan without the blocks llm-spec-attach{method=self}
+recorded, chosen by llm-prune-depth's angular scores in a dry run) give
+exactly the tokens of plain greedy decoding.
 
 On SmolLM2-135M-Instruct (Q4_1 as shipped, signed: generated kernels, int8
 activations) with chat prompts (code, story), 96 tokens, --ignore-eos; the
@@ -16,6 +18,9 @@ removed already drop the acceptance to about 1.1 tokens per pass):
 - a regression floor on the mean accepted length of autoregressive
   drafting on the code prompt: at least 2.0 tokens per drafted pass (2.91
   measured; a drafter proposing unrelated tokens gets about 1.0);
+- self-speculation skipping the same 4 blocks: equal to plain greedy
+  decoding (--speculate self and auto) with the same floor, and not every
+  draft accepted (the drafter is not the target itself);
 - on stories260K (f32, token-id prompt) the model drafting for itself (the
   same artifact as draft model) has every draft accepted: mean accepted
   length = 1 + the draft length (after the first pass);
@@ -82,6 +87,20 @@ def smollm2(checks, work):
                       plain, ["--speculate", "draft", "--draft-model", draft, "--draft-mask", "0"])
         checks.check(st is not None and st["passes"] > 0,
                      f"SmolLM2 {name}: parallel drafts scored", str(st))
+    self_art = os.path.join(work, "smollm2-self.llmc")
+    harness.compile_checked(checks, harness.SMOLLM2_GGUF, self_art,
+                            "llm-prune-depth{method=angular drop=4 calib-tokens=1024 dry-run=true},"
+                            "llm-spec-attach{method=self}", "SmolLM2 with a self-speculation drafter")
+    prompt = ["--chat", "-p", CHAT_PROMPTS["code"]]
+    _, plain, _ = run(self_art, prompt, 96)
+    for mode in ("self", "auto"):
+        _, st = equal(checks, f"SmolLM2 code, --speculate {mode}", self_art, prompt, 96, plain,
+                      ["--speculate", mode])
+        checks.check(st is not None and st["mean"] >= 2.0 and st["accepted"] < st["drafted"],
+                     f"SmolLM2 code, --speculate {mode}: mean accepted length >= 2.0, some "
+                     "drafts rejected (the drafter skips blocks)", str(st))
+    fails(checks, "--speculate self on an artifact without a self drafter", target,
+          ["--speculate", "self"], "no self-speculation drafter")
     fails(checks, "--speculate draft without --draft-model", target, ["--speculate", "draft"],
           "needs --draft-model")
     fails(checks, "--draft-model without --speculate draft", target,

@@ -60,7 +60,13 @@ void printSpeculation(const nlohmann::json &m) {
          (long long)s.value("max_draft", (int64_t)0));
   if (method == "ngram")
     printf(", suffixes of up to %lld tokens\n", (long long)s.value("ngram", (int64_t)0));
-  else
+  else if (method == "self") {
+    std::string list;
+    if (s.contains("skip_blocks") && s["skip_blocks"].is_array())
+      for (const nlohmann::json &b : s["skip_blocks"])
+        list += (list.empty() ? "" : ",") + b.dump();
+    printf(", the model without blocks %s\n", list.c_str());
+  } else
     printf(", %lld heads over a draft vocabulary of %zu tokens\n",
            (long long)s.value("heads", (int64_t)0),
            s.contains("draft_vocab") && s["draft_vocab"].is_array() ? s["draft_vocab"].size()

@@ -13,15 +13,17 @@ void addSpeculationOptions(CLI::App *cmd, SpeculationChoice &c) {
                   "sampling: the same distribution): 'ngram' drafts by prompt lookup, "
                   "'medusa' by the heads llm-spec-attach compiled into the artifact, 'hybrid' by "
                   "prompt lookup where a suffix of 2+ tokens recurs and the heads elsewhere, "
-                  "'draft' by the smaller model --draft-model names, 'auto' by the artifact's "
-                  "drafter; verified in one target pass each")
+                  "'draft' by the smaller model --draft-model names, 'self' by the model "
+                  "without the blocks llm-spec-attach{method=self} chose, 'auto' by the "
+                  "artifact's drafter; verified in one target pass each")
       ->transform(CLI::Transformer(std::map<std::string, SpecChoice>{{"none", SpecChoice::None},
                                                                      {"ngram", SpecChoice::Ngram},
                                                                      {"medusa", SpecChoice::Medusa},
                                                                      {"hybrid", SpecChoice::Hybrid},
                                                                      {"draft", SpecChoice::Draft},
+                                                                     {"self", SpecChoice::Self},
                                                                      {"auto", SpecChoice::Auto}})
-                      .description("one of: none, ngram, medusa, hybrid, draft, auto"));
+                      .description("one of: none, ngram, medusa, hybrid, draft, self, auto"));
   cmd->add_option("--draft", c.draft,
                   "draft tokens per target pass at most (--speculate; default: the artifact's "
                   "max_draft, else 4)")
@@ -53,7 +55,9 @@ std::unique_ptr<spec::Drafter> SpeculationChoice::makeDrafter(const Artifact &ar
       throw std::runtime_error("--speculate auto: the artifact has no drafter (attach one with "
                                "--pipeline='llm-spec-attach{method=medusa}' or use "
                                "--speculate ngram)");
-    choice = c->method == SpecMethod::Medusa ? SpecChoice::Medusa : SpecChoice::Ngram;
+    choice = c->method == SpecMethod::Medusa ? SpecChoice::Medusa
+             : c->method == SpecMethod::Self ? SpecChoice::Self
+                                             : SpecChoice::Ngram;
   }
   opts = spec;
   opts.max_draft = draft > 0 ? draft : (c ? c->max_draft : 4);
@@ -70,6 +74,14 @@ std::unique_ptr<spec::Drafter> SpeculationChoice::makeDrafter(const Artifact &ar
         loadModelOrArtifact(draftModel, "", "", /*quiet=*/true, /*verifyWeights=*/false),
         draftOptions,
         exec.vocabSize(), draftMask, std::max(0.0, minConfidence));
+  }
+  if (choice == SpecChoice::Self) {
+    if (!c || c->method != SpecMethod::Self)
+      throw std::runtime_error("--speculate self: the artifact has no self-speculation drafter "
+                               "(attach one with --pipeline='llm-prune-depth{method=angular "
+                               "drop=4 dry-run=true},llm-spec-attach{method=self}')");
+    return std::make_unique<spec::ModelDrafter>(art, c->skip_blocks, draftOptions,
+                                                std::max(0.0, minConfidence));
   }
   if (choice == SpecChoice::Medusa)
     return std::make_unique<spec::MedusaDrafter>(art, exec, minConfidence);

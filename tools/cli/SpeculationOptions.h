@@ -14,7 +14,7 @@
 namespace llmc::tool {
 
 /// Drafters --speculate knows (auto: the artifact's own).
-enum class SpecChoice { None, Ngram, Medusa, Hybrid, Draft, Auto };
+enum class SpecChoice { None, Ngram, Medusa, Hybrid, Draft, Self, Auto };
 
 struct SpeculationChoice {
   SpecChoice speculate = SpecChoice::None;

@@ -54,7 +54,8 @@ def Llm_MoefyClusteringEnum : Llm_Enum<"MoefyClustering",
 def Llm_SpecMethodEnum : Llm_Enum<"SpecMethod",
     "how llm.speculate drafts tokens for lossless speculative decoding", [
   I32EnumAttrCase<"Ngram", 0, "ngram">,
-  I32EnumAttrCase<"Medusa", 1, "medusa">]>;
+  I32EnumAttrCase<"Medusa", 1, "medusa">,
+  I32EnumAttrCase<"Self", 2, "self">]>;
 def Llm_SpecMethodAttr : EnumAttr<Llm_Dialect, Llm_SpecMethodEnum, "spec_method">;
 
 def Llm_NormKindEnum : Llm_Enum<"NormKind", "the normalization of a model", [

@@ -315,6 +315,29 @@ LogicalResult LMHeadOp::verify() {
 LogicalResult SpeculateOp::verify() {
   if (getMaxDraft() < 1 || getMaxDraft() > 64)
     return emitOpError("max_draft must be in [1, 64], got ") << getMaxDraft();
+  if (getSkipBlocksAttr() && getMethod() != SpecMethod::Self)
+    return emitOpError("skip_blocks belongs to method 'self'");
+  if (getMethod() == SpecMethod::Self) {
+    if (getHidden() || getHeads() || getBias() || getDraftVocabAttr())
+      return emitOpError("method 'self' drafts with the model's own blocks and takes no "
+                         "operands or draft_vocab");
+    auto skip = getSkipBlocksAttr();
+    if (!skip || skip.empty())
+      return emitOpError("method 'self' needs skip_blocks (the blocks its drafter skips)");
+    int64_t blocks = 0;
+    for (Operation &op : (*this)->getParentOp()->getRegion(0).front())
+      blocks += isa<LayerOp>(op);
+    int64_t prev = -1;
+    for (int64_t b : skip.asArrayRef()) {
+      if (b <= prev || b >= blocks)
+        return emitOpError("skip_blocks must be ascending block indices in [0, ")
+               << blocks << "), got " << b;
+      prev = b;
+    }
+    if (int64_t(skip.size()) >= blocks)
+      return emitOpError("skip_blocks leaves the drafter no block");
+    return success();
+  }
   if (getMethod() == SpecMethod::Ngram) {
     if (getHidden() || getHeads() || getBias() || getDraftVocabAttr())
       return emitOpError("method 'ngram' drafts from the context and takes no operands or "

@@ -275,8 +275,14 @@ def Llm_SpeculateOp : Llm_Op<"speculate", [AttrSizedOperandSegments, HasParent<"
     into a draft of token t+k+1. `fit` records how the heads were fitted
     (calibration, ridge, held-out agreement per head).
 
+    `self`: self-speculation, no weights: the drafter is the model's own
+    kernel plan without the blocks `skip_blocks` lists (ascending block
+    indices of this model; chosen by llm-prune-depth's scores), sharing
+    every weight, with its own KV cache.
+
     ```mlir
     llm.speculate medusa (%hn : tensor<?x576xf32>) heads(%w, %b : tensor<4x576x1152xf32>, tensor<4x576xf32>) {draft_vocab = array<i32: 0, 1, 5>, max_draft = 4 : i64}
+    llm.speculate self {max_draft = 4 : i64, skip_blocks = array<i64: 4, 8, 13, 15>}
     ```
   }];
   let arguments = (ins Llm_SpecMethodAttr:$method, Optional<Llm_Activation>:$hidden,
@@ -284,7 +290,8 @@ def Llm_SpeculateOp : Llm_Op<"speculate", [AttrSizedOperandSegments, HasParent<"
                        DefaultValuedAttr<I64Attr, "4">:$max_draft,
                        DefaultValuedAttr<I64Attr, "3">:$ngram,
                        OptionalAttr<DenseI32ArrayAttr>:$draft_vocab,
-                       OptionalAttr<DictionaryAttr>:$fit);
+                       OptionalAttr<DictionaryAttr>:$fit,
+                       OptionalAttr<DenseI64ArrayAttr>:$skip_blocks);
   let assemblyFormat = [{
     $method (`(` $hidden^ `:` type($hidden) `)`)?
     (`heads` `(` $heads^ `,` $bias `:` type($heads) `,` type($bias) `)`)? attr-dict

@@ -91,6 +91,11 @@ struct ExecutorOptions {
   /// kernels (with untrustedCodeWarning() set), or fail to open with
   /// trust.require_signed.
   signing::CodeTrust trust;
+  /// Self-speculation's drafter: the kernel plan without the steps of these
+  /// blocks (the residual stream passes them unchanged; their KV caches stay
+  /// empty). The weights are the artifact's, shared with any other executor
+  /// on it. Kernel engine only.
+  std::vector<int64_t> skip_blocks;
 };
 
 struct KvSnapshot;

@@ -487,6 +487,7 @@ constexpr std::string_view spellingsRopeStyle() {
 enum class SpecMethod : uint32_t {
   Ngram = 0,
   Medusa = 1,
+  Self = 2,
 };
 
 /// The spelling of `v` in IR attributes, pass options and manifests.
@@ -496,6 +497,8 @@ constexpr std::string_view spelling(SpecMethod v) {
     return "ngram";
   case SpecMethod::Medusa:
     return "medusa";
+  case SpecMethod::Self:
+    return "self";
   }
   return "";
 }
@@ -506,12 +509,14 @@ constexpr std::optional<SpecMethod> parseSpecMethod(std::string_view s) {
     return SpecMethod::Ngram;
   if (s == "medusa")
     return SpecMethod::Medusa;
+  if (s == "self")
+    return SpecMethod::Self;
   return std::nullopt;
 }
 
 /// Every spelling, "a, b or c" (for messages).
 constexpr std::string_view spellingsSpecMethod() {
-  return "ngram or medusa";
+  return "ngram, medusa or self";
 }
 
 /// what WRP compares of two blocks' residual-stream writers

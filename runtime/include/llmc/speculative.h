@@ -128,22 +128,33 @@ private:
 /// the id of the mask token a PARD-trained draft model was trained with):
 /// one draft-model pass over [unfed context..., mask x (max_draft - 1)]
 /// drafts every token at once (row i of the masks predicts token i + 2),
-/// then the masks are rewound.
+/// then the masks are rewound. Self-speculation is the same with the
+/// target's own artifact run without some of its blocks (chosen by the
+/// depth-pruning scores: llm-spec-attach{method=self}).
 class ModelDrafter final : public Drafter {
 public:
   /// Throws std::runtime_error when the draft model's vocabulary differs
   /// from `targetVocab`, its KV cache cannot rewind, or mask is not a token.
   ModelDrafter(std::unique_ptr<Artifact> draftModel, ExecutorOptions opts, int64_t targetVocab,
                int32_t mask = -1, double min_confidence = 0);
+  /// Self-speculation: the target's own artifact (not copied; it must
+  /// outlive the drafter) run without `skip` blocks (opts.skip_blocks).
+  ModelDrafter(const Artifact &target, const std::vector<int64_t> &skip, ExecutorOptions opts,
+               double min_confidence = 0);
   ~ModelDrafter() override;
   std::vector<int32_t> draft(const std::vector<int32_t> &context, int max_draft,
                              const float *hidden) override;
-  const char *name() const override { return mask_ >= 0 ? "draft model, parallel" : "draft model"; }
+  const char *name() const override {
+    return self_ ? "self-speculation" : mask_ >= 0 ? "draft model, parallel" : "draft model";
+  }
   Executor &executor() { return *exec_; }
 
 private:
   std::vector<float> catchUp(const std::vector<int32_t> &context, size_t extra);
-  std::unique_ptr<Artifact> art_;
+  void check(const std::string &what, int64_t targetVocab);
+  std::unique_ptr<Artifact> owned_;
+  const Artifact *art_ = nullptr;
+  bool self_ = false;
   std::unique_ptr<Executor> exec_;
   std::vector<int32_t> fed_; // the tokens the draft model's cache holds
   int32_t mask_;
@@ -158,6 +169,7 @@ struct SpecConfig {
   int max_draft = 4;
   int ngram = 3;
   int64_t heads = 0;
+  std::vector<int64_t> skip_blocks; // self: the blocks the drafter skips
 };
 std::optional<SpecConfig> specConfigOf(const Artifact &art);
 

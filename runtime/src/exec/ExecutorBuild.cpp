@@ -365,6 +365,9 @@ void Executor::Impl::buildLmHead(Node &n, const ProgramNode &pn) {
 void Executor::Impl::buildPlan(const ExecutorOptions &o) {
   const bool present = hasKernelPlan(art.manifest());
   const bool refOnly = bool(hook) || stopAfterBlock >= 0;
+  if (!o.skip_blocks.empty() && (o.engine == Engine::Reference || !present || refOnly))
+    throw std::runtime_error(art.path() + ": skipping blocks (self-speculation) needs the "
+                             "kernel engine and the artifact's kernel plan");
   if (o.engine == Engine::Reference || (o.engine == Engine::Auto && (!present || refOnly)))
     return;
   if (!present)
@@ -413,7 +416,10 @@ void Executor::Impl::buildPlan(const ExecutorOptions &o) {
   } else {
     generatedHow = "generated kernels disabled";
   }
-  plan = std::make_unique<PlanEngine>(art.manifest()["kernel_plan"], bind);
+  plan = std::make_unique<PlanEngine>(
+      o.skip_blocks.empty() ? art.manifest()["kernel_plan"]
+                            : planWithoutBlocks(art.manifest()["kernel_plan"], o.skip_blocks),
+      bind);
   if (plan->vocab() != widths[size_t(output)])
     throw std::runtime_error(art.path() + ": the kernel plan's logits width " +
                              std::to_string(plan->vocab()) + " differs from the program's " +

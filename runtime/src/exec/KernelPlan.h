@@ -100,6 +100,12 @@ struct PlanSegment {
   int64_t pos = 0;
 };
 
+/// `plan` without the steps of blocks `skip` (self-speculation's drafter):
+/// each must be a run of consecutive steps that only adds into the residual
+/// stream. std::runtime_error naming the block otherwise, for a block the
+/// plan lacks, or when every block would go.
+nlohmann::json planWithoutBlocks(const nlohmann::json &plan, const std::vector<int64_t> &skip);
+
 class PlanEngine {
 public:
   /// Parse and check the plan (slots inside the arena, widths matching the

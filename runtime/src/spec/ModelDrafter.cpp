@@ -22,20 +22,37 @@ std::pair<int32_t, double> best(const float *row, int64_t vocab) {
 
 ModelDrafter::ModelDrafter(std::unique_ptr<Artifact> draftModel, ExecutorOptions opts,
                            int64_t targetVocab, int32_t mask, double min_confidence)
-    : art_(std::move(draftModel)), mask_(mask), minConfidence_(min_confidence) {
+    : owned_(std::move(draftModel)), art_(owned_.get()), mask_(mask),
+      minConfidence_(min_confidence) {
   opts.keep_hidden = false;
   opts.prefill_chunk = 0;
   exec_ = std::make_unique<Executor>(*art_, opts);
-  if (exec_->vocabSize() != targetVocab)
+  check("the draft model", targetVocab);
+  if (mask_ >= targetVocab)
+    throw std::runtime_error("the draft mask token " + std::to_string(mask_) +
+                             " is outside the vocabulary of " + std::to_string(targetVocab));
+}
+
+ModelDrafter::ModelDrafter(const Artifact &target, const std::vector<int64_t> &skip,
+                           ExecutorOptions opts, double min_confidence)
+    : art_(&target), self_(true), mask_(-1), minConfidence_(min_confidence) {
+  if (skip.empty())
+    throw std::runtime_error("self-speculation needs the blocks its drafter skips");
+  opts.keep_hidden = false;
+  opts.prefill_chunk = 0;
+  opts.skip_blocks = skip;
+  exec_ = std::make_unique<Executor>(*art_, opts);
+  check("the self-speculation drafter", -1);
+}
+
+void ModelDrafter::check(const std::string &what, int64_t targetVocab) {
+  if (targetVocab >= 0 && exec_->vocabSize() != targetVocab)
     throw std::runtime_error(art_->path() + ": the draft model's vocabulary has " +
                              std::to_string(exec_->vocabSize()) + " tokens, the target's " +
                              std::to_string(targetVocab) + ": drafts must be the target's tokens");
   if (!exec_->rewindable())
-    throw std::runtime_error(art_->path() + ": the draft model's KV policy cannot drop rejected "
-                                            "drafts (compile the draft model without one)");
-  if (mask_ >= targetVocab)
-    throw std::runtime_error("the draft mask token " + std::to_string(mask_) +
-                             " is outside the vocabulary of " + std::to_string(targetVocab));
+    throw std::runtime_error(art_->path() + ": " + what + "'s KV policy cannot drop rejected "
+                             "drafts (compile the draft model without one)");
 }
 
 ModelDrafter::~ModelDrafter() = default;

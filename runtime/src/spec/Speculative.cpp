@@ -93,6 +93,17 @@ std::optional<SpecConfig> specConfigOf(const Artifact &art) {
   c.heads = integer("heads", 0, 64, 0);
   if (c.method == SpecMethod::Medusa && c.heads < 1)
     throw bad("method 'medusa' needs 'heads' >= 1");
+  if (c.method == SpecMethod::Self) {
+    if (!s.contains("skip_blocks") || !s["skip_blocks"].is_array() || s["skip_blocks"].empty() ||
+        s["skip_blocks"].size() > 4096)
+      throw bad("method 'self' needs a non-empty 'skip_blocks' array");
+    for (const nlohmann::json &b : s["skip_blocks"]) {
+      if (!b.is_number_integer() || b.get<int64_t>() < 0 || b.get<int64_t>() >= 4096 ||
+          (!c.skip_blocks.empty() && b.get<int64_t>() <= c.skip_blocks.back()))
+        throw bad("'skip_blocks' must be ascending block indices");
+      c.skip_blocks.push_back(b.get<int64_t>());
+    }
+  }
   return c;
 }
 
