@@ -69,7 +69,7 @@
 
 // ROUND: llm.speculate medusa(%{{.*}} : tensor<?x64xf32>) heads(%{{.*}}, %{{.*}} : tensor<1x64x128xf32>, tensor<1x64xf32>)
 
-// NOMETHOD: llm-spec-attach: option 'method' is required (ngram or medusa)
+// NOMETHOD: llm-spec-attach: option 'method' is required (ngram, medusa or self)
 // UNKNOWN: llm-spec-attach: unknown method 'eagle'
 // DRAFT: llm-spec-attach: draft 3 exceeds the 2 heads
 // FEW: llm-spec-attach: calib-tokens must cover at least two sequences
