@@ -9,6 +9,7 @@
 #include <fcntl.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -18,6 +19,14 @@ using namespace llmc::codegen;
 namespace fs = std::filesystem;
 
 namespace {
+
+// The unit tests' kernel builds share the build tree's cache with the lit
+// and end-to-end tests (never the user's), unless LLMC_CACHE_DIR names one.
+// Set before main(): the process's cache is resolved at its first use.
+const bool kTestCacheDir = [] {
+  setenv("LLMC_CACHE_DIR", LLMC_TEST_KERNEL_CACHE, /*overwrite=*/0);
+  return true;
+}();
 
 struct TempDir {
   fs::path path;
