@@ -94,11 +94,15 @@ SPEED_QUANT = "llm-quantize-rtn{bits=8 group=32 sym=true}"
 def decode_speed(llmc, pipeline, threads, tokens=64, engine="kernels"):
     """Decode tok/s of `pipeline` (weights then quantized to Q8_0)."""
     full = f"{pipeline},{SPEED_QUANT}" if pipeline else SPEED_QUANT
+    # --ignore-eos: a pruned model that ends its answer early would time a
+    # handful of tokens (the first of them slower), not `tokens`.
     p = run([llmc, "run", MODEL, "--pipeline", full, "-p", PROMPT, "-n", str(tokens),
-             "-t", str(threads), "--engine", engine])
+             "-t", str(threads), "--engine", engine, "--ignore-eos"])
     m = re.search(r"generated (\d+) tokens, ([0-9.]+) tok/s", p.stderr)
     if not m:
         raise RuntimeError("no decode speed in llmc run's statistics")
+    if int(m.group(1)) != tokens:
+        raise RuntimeError(f"llmc run generated {m.group(1)} tokens, not {tokens}")
     return float(m.group(2))
 
 
