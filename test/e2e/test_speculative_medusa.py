@@ -104,17 +104,7 @@ def stories(checks, work):
 
 
 def main():
-    checks = harness.Checks("llmc run --speculate medusa: equal to plain greedy decoding")
-    work = harness.work_dir("speculative_medusa")
-    if os.path.exists(STORIES):
-        stories(checks, work)
-    else:
-        harness.skip_part(f"{STORIES} missing")
-    if os.path.exists(harness.SMOLLM2_GGUF):
-        smollm2(checks, work)
-    else:
-        harness.skip_part(f"{harness.SMOLLM2_GGUF} missing (scripts/setup.sh fetches it)")
-    checks.finish()
+    harness.run_model_parts("llmc run --speculate medusa: equal to plain greedy decoding", "speculative_medusa", stories, smollm2)
 
 
 if __name__ == "__main__":

@@ -117,6 +117,23 @@ def skip_part(reason: str):
     _skipped_parts.append(reason)
 
 
+def run_model_parts(title, work_name, stories_part, smollm2_part):
+    """The usual main of a test with a stories260K part and a SmolLM2 part:
+    each runs with (checks, work dir) when its model is there and is
+    skipped (skip_part) when not; then the tally ends the test."""
+    checks = Checks(title)
+    work = work_dir(work_name)
+    stories = os.path.join(shared_dir(), "models", "stories260K.bin")
+    for path, part, missing in ((stories, stories_part, f"{stories} missing"),
+                                (SMOLLM2_GGUF, smollm2_part,
+                                 f"{SMOLLM2_GGUF} missing (scripts/setup.sh fetches it)")):
+        if os.path.exists(path):
+            part(checks, work)
+        else:
+            skip_part(missing)
+    checks.finish()
+
+
 def run_llmc(args, timeout=300, check=True, env=None):
     """Runs llmc; returns the CompletedProcess. check: exit code must be 0.
     env: variables added to this process's environment."""
