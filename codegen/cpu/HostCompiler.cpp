@@ -30,7 +30,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
-#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <unistd.h>
@@ -175,19 +174,9 @@ std::string compileFlags(IsaLevel level) {
   return s;
 }
 
-SharedObject compileSharedObject(const std::string &source, IsaLevel level) {
-  auto t0 = std::chrono::steady_clock::now();
-  KernelCache &cache = KernelCache::process();
-  const std::string key =
-      KernelCache::key({"cpu shared object", compilerDescription(), compileFlags(level), source});
-  if (std::optional<std::string> stored = cache.load(key)) {
-    SharedObject out;
-    out.bytes = std::move(*stored);
-    out.compiler = compilerDescription();
-    out.cached = true;
-    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return out;
-  }
+namespace {
+/// The shared object's bytes, built by clang and lld (no cache).
+std::string buildSharedObject(const std::string &source, IsaLevel level) {
   PrivateDir dir;
   const std::string src = dir.file("kernels.cpp"), obj = dir.file("kernels.o"),
                     so = dir.file("kernels.so");
@@ -204,13 +193,22 @@ SharedObject compileSharedObject(const std::string &source, IsaLevel level) {
   if (!linkSharedObject(obj, so, log))
     throw std::runtime_error(std::string("lld failed linking the ") + isaName(level) +
                              " kernels: " + log.substr(0, 2000));
-  SharedObject out;
-  out.bytes = readFile(so);
-  if (out.bytes.empty())
+  std::string bytes = readFile(so);
+  if (bytes.empty())
     throw std::runtime_error(std::string("no object was produced for the ") + isaName(level) +
                              " kernels");
+  return bytes;
+}
+} // namespace
+
+SharedObject compileSharedObject(const std::string &source, IsaLevel level) {
+  auto t0 = std::chrono::steady_clock::now();
+  const std::string key =
+      KernelCache::key({"cpu shared object", compilerDescription(), compileFlags(level), source});
+  SharedObject out;
+  out.bytes = KernelCache::process().getOrBuild(
+      key, [&] { return buildSharedObject(source, level); }, &out.cached);
   out.compiler = compilerDescription();
-  cache.store(key, out.bytes);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }

@@ -108,9 +108,7 @@ std::string compileCuda(const std::string &source, const std::string &arch) {
 
 namespace {
 std::string compileUncached(const std::string &source, const std::string &arch) {
-  const Nvrtc &n = nvrtc();
-  if (!n.lib)
-    throw std::runtime_error(n.error);
+  const Nvrtc &n = nvrtc(); // loaded: compileCuda checked
   const bool cubin = arch.rfind("sm_", 0) == 0;
   if (!cubin && arch.rfind("compute_", 0) != 0)
     throw std::runtime_error("cuda: architecture '" + arch + "' is neither sm_XX nor compute_XX");

@@ -15,6 +15,10 @@
 
 namespace llmc::prune {
 
+/// The attribute llm-prune-depth{dry-run=true} leaves on the llm.model: the
+/// blocks it chose (llm-spec-attach{method=self} skips them).
+constexpr const char *kDepthChoiceAttr = "llm.depth_choice";
+
 struct CalibrationUse {
   std::string path;        // the file read
   int64_t tokens = 0;      // tokens run

@@ -185,11 +185,11 @@ public:
     printChoice(s, c, origin);
     if (!report.empty() && failed(writeReport(s, c, origin)))
       return;
-    model->removeAttr("llm.depth_choice"); // indices of the model as it was
+    model->removeAttr(kDepthChoiceAttr); // indices of the model as it was
     if (!dryRun)
       removeBlocks(model, blocks, c.removed, origin);
     else // for llm-spec-attach{method=self}: the blocks a drafter may skip
-      model->setAttr("llm.depth_choice", OpBuilder(model).getDenseI64ArrayAttr(c.removed));
+      model->setAttr(kDepthChoiceAttr, OpBuilder(model).getDenseI64ArrayAttr(c.removed));
   }
 
 private:

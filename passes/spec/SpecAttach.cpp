@@ -37,8 +37,6 @@ namespace {
 
 constexpr const char *kHeadsName = "spec.medusa.heads";
 constexpr const char *kBiasName = "spec.medusa.bias";
-// What llm-prune-depth{dry-run=true} leaves on the model: the blocks it chose.
-constexpr const char *kDepthChoiceAttr = "llm.depth_choice";
 
 /// What the medusa fit found, for the log, the report and the op's `fit`.
 struct FitResult {
@@ -109,7 +107,7 @@ private:
     std::vector<int64_t> blocks(skip.begin(), skip.end());
     std::string from = "skip=";
     if (blocks.empty()) {
-      auto chosen = model->getAttrOfType<DenseI64ArrayAttr>(kDepthChoiceAttr);
+      auto chosen = model->getAttrOfType<DenseI64ArrayAttr>(prune::kDepthChoiceAttr);
       if (!chosen || chosen.empty()) {
         (void)fail("method=self needs the blocks its drafter skips: skip=a,b,... or a "
                    "preceding llm-prune-depth{method=... drop=N dry-run=true}");

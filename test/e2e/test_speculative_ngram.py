@@ -29,13 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref
 import harness  # noqa: E402
 
 STORIES = os.path.join(harness.shared_dir(), "models", "stories260K.bin")
-CHAT_PROMPTS = {
-    "code": "Write a Python class Person with a getter and a setter method for each of the "
-            "fields name, age, email, phone and address.",
-    "story": "Once upon a time, there was a little cat named Tom. Tom loved",
-    "list": "Repeat the following list exactly three times, one item per line: apple, banana, "
-            "cherry, date, elderberry, fig, grape.",
-}
+CHAT_PROMPTS = harness.CHAT_PROMPTS
 run = harness.run_speculative
 
 

@@ -529,10 +529,8 @@ int runBench(const BenchArgs &a) {
         prefillOnly.gen = 0;
         if (a.prompt > 0)
           measureRates(prefillOnly, engine, bos, r);
-        SpeculationChoice choice = a.spec;
-        choice.draftOptions.threads = a.threads;
-        a.engine.apply(choice.draftOptions);
-        r.spec = measureSpeculation(engine, *art, choice, specPrompt, a.gen, a.reps, a.quiet);
+        r.spec = measureSpeculation(engine, *art, a.spec.forCommand(a.engine, a.threads),
+                                    specPrompt, a.gen, a.reps, a.quiet);
         r.decode = r.spec->plain;
         batched = true;
       }

@@ -338,12 +338,8 @@ int runGeneration(const RunArgs &a) {
 
   spec::SpecOptions specOpts;
   std::unique_ptr<spec::Drafter> drafter;
-  if (a.spec.on()) {
-    SpeculationChoice choice = a.spec;
-    choice.draftOptions.threads = a.threads;
-    a.engine.apply(choice.draftOptions);
-    drafter = choice.makeDrafter(*model.artifact, exec, specOpts);
-  }
+  if (a.spec.on())
+    drafter = a.spec.forCommand(a.engine, a.threads).makeDrafter(*model.artifact, exec, specOpts);
   auto td = std::chrono::steady_clock::now();
   spec::SpecStats specStats;
   int generated = !drafter

@@ -39,6 +39,15 @@ struct SpeculationChoice {
   /// std::runtime_error when the artifact lacks what the choice needs.
   std::unique_ptr<spec::Drafter> makeDrafter(const Artifact &art, Executor &exec,
                                              spec::SpecOptions &opts) const;
+  /// A copy whose draft executor runs as the command's: `threads` and its
+  /// engine flags (engine, kernels, trust).
+  template <typename Engine>
+  SpeculationChoice forCommand(const Engine &engine, int threads) const {
+    SpeculationChoice c = *this;
+    c.draftOptions.threads = threads;
+    engine.apply(c.draftOptions);
+    return c;
+  }
 };
 
 /// --speculate, --draft, --min-confidence, --ngram, --draft-model and

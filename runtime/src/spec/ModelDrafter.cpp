@@ -9,13 +9,16 @@
 namespace llmc::spec {
 namespace {
 
-/// The arg max of a logits row and its softmax probability.
-std::pair<int32_t, double> best(const float *row, int64_t vocab) {
+/// The arg max of a logits row, or -1 when its softmax probability is
+/// below `floor` (the softmax is computed only for a positive floor).
+int32_t best(const float *row, int64_t vocab, double floor) {
   const int64_t b = std::max_element(row, row + vocab) - row;
+  if (floor <= 0)
+    return int32_t(b);
   double z = 0;
   for (int64_t i = 0; i < vocab; ++i)
     z += std::exp(double(row[i]) - double(row[b]));
-  return {int32_t(b), 1.0 / z};
+  return 1.0 / z < floor ? -1 : int32_t(b);
 }
 
 } // namespace
@@ -95,8 +98,8 @@ std::vector<int32_t> ModelDrafter::draft(const std::vector<int32_t> &context, in
   if (mask_ >= 0) {
     const std::vector<float> rows = catchUp(context, size_t(max_draft - 1));
     for (int i = 0; i < max_draft; ++i) {
-      const auto [token, p] = best(rows.data() + int64_t(i) * vocab, vocab);
-      if (p < minConfidence_)
+      const int32_t token = best(rows.data() + int64_t(i) * vocab, vocab, minConfidence_);
+      if (token < 0)
         break;
       out.push_back(token);
     }
@@ -104,8 +107,8 @@ std::vector<int32_t> ModelDrafter::draft(const std::vector<int32_t> &context, in
   }
   std::vector<float> row = catchUp(context, 0);
   for (int i = 0; i < max_draft; ++i) {
-    const auto [token, p] = best(row.data(), vocab);
-    if (p < minConfidence_)
+    const int32_t token = best(row.data(), vocab, minConfidence_);
+    if (token < 0)
       break;
     out.push_back(token);
     if (i + 1 == max_draft)

@@ -117,6 +117,17 @@ def skip_part(reason: str):
     _skipped_parts.append(reason)
 
 
+# Chat prompts the speculative-decoding tests decode (code, a story, a list
+# to repeat: prompt lookup finds repeats in the first and the last).
+CHAT_PROMPTS = {
+    "code": "Write a Python class Person with a getter and a setter method for each of the "
+            "fields name, age, email, phone and address.",
+    "story": "Once upon a time, there was a little cat named Tom. Tom loved",
+    "list": "Repeat the following list exactly three times, one item per line: apple, banana, "
+            "cherry, date, elderberry, fig, grape.",
+}
+
+
 def run_model_parts(title, work_name, stories_part, smollm2_part):
     """The usual main of a test with a stories260K part and a SmolLM2 part:
     each runs with (checks, work dir) when its model is there and is
