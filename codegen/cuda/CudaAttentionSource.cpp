@@ -24,7 +24,7 @@ namespace {
 __constant__ const double @ROPE@_freq[@HALF@] = {@FREQS@};
 } // namespace
 extern "C" __global__ void @ROPE@(const float *qkv, long long ldqkv, int T, const int *pos,
-                                 const int *rowSeq, float *q, long long ldq,
+                                 const int *cacheSlot, const int *rowSeq, float *q, long long ldq,
                                  unsigned short *kpool, unsigned short *vpool,
                                  const int *blockTable, int maxBlocks) {
   const int t = blockIdx.x;
@@ -32,9 +32,11 @@ extern "C" __global__ void @ROPE@(const float *qkv, long long ldqkv, int T, cons
     return;
   const float *src = qkv + (long long)t * ldqkv;
   const int p = pos[t];
+  const int at = cacheSlot ? cacheSlot[t] : p; // the row's cache slot (its position unless
+                                               // a KV policy evicted entries before it)
   const int seq = rowSeq ? rowSeq[t] : 0;
-  const long long blk = blockTable[(long long)seq * maxBlocks + p / @BLK@];
-  const long long slot = p % @BLK@;
+  const long long blk = blockTable[(long long)seq * maxBlocks + at / @BLK@];
+  const long long slot = at % @BLK@;
   for (int i = threadIdx.x; i < (@H@ + @KV@) * @HALF@; i += blockDim.x) {
     const int head = i / @HALF@, j = i % @HALF@;
     const double a = (double)p * @ROPE@_freq[j];
@@ -64,11 +66,11 @@ const char *kAttendTemplate = R"(
 // Flash decoding over the paged f16 cache: @H@ heads, @KV@ KV heads of @HD@, one warp per
 // (row, KV head, split), lane l holding dimensions l + 32 j (j < @D@); split s of
 // nSplits covers positions [s len, (s + 1) len) of 0..pos, len = max(splitLen,
-// ceil((pos + 1) / nSplits))
+// ceil((pos + 1) / nSplits)), less the KV head's hole
 extern "C" __global__ void __launch_bounds__(32)
 @ATTEND@(const float *q, long long ldq, int T, const int *pos, const int *rowSeq,
-         const unsigned short *kpool, const unsigned short *vpool, const int *blockTable,
-         int maxBlocks, int nSplits, int splitLen, float *part) {
+         const int *hole, const unsigned short *kpool, const unsigned short *vpool,
+         const int *blockTable, int maxBlocks, int nSplits, int splitLen, float *part) {
   const long long b = blockIdx.x;
   const int lane = threadIdx.x & 31;
   const int split = (int)(b % nSplits), kh = (int)((b / nSplits) % @KV@);
@@ -84,6 +86,10 @@ extern "C" __global__ void __launch_bounds__(32)
   const int len = per > splitLen ? per : splitLen;
   const int lo = split * len;
   const int hi = lo + len < p + 1 ? lo + len : p + 1;
+  // Slots [holeLo, holeHi) of this KV head hold nothing (its policy kept
+  // fewer entries than the layer's other heads).
+  const int holeLo = hole ? hole[((long long)seq * @KV@ + kh) * 2] : 0;
+  const int holeHi = hole ? hole[((long long)seq * @KV@ + kh) * 2 + 1] : 0;
   const float scale = @SCALE@f;
   float qv[@G@][@D@], acc[@G@][@D@], m[@G@], l[@G@];
 #pragma unroll
@@ -98,6 +104,10 @@ extern "C" __global__ void __launch_bounds__(32)
   }
 #pragma unroll 2
   for (int pp = lo; pp < hi; ++pp) {
+    if (pp >= holeLo && pp < holeHi) {
+      pp = holeHi - 1;
+      continue;
+    }
     const long long blk = blockTable[(long long)seq * maxBlocks + pp / @BLK@];
     const long long at = ((blk * @KV@ + kh) * @BLK@ + pp % @BLK@) * @HD@;
     float kf[@D@], vf[@D@];

@@ -12,25 +12,37 @@
 // blockTable[q * maxBlocks + p / kCudaKvBlock]. A step's rows (tokens) each
 // name their position (pos[t]) and sequence (rowSeq[t]; a null rowSeq: all
 // rows are sequence 0), so one launch serves a prefill chunk of one
-// sequence and a batched decode of many alike.
+// sequence and a batched decode of many alike. A KV policy that evicted
+// entries (compacted outside the kernels, runtime/src/cuda/CudaKvPolicy.h)
+// decouples a row's cache slot from its position: slot[t] says where the
+// row's k and v go, and attention covers slots 0..slot[t]; without a policy
+// the slot is the position. When the policy kept fewer entries on some KV
+// heads than on others (a layer-wide selection, per-head budgets), a head's
+// slots [hole[0], hole[1]) hold nothing and attention skips them.
 //
-// Kernel ABI (extern "C"):
+// Kernel ABI (extern "C"; 3 in llmc/cuda.h):
 //   <rope>(const float *qkv, long long ldqkv, int T, const int *pos,
-//          const int *rowSeq, float *q, long long ldq, unsigned short *kpool,
-//          unsigned short *vpool, const int *blockTable, int maxBlocks)
-//     qkv row t: q (heads * hd), k, v (kvHeads * hd each). Writes the
-//     rotated q to q + t * ldq and the rotated k and v (f16) into the
-//     caches. gridDim.x = T, any blockDim.x.
+//          const int *slot, const int *rowSeq, float *q, long long ldq,
+//          unsigned short *kpool, unsigned short *vpool, const int *blockTable,
+//          int maxBlocks)
+//     qkv row t: q (heads * hd), k, v (kvHeads * hd each). Writes q rotated
+//     by position pos[t] to q + t * ldq and the rotated k and v (f16) into
+//     the caches at slot[t] (pos[t] when slot is null). gridDim.x = T, any
+//     blockDim.x.
 //   <attend>(const float *q, long long ldq, int T, const int *pos,
-//            const int *rowSeq, const unsigned short *kpool,
+//            const int *rowSeq, const int *hole, const unsigned short *kpool,
 //            const unsigned short *vpool, const int *blockTable,
 //            int maxBlocks, int nSplits, int splitLen, float *part)
 //     One warp (blockDim.x = 32) per (row, KV head, split): gridDim.x =
 //     T * kvHeads * nSplits, block index (t * kvHeads + h) * nSplits + s.
 //     Split s covers positions [s * splitLen, (s + 1) * splitLen) up to the
-//     row's own (causal). For each of the KV head's query heads it writes
-//     (max score, sum of exp, sum of exp * v) to part + ((t * heads +
-//     head) * nSplits + s) * (hd + 2); an empty split writes a sum of 0.
+//     row's own (causal); pos[t] here is the last cache slot row t sees
+//     (its position, or its slot under a policy that evicted entries),
+//     less slots [hole[2 (q kvHeads + h)], hole[2 (q kvHeads + h) + 1]) of
+//     sequence q's KV head h (a null hole: none). For
+//     each of the KV head's query heads it writes (max score, sum of exp,
+//     sum of exp * v) to part + ((t * heads + head) * nSplits + s) * (hd +
+//     2); an empty split writes a sum of 0.
 //   <combine>(const float *part, int T, int nSplits, float *out,
 //             long long ldo)
 //     One warp per (row, head): gridDim.x = T * heads; merges the splits

@@ -133,22 +133,25 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto ldo = arg<ll>(a, 6);
     return [=, &m] { runKernel(m.set, grid, block, [&] { fn(t, stride, vocab, tok, T, out, ldo); }); };
   }
-  if (startsWith(n, "llmc_cu_rope_kv_")) {
-    auto fn = reinterpret_cast<void (*)(const float *, ll, int, const int *, const int *, float *,
-                                        ll, us *, us *, const int *, int)>(f.sym);
+  if (startsWith(n, "llmc_cu_rope_kv_")) { // ABI 3: the rows' cache slots beside positions
+    auto fn = reinterpret_cast<void (*)(const float *, ll, int, const int *, const int *,
+                                        const int *, float *, ll, us *, us *, const int *, int)>(
+        f.sym);
     auto qkv = arg<const float *>(a, 0);
     auto ld = arg<ll>(a, 1);
     auto T = arg<int>(a, 2);
     auto pos = arg<const int *>(a, 3);
-    auto seq = arg<const int *>(a, 4);
-    auto q = arg<float *>(a, 5);
-    auto ldq = arg<ll>(a, 6);
-    auto k = arg<us *>(a, 7);
-    auto v = arg<us *>(a, 8);
-    auto table = arg<const int *>(a, 9);
-    auto mb = arg<int>(a, 10);
+    auto slot = arg<const int *>(a, 4);
+    auto seq = arg<const int *>(a, 5);
+    auto q = arg<float *>(a, 6);
+    auto ldq = arg<ll>(a, 7);
+    auto k = arg<us *>(a, 8);
+    auto v = arg<us *>(a, 9);
+    auto table = arg<const int *>(a, 10);
+    auto mb = arg<int>(a, 11);
     return [=, &m] {
-      runKernel(m.set, grid, block, [&] { fn(qkv, ld, T, pos, seq, q, ldq, k, v, table, mb); });
+      runKernel(m.set, grid, block,
+                [&] { fn(qkv, ld, T, pos, slot, seq, q, ldq, k, v, table, mb); });
     };
   }
   if (startsWith(n, "llmc_cu_attend_combine_")) {
@@ -160,27 +163,29 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto ldo = arg<ll>(a, 4);
     return [=, &m] { runKernel(m.set, grid, block, [&] { fn(part, T, ns, out, ldo); }); };
   }
-  if (startsWith(n, "llmc_cu_attend_")) {
+  if (startsWith(n, "llmc_cu_attend_")) { // ABI 3: a hole of slots per (sequence, KV head)
     auto fn = reinterpret_cast<void (*)(const float *, ll, int, const int *, const int *,
-                                        const us *, const us *, const int *, int, int, int,
-                                        float *)>(f.sym);
+                                        const int *, const us *, const us *, const int *, int,
+                                        int, int, float *)>(f.sym);
     auto q = arg<const float *>(a, 0);
     auto ldq = arg<ll>(a, 1);
     auto T = arg<int>(a, 2);
     auto pos = arg<const int *>(a, 3);
     auto seq = arg<const int *>(a, 4);
-    auto k = arg<const us *>(a, 5);
-    auto v = arg<const us *>(a, 6);
-    auto table = arg<const int *>(a, 7);
-    auto mb = arg<int>(a, 8);
-    auto ns = arg<int>(a, 9);
-    auto sl = arg<int>(a, 10);
-    auto part = arg<float *>(a, 11);
+    auto hole = arg<const int *>(a, 5);
+    auto k = arg<const us *>(a, 6);
+    auto v = arg<const us *>(a, 7);
+    auto table = arg<const int *>(a, 8);
+    auto mb = arg<int>(a, 9);
+    auto ns = arg<int>(a, 10);
+    auto sl = arg<int>(a, 11);
+    auto part = arg<float *>(a, 12);
     return [=, &m] {
       runKernelReplay(m.set, m.play, m.deposited, grid, block,
-                      [&] { fn(q, ldq, T, pos, seq, k, v, table, mb, ns, sl, part); });
+                      [&] { fn(q, ldq, T, pos, seq, hole, k, v, table, mb, ns, sl, part); });
     };
   }
+
   return nullptr;
 }
 

@@ -25,10 +25,11 @@ using namespace llmc::codegen;
 namespace {
 
 using CuRopeFn = void (*)(const float *qkv, long long ldqkv, int T, const int *pos,
-                        const int *rowSeq, float *q, long long ldq, unsigned short *kpool,
-                        unsigned short *vpool, const int *blockTable, int maxBlocks);
+                        const int *slot, const int *rowSeq, float *q, long long ldq,
+                        unsigned short *kpool, unsigned short *vpool, const int *blockTable,
+                        int maxBlocks);
 using CuAttendFn = void (*)(const float *q, long long ldq, int T, const int *pos,
-                          const int *rowSeq, const unsigned short *kpool,
+                          const int *rowSeq, const int *hole, const unsigned short *kpool,
                           const unsigned short *vpool, const int *blockTable, int maxBlocks,
                           int nSplits, int splitLen, float *part);
 using CuCombineFn = void (*)(const float *part, int T, int nSplits, float *out, long long ldo);
@@ -143,51 +144,57 @@ TEST(CudaKernels, EmulatedRopeAppendsToThePagedF16Cache) {
   load(e, cudaKernelSource({}, {}, {}, kShapes));
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
   std::mt19937 rng(11);
-  for (const CudaAttentionSpec &s : kShapes) {
-    auto kernel = e.obj.fn<CuRopeFn>(s.ropeSymbol());
-    ASSERT_NE(kernel, nullptr) << s.ropeSymbol();
-    const int64_t H = s.heads, KV = s.kvHeads, hd = s.headDim;
-    PagedCache cache(s, 2, 4, rng);
-    // Rows: sequence 1 at 17, 18, 19 (a block boundary inside), sequence 0 at 40.
-    const std::vector<int> pos = {17, 18, 19, 40}, seq = {1, 1, 1, 0};
-    const int T = int(pos.size());
-    const int64_t ldqkv = (H + 2 * KV) * hd + 3, ldq = H * hd + 1;
-    const std::vector<float> qkv = randoms(rng, size_t(T * ldqkv), 1.0f);
-    std::vector<float> q(size_t(T * ldq), -5.0f);
-    cgtest::runKernel(e.set, unsigned(T), 64, [&] {
-      kernel(qkv.data(), ldqkv, T, pos.data(), seq.data(), q.data(), ldq, cache.k.data(),
-         cache.v.data(), cache.table.data(), cache.maxBlocks);
-    });
-    std::vector<double> ref(static_cast<size_t>(hd));
-    size_t written = 0;
-    for (int t = 0; t < T; ++t) {
-      const float *row = qkv.data() + t * ldqkv;
-      for (int64_t h = 0; h < H + KV; ++h) {
-        ropeRef(s, row + h * hd, pos[size_t(t)], ref.data());
-        for (int64_t d = 0; d < hd; ++d) {
-          const double want = ref[size_t(d)];
-          if (h < H) {
-            ASSERT_NEAR(q[size_t(t * ldq + h * hd + d)], want, 2e-6 * (1 + std::fabs(want)))
-                << s.ropeSymbol() << " q row " << t << " head " << h << " dim " << d;
-          } else {
-            const float got =
-                halfToFloat(cache.k[cache.at(s, seq[size_t(t)], pos[size_t(t)], h - H, d)]);
-            ASSERT_NEAR(got, want, 1e-3 * (1 + std::fabs(want)))
-                << s.ropeSymbol() << " k row " << t << " head " << h - H << " dim " << d;
+  // Rows: sequence 1 at 17, 18, 19 (a block boundary inside), sequence 0 at
+  // 40; their cache slots are the positions (slot null), or fall behind
+  // them as after a KV policy's eviction (15, 16, 17 and 9).
+  const std::vector<int> pos = {17, 18, 19, 40}, seq = {1, 1, 1, 0}, evicted = {15, 16, 17, 9};
+  for (const CudaAttentionSpec &s : kShapes)
+    for (const std::vector<int> *slots : {static_cast<const std::vector<int> *>(nullptr), &evicted}) {
+      auto kernel = e.obj.fn<CuRopeFn>(s.ropeSymbol());
+      ASSERT_NE(kernel, nullptr) << s.ropeSymbol();
+      const int64_t H = s.heads, KV = s.kvHeads, hd = s.headDim;
+      PagedCache cache(s, 2, 4, rng);
+      const int T = int(pos.size());
+      const std::vector<int> &at = slots ? *slots : pos;
+      const int64_t ldqkv = (H + 2 * KV) * hd + 3, ldq = H * hd + 1;
+      const std::vector<float> qkv = randoms(rng, size_t(T * ldqkv), 1.0f);
+      std::vector<float> q(size_t(T * ldq), -5.0f);
+      cgtest::runKernel(e.set, unsigned(T), 64, [&] {
+        kernel(qkv.data(), ldqkv, T, pos.data(), slots ? slots->data() : nullptr, seq.data(),
+               q.data(), ldq, cache.k.data(), cache.v.data(), cache.table.data(),
+               cache.maxBlocks);
+      });
+      const std::string what = s.ropeSymbol() + (slots ? " (slots behind positions)" : "");
+      std::vector<double> ref(static_cast<size_t>(hd));
+      size_t written = 0;
+      for (int t = 0; t < T; ++t) {
+        const float *row = qkv.data() + t * ldqkv;
+        const int p = pos[size_t(t)], sl = at[size_t(t)], q0 = seq[size_t(t)];
+        for (int64_t h = 0; h < H + KV; ++h) {
+          ropeRef(s, row + h * hd, p, ref.data()); // rotated by the position, whatever the slot
+          for (int64_t d = 0; d < hd; ++d) {
+            const double want = ref[size_t(d)];
+            if (h < H) {
+              ASSERT_NEAR(q[size_t(t * ldq + h * hd + d)], want, 2e-6 * (1 + std::fabs(want)))
+                  << what << " q row " << t << " head " << h << " dim " << d;
+            } else {
+              const float got = halfToFloat(cache.k[cache.at(s, q0, sl, h - H, d)]);
+              ASSERT_NEAR(got, want, 1e-3 * (1 + std::fabs(want)))
+                  << what << " k row " << t << " head " << h - H << " dim " << d;
+            }
           }
         }
+        for (int64_t i = 0; i < KV * hd; ++i)
+          ASSERT_EQ(cache.v[cache.at(s, q0, sl, i / hd, i % hd)],
+                    floatToHalf(row[(H + KV) * hd + i]))
+              << what << " v row " << t << " element " << i;
+        ASSERT_EQ(q[size_t(t * ldq + H * hd)], -5.0f); // nothing past the row's q
+        written += size_t(KV * hd);
       }
-      for (int64_t i = 0; i < KV * hd; ++i)
-        ASSERT_EQ(cache.v[cache.at(s, seq[size_t(t)], pos[size_t(t)], i / hd, i % hd)],
-                  floatToHalf(row[(H + KV) * hd + i]))
-            << s.ropeSymbol() << " v row " << t << " element " << i;
-      ASSERT_EQ(q[size_t(t * ldq + H * hd)], -5.0f); // nothing past the row's q
-      written += size_t(KV * hd);
+      // Nothing else of the caches was written.
+      const size_t untouched = size_t(std::count(cache.v.begin(), cache.v.end(), 0x7e00));
+      EXPECT_EQ(untouched + written, cache.v.size()) << what;
     }
-    // Nothing else of the caches was written.
-    const size_t untouched = size_t(std::count(cache.v.begin(), cache.v.end(), 0x7e00));
-    EXPECT_EQ(untouched + written, cache.v.size()) << s.ropeSymbol();
-  }
 }
 
 TEST(CudaKernels, EmulatedFlashDecodingMatchesSoftmaxAttention) {
@@ -219,11 +226,32 @@ TEST(CudaKernels, EmulatedFlashDecodingMatchesSoftmaxAttention) {
     // ceil((pos + 1) / 3) (17 and 13 positions: the runtime's fixed split
     // count at a context longer than splits x splitLen).
     const std::pair<int, int> splitCases[] = {{20, 4}, {64, 1}, {4, 3}};
+    // Holes: slots a KV policy left empty on some heads ([lo, hi) per
+    // (sequence, KV head); sequence 0's head 0 has none). Their entries are
+    // NaN once the no-hole pass is done: a read of one shows.
+    std::vector<int> hole(size_t(2 * KV * 2));
+    for (int q = 0; q < 2; ++q)
+      for (int64_t kh = 0; kh < KV; ++kh) {
+        const bool none = q == 0 && kh == 0;
+        hole[size_t((q * KV + kh) * 2)] = none ? 0 : int(3 + 5 * kh + q);
+        hole[size_t((q * KV + kh) * 2 + 1)] = none ? 0 : int(20 + 4 * kh + 9 * q);
+      }
+    auto inHole = [&](int q, int64_t kh, int p) {
+      return p >= hole[size_t((q * KV + kh) * 2)] && p < hole[size_t((q * KV + kh) * 2 + 1)];
+    };
+    for (bool holes : {false, true})
     for (auto [splitLen, nSplits] : splitCases) {
+      if (holes && splitLen == 20) // poison the holes once
+        for (int q = 0; q < 2; ++q)
+          for (int p = 0; p < lens[q]; ++p)
+            for (int64_t kh = 0; kh < KV; ++kh)
+              for (int64_t d = 0; d < hd && inHole(q, kh, p); ++d)
+                cache.k[cache.at(s, q, p, kh, d)] = cache.v[cache.at(s, q, p, kh, d)] = 0x7e00;
       std::vector<float> part(size_t(T * H * nSplits * s.partFloats()), -8.0f);
       std::vector<float> out(size_t(T * ldo), -4.0f);
       cgtest::runKernelReplay(e.set, e.play, e.deposited, unsigned(T * KV * nSplits), 32, [&] {
-        attend(qv.data(), ldq, T, pos.data(), seq.data(), cache.k.data(), cache.v.data(),
+        attend(qv.data(), ldq, T, pos.data(), seq.data(), holes ? hole.data() : nullptr,
+               cache.k.data(), cache.v.data(),
                cache.table.data(), cache.maxBlocks, nSplits, splitLen, part.data());
       });
       cgtest::runKernel(e.set, unsigned(T * H), 32,
@@ -234,6 +262,10 @@ TEST(CudaKernels, EmulatedFlashDecodingMatchesSoftmaxAttention) {
           std::vector<double> sc(size_t(pos[size_t(t)] + 1));
           double mx = -1e300;
           for (int p = 0; p <= pos[size_t(t)]; ++p) {
+            if (holes && inHole(seq[size_t(t)], kh, p)) {
+              sc[size_t(p)] = -1e300; // exp gives 0: no weight
+              continue;
+            }
             double dot = 0;
             for (int64_t d = 0; d < hd; ++d)
               dot += double(qv[size_t(t * ldq + h * hd + d)]) *
@@ -247,11 +279,13 @@ TEST(CudaKernels, EmulatedFlashDecodingMatchesSoftmaxAttention) {
           for (int64_t d = 0; d < hd; ++d) {
             double want = 0;
             for (int p = 0; p <= pos[size_t(t)]; ++p)
-              want += sc[size_t(p)] * halfToFloat(cache.v[cache.at(s, seq[size_t(t)], p, kh, d)]);
+              if (!(holes && inHole(seq[size_t(t)], kh, p)))
+                want += sc[size_t(p)] *
+                        halfToFloat(cache.v[cache.at(s, seq[size_t(t)], p, kh, d)]);
             want /= sum;
             ASSERT_NEAR(out[size_t(t * ldo + h * hd + d)], want, 2e-5 * (1 + std::fabs(want)))
-                << s.attendSymbol() << " split " << splitLen << " row " << t << " head " << h
-                << " dim " << d;
+                << s.attendSymbol() << (holes ? " with holes" : "") << " split " << splitLen
+                << " row " << t << " head " << h << " dim " << d;
           }
           ASSERT_EQ(out[size_t(t * ldo + H * hd)], -4.0f);
         }

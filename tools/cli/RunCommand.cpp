@@ -18,7 +18,7 @@ namespace {
 enum class RunDevice { Cpu, Cuda };
 
 struct RunArgs {
-  std::string input, prompt, promptTokens, dumpLogits, pipeline, tokenizer;
+  std::string input, prompt, promptTokens, dumpLogits, dumpDecodeLogits, pipeline, tokenizer;
   int n = 64, threads = 0;
   PromptChoice p;
   bool quiet = false, noBos = false, ignoreEos = false, printIds = false;
@@ -98,6 +98,10 @@ void declareRunOptions(CLI::App &app, RunArgs &a) {
   cmd->add_option("--dump-logits", a.dumpLogits,
                   "write the logits of every prompt position to FILE.npy "
                   "(float32 [tokens, vocab])");
+  cmd->add_option("--dump-decode-logits", a.dumpDecodeLogits,
+                  "write the logits each generated token was drawn from to FILE.npy "
+                  "(float32 [generated, vocab]; the first row is the prompt's last; not with "
+                  "--speculate)");
   cmd->add_option("--pipeline", a.pipeline, "pass pipeline for in-memory compiles");
   cmd->add_option("--tokenizer", a.tokenizer, "llama2.c tokenizer.bin");
   cmd->add_flag("--no-bos", a.noBos, "do not prepend BOS");
@@ -185,7 +189,10 @@ int generateTokens(const RunArgs &a, Engine &exec, const Tokenizer *tok,
   const int64_t vocab = exec.vocabSize();
   int generated = 0;
   TokenPrinter print(tok, a.printIds);
+  std::vector<float> drawnFrom; // --dump-decode-logits
   for (int i = 0; i < a.n; ++i) {
+    if (!a.dumpDecodeLogits.empty())
+      drawnFrom.insert(drawnFrom.end(), logits.begin(), logits.begin() + vocab);
     int32_t next = sampler.sample(logits.data(), vocab);
     if (std::find(stops.begin(), stops.end(), next) != stops.end())
       break;
@@ -195,6 +202,8 @@ int generateTokens(const RunArgs &a, Engine &exec, const Tokenizer *tok,
       logits = exec.forward({next});
   }
   print.finish();
+  if (!a.dumpDecodeLogits.empty())
+    writeNpy(a.dumpDecodeLogits, drawnFrom, int64_t(drawnFrom.size()) / vocab, vocab);
   return generated;
 }
 
@@ -293,6 +302,11 @@ int runOnCuda(const RunArgs &a) {
             gpu->deviceInfo().c_str(), double(st.weight_bytes) / (1 << 20), st.upload_seconds,
             double(st.kv_bytes) / (1 << 20), double(st.arena_bytes) / (1 << 20),
             (long long)st.graph_steps, (long long)st.captures, (long long)st.eager_steps);
+    if (st.kv_compressions > 0)
+      fprintf(stderr,
+              "[llmc] kv policy on the GPU: %lld prompt(s) compressed, %lld cache entries "
+              "evicted (all layers and KV heads)\n",
+              (long long)st.kv_compressions, (long long)st.kv_evicted);
   }
   return kOk;
 }
@@ -302,6 +316,9 @@ int runGeneration(const RunArgs &a) {
     throw std::runtime_error("give a prompt with -p TEXT or --prompt-tokens IDS");
   if (!a.promptTokens.empty() && (!a.prompt.empty() || a.p.chat))
     throw std::runtime_error("--prompt-tokens cannot be combined with -p or --chat");
+  if (a.spec.on() && !a.dumpDecodeLogits.empty())
+    return usage("--dump-decode-logits does not apply with --speculate (the target verifies "
+                 "several tokens per step)");
   if (a.device == RunDevice::Cuda)
     return runOnCuda(a);
   if (a.noGraphs)

@@ -27,7 +27,10 @@ namespace llmc::cuda {
 /// another ABI is refused, never launched with the wrong arguments.
 /// 2: matvec takes a residual (res, ldr); attention splits stretch to cover
 /// the position (len = max(splitLen, ceil((pos + 1) / nSplits))).
-constexpr int kCudaKernelAbi = 2;
+/// 3: RoPE + KV append takes each row's cache slot beside its position (KV
+/// policies evict entries, so the slot falls behind the position), and
+/// attention a per-(sequence, KV head) hole of slots to skip.
+constexpr int kCudaKernelAbi = 3;
 
 struct DriverApi; // the bound entry points (CudaDriver.cpp)
 

@@ -13,7 +13,9 @@
 // (max_sequences, each with the whole context's KV blocks) decode together
 // in one step (decodeBatch): the step of each power-of-two batch size up to
 // kCudaMaxBatch (the bucket; padding rows go to a scratch sequence) is
-// captured once into its own graph.
+// captured once into its own graph. KV policies that compress prompts run
+// between steps (runtime/src/cuda/CudaKvPolicy.h); the kernels then take
+// each row's cache slot beside its position.
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "llmc/artifact.h"
@@ -41,6 +43,8 @@ struct CudaEngineStats {
   int64_t weight_bytes = 0, kv_bytes = 0, arena_bytes = 0;
   int64_t graph_steps = 0, eager_steps = 0, captures = 0;
   int kernels = 0; // distinct kernels the plan launches
+  /// KV policies: prompts compressed, entries evicted (all caches).
+  int64_t kv_compressions = 0, kv_evicted = 0;
   double upload_seconds = 0;
 };
 

@@ -270,7 +270,7 @@ void LayerCache::append(const float *k, const float *v, int64_t T, int64_t strid
   updateMeter();
 }
 
-void LayerCache::recordWindow(const float *q, int64_t T, int64_t p0, bool trim) {
+void LayerCache::recordWindow(const float *tail, int64_t T, int64_t p0, bool trim) {
   const int64_t qd = H_ * hd_, W = policy_.window;
   const int64_t from = std::max<int64_t>(0, T - W);
   // Drop the oldest rows first, so the buffers never hold more than W rows
@@ -281,17 +281,21 @@ void LayerCache::recordWindow(const float *q, int64_t T, int64_t p0, bool trim) 
   const int64_t rows = trim ? W : std::max<int64_t>(W, int64_t(winPos_.size()) + T - from);
   winQ_.reserve(size_t(rows * qd));
   winPos_.reserve(size_t(rows));
-  winQ_.insert(winQ_.end(), q + from * qd, q + T * qd);
+  winQ_.insert(winQ_.end(), tail, tail + (T - from) * qd);
   for (int64_t t = from; t < T; ++t)
     winPos_.push_back(int32_t(p0 + t));
 }
 
 void LayerCache::afterStep(const float *q, int64_t T, int64_t p0) {
+  afterStepTail(q + std::max<int64_t>(0, T - policy_.window) * H_ * hd_, T, p0);
+}
+
+void LayerCache::afterStepTail(const float *tail, int64_t T, int64_t p0) {
   if (policy_.full() && !record_)
     return;
   const bool verification = stepKind_ == StepKind::Verification;
   if (record_ || policy_.usesWindowQueries())
-    recordWindow(q, T, p0, /*trim=*/!verification);
+    recordWindow(tail, T, p0, /*trim=*/!verification);
   if (verification) { // decode steps of a policy that compresses prompts only
     steps_ += T;         // (dropFrom takes the dropped ones back)
     updateMeter();

@@ -95,6 +95,9 @@ public:
   void dropFrom(int64_t pos);
   /// Apply the policy after a step of T tokens whose queries were q.
   void afterStep(const float *q, int64_t T, int64_t p0);
+  /// afterStep() given only the step's last min(T, window) query rows (all
+  /// a policy reads of them; the GPU engine downloads no more).
+  void afterStepTail(const float *tail, int64_t T, int64_t p0);
   /// What the following steps are (until set again; Prompt by default). A
   /// Verification step is decoding, never compressed as a prompt; its
   /// window queries are trimmed to the window by the next step or
@@ -146,7 +149,8 @@ public:
 
 private:
   bool quantized() const { return policy_.quant == KvQuant::PolyKV; }
-  void recordWindow(const float *q, int64_t T, int64_t p0, bool trim = true);
+  /// Keeps the last min(T, window) query rows of a step (`tail`: the first of them).
+  void recordWindow(const float *tail, int64_t T, int64_t p0, bool trim = true);
   /// The oldest window queries dropped until at most `keep` remain.
   void trimWindow(int64_t keep);
   void compress(bool decoding);

@@ -1,0 +1,104 @@
+//===- CudaKvPolicy.h - KV-cache policies of the GPU engine -----*- C++ -*-===//
+// The GPU engine's paged f16 cache under the policies that compress a
+// prompt (kv_policy with mode=prefill: StreamingLLM, SnapKV, PyramidKV,
+// DepthKV, ReST-KV, LaProx, CapKV, Random). The decision is the CPU
+// engine's own code (kv::LayerCache), run on a host shadow of each
+// (cache, sequence): after a multi-token step, the entries the shadow has
+// not seen yet (the step's, and decode steps' since the last one) are read
+// back from the device, the policy runs over them with the step's last
+// window of queries, and the kept entries are written back to the front of
+// the sequence's blocks, in order. From then on the sequence's cache slots
+// fall behind its positions (kernel ABI 3: RoPE rotates by the position,
+// writes at the slot, attention covers slots 0..slot), so decode steps,
+// CUDA Graphs included, attend over the kept entries only. This is the
+// hybrid: the graphs replay the decode step; compaction runs between steps.
+// The KV heads of a cache share slots: when the policy kept fewer entries
+// on some heads (LaProx's layer-wide selection, calibrated per-head
+// budgets), such a head's slots between its count and the most any head
+// kept are a hole its attention skips.
+//
+// Not on the GPU (refused when the engine opens, naming why): policies that
+// evict while decoding or keep running attention statistics (mode=decode or
+// both, H2O, InertiaKV) and quantized entries (PolyKV, RDKV). A later
+// multi-token turn scores with the queries of its own rows only
+// (the CPU engine's window may still hold a few decode queries when the
+// turn is shorter than the window).
+//===----------------------------------------------------------------------===//
+#pragma once
+#include "../kv/KvCache.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llmc::cuda {
+
+/// Whether the GPU engine runs policy p; `why` says what it lacks when not.
+bool gpuRunsKvPolicy(const kv::Policy &p, std::string &why);
+
+/// One layer cache of the engine: its policy (Full when none) and shape.
+struct CudaKvLayer {
+  kv::Policy policy;
+  int64_t layer = 0, heads = 0, kvHeads = 0, headDim = 0;
+  int64_t width = 0;                    // the model width (W_O's rows)
+  kv::LayerCache::RowLoader woRow;      // W_O row loader (ReST-KV, LaProx)
+};
+
+/// The device side of compaction: blocks [first, first + count) of one
+/// sequence's part of one cache, each [kvHeads][kBlock][headDim] f16 bits,
+/// keys and values.
+struct CudaKvBlockIo {
+  std::function<void(int cache, int64_t seq, int64_t first, int64_t count, uint16_t *k,
+                     uint16_t *v)>
+      read;
+  std::function<void(int cache, int64_t seq, int64_t first, int64_t count, const uint16_t *k,
+                     const uint16_t *v)>
+      write;
+  /// Sequence seq's hole in cache `cache`: [lo, hi) per KV head (lo == hi: none).
+  std::function<void(int cache, int64_t seq, const std::vector<int32_t> &lohi)> setHoles;
+};
+
+class CudaKvPolicies {
+public:
+  static constexpr int64_t kBlock = 16; // positions per KV block (kCudaKvBlock)
+
+  CudaKvPolicies(std::vector<CudaKvLayer> caches, int64_t sequences);
+  ~CudaKvPolicies();
+  /// Whether some cache compresses (the engine then feeds slots apart from
+  /// positions).
+  bool any() const { return any_; }
+  bool compresses(int cache) const { return !caches_[size_t(cache)].policy.full(); }
+  int64_t caches() const { return int64_t(caches_.size()); }
+  /// Query rows a compressing cache's policy reads of a step of n rows.
+  int64_t tailRows(int cache, int64_t n) const;
+  /// Entries sequence seq has in cache `cache` (its next row's slot).
+  int64_t slots(int cache, int64_t seq) const {
+    return slots_[size_t(cache)][size_t(seq)];
+  }
+  /// n rows of sequence seq were appended to every cache.
+  void advance(int64_t seq, int64_t n);
+  void reset(int64_t seq);
+  /// After a step of n > 1 rows of sequence seq from position p0, whose
+  /// last tailRows(cache, n) query rows ([rows, heads * headDim]) are
+  /// `tail`: the policy of `cache` keeps its budget, the device blocks
+  /// rewritten through io when it evicted anything. Returns the entries
+  /// evicted, summed over the KV heads.
+  int64_t afterPrompt(int cache, int64_t seq, int64_t p0, int64_t n, const float *tail,
+                      const CudaKvBlockIo &io);
+
+private:
+  kv::LayerCache &shadow(int cache, int64_t seq);
+  /// Reads the entries past synced_ (slots [synced, slots)) of the device
+  /// cache into the shadow.
+  void syncShadow(int cache, int64_t seq, int64_t lastPos, const CudaKvBlockIo &io);
+
+  std::vector<CudaKvLayer> caches_;
+  std::vector<std::vector<int64_t>> slots_;  // [cache][sequence]
+  std::vector<std::vector<int64_t>> synced_; // slots the shadow has seen
+  std::vector<std::vector<std::unique_ptr<kv::LayerCache>>> shadows_;
+  bool any_ = false;
+};
+
+} // namespace llmc::cuda

@@ -1,0 +1,176 @@
+"""End-to-end: KV-cache policies on the GPU engine (`llmc run/generate/bench
+--device cuda` on artifacts compiled with llm-kv-policy), on a machine
+without a GPU, through the stand-in CUDA driver that runs the artifact's
+generated kernels on the host (build/lib/libllmc_fakecuda.so; see
+test_cuda_engine_emulated.py).
+
+The GPU engine compresses a prompt with the CPU engine's own policy code on
+a host shadow of its cache and writes the kept entries back to the front of
+the device blocks; the kernels then take each row's cache slot beside its
+position (ABI 3). On SmolLM2-135M-Instruct compiled --target cpu,cuda with
+a 20-token prompt and 10 greedy tokens:
+- SnapKV (budget 0.5, window 8), LaProx (reads W_O: budget 0.75, window 8)
+  and StreamingLLM (14 tokens: 4 sinks + window 8): the GPU's tokens equal
+  the CPU engine's under the same policy (--exact-activations --kv-type
+  f16: the same arithmetic up to summation order), so do the logits of
+  every decode step (--dump-decode-logits, within 0.02 and KLD 1e-5; a
+  hole read as an entry moves them by 0.1-0.3), it reports the prompt
+  compressed and 10, 5 (LaProx, on average: its heads keep different
+  counts, so the GPU skips holes) or 6 entries per KV head evicted in each
+  of the 30 layers, and the full cache's tokens differ from SnapKV's (the
+  policy changes the answer);
+- --no-graphs decodes the compressed cache eagerly with the same tokens;
+- `bench --device cuda --batch 3`: three compressed sequences decoded in
+  one graph each equal their decode alone (batch_max_abs_diff 0);
+- `generate --device cuda --max-batch 3` answers the CPU's batched
+  generate under SnapKV, and under LaProx with --step-tokens 8 (prompts fed
+  in chunks: compressed chunk by chunk, the shadow catching up with the
+  entries appended since, holes rewritten);
+- policies the GPU does not run (mode=decode, H2O, kv-quant=polykv): exit 1
+  naming why, nothing on stdout, before any GPU is opened.
+Skipped without NVRTC, the stand-in driver or the model (failed under
+CI=true).
+"""
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref"))
+import numpy as np  # noqa: E402
+
+import harness  # noqa: E402
+from test_cuda_codegen import nvrtc_present  # noqa: E402
+from test_cuda_engine_emulated import FAKE, PROMPT, cuda_source, kld  # noqa: E402
+from test_cuda_batching_emulated import PROMPTS  # noqa: E402
+
+POLICIES = [("snapkv", "method=snapkv budget=0.5 window=8", 10),
+            ("laprox", "method=laprox budget=0.75 window=8", 5),
+            ("streaming", "method=streaming budget=14 window=8 sink=4", 6)]
+REFUSED = [("mode=decode", "method=snapkv budget=0.5 window=8 mode=decode", "evicts while decoding"),
+           ("h2o", "method=h2o budget=0.5 window=8", "running attention statistics"),
+           ("polykv", "method=snapkv budget=0.5 window=8 kv-quant=polykv", "quantized entries")]
+LAYERS, KV_HEADS = 30, 3
+
+
+def compile_policy(work, name, options, target="cpu,cuda"):
+    art = os.path.join(work, f"smollm2-{name}.llmc")
+    pipeline = f"llm-kv-policy{{{options}}}" if options else ""
+    args = ["compile", harness.SMOLLM2_GGUF, "-o", art, "--target", target, "-q"]
+    harness.run_llmc(args + (["--pipeline", pipeline] if pipeline else []), timeout=900)
+    return art
+
+
+def run(art, extra, env=None):
+    return harness.run_llmc(["run", art, "--prompt-tokens", PROMPT, "-n", "10", "--print-ids",
+                             "--ignore-eos", *extra], check=False, timeout=900, env=env)
+
+
+def policy_checks(checks, work, env_for):
+    full = compile_policy(work, "full", "", target="cpu")
+    full_tokens = run(full, ["--exact-activations", "--kv-type", "f16", "-q"]).stdout.split()
+    for name, options, evicted in POLICIES:
+        art = compile_policy(work, name, options)
+        env = env_for(art)
+        gpu_npy, cpu_npy = (os.path.join(work, f"{name}-{w}.npy") for w in ("gpu", "cpu"))
+        g = run(art, ["--device", "cuda", "--dump-decode-logits", gpu_npy], env)
+        c = run(art, ["--exact-activations", "--kv-type", "f16", "-q", "--dump-decode-logits",
+                      cpu_npy])
+        ok = g.returncode == 0 and c.returncode == 0 and len(c.stdout.split()) == 10
+        checks.check(ok, f"{name}: --device cuda (emulated GPU) and the CPU engine run",
+                     f"exit {g.returncode}/{c.returncode}: {g.stderr.strip()[-400:]}")
+        if not ok:
+            continue
+        checks.check(g.stdout.split() == c.stdout.split(),
+                     f"{name}: the GPU's greedy tokens equal the CPU engine's under the policy",
+                     f"gpu {g.stdout.split()} cpu {c.stdout.split()}")
+        gl, cl = np.load(gpu_npy), np.load(cpu_npy)
+        diff = np.abs(gl - cl).max(1) if gl.shape == cl.shape else np.array([np.inf])
+        checks.check(gl.shape == cl.shape == (10, cl.shape[1]) and diff.max() < 0.02 and
+                     kld(cl, gl) < 1e-5,
+                     f"{name}: the logits of all 10 decode steps over the compressed cache are "
+                     "within 0.02 (KLD 1e-5) of the CPU's",
+                     f"shape {gl.shape}, max |diff| per step {[f'{x:.4f}' for x in diff]}")
+        m = re.search(r"kv policy on the GPU: (\d+) prompt\(s\) compressed, (\d+) cache entries "
+                      r"evicted", g.stderr)
+        checks.check(bool(m) and m.groups() == ("1", str(evicted * KV_HEADS * LAYERS)),
+                     f"{name}: the prompt compressed once, {evicted} entries per KV head evicted "
+                     f"in each of the {LAYERS} layers", m.group(0) if m else g.stderr.strip()[-300:])
+        if name == "snapkv":
+            checks.check(full_tokens and full_tokens != c.stdout.split(),
+                         "snapkv: the full cache's tokens differ (the policy changes the answer)",
+                         f"full {full_tokens} snapkv {c.stdout.split()}")
+            e = run(art, ["--device", "cuda", "--no-graphs"], env)
+            checks.check(e.returncode == 0 and e.stdout.split() == g.stdout.split(),
+                         "snapkv: --no-graphs decodes the compressed cache eagerly, same tokens",
+                         f"exit {e.returncode}: {e.stdout.split()} {e.stderr.strip()[-200:]}")
+            batch_checks(checks, work, art, env)
+            generate_check(checks, work, art, env, name, [])
+        if name == "laprox":  # prompts in chunks: compressed chunk by chunk, holes kept
+            generate_check(checks, work, art, env, name, ["--step-tokens", "8"])
+
+
+def batch_checks(checks, work, art, env):
+    b = harness.run_llmc(["bench", art, "--device", "cuda", "-p", "20", "-n", "3", "-r", "1",
+                          "--batch", "3", "--json", "-q"], check=False, timeout=900, env=env)
+    try:
+        bj = json.loads(b.stdout)
+    except ValueError:
+        bj = {}
+    checks.check(b.returncode == 0 and bj.get("batch") == 3 and
+                 bj.get("batch_max_abs_diff") == 0,
+                 "snapkv: bench --batch 3 decodes three compressed sequences in one graph "
+                 "exactly as alone", f"exit {b.returncode}: batch_max_abs_diff "
+                 f"{bj.get('batch_max_abs_diff')} {b.stderr.strip()[-300:]}")
+
+
+def generate_check(checks, work, art, env, name, extra):
+    prompts = os.path.join(work, "prompts.txt")
+    with open(prompts, "w") as f:
+        f.write("\n".join(PROMPTS) + "\n")
+    common = ["generate", art, "--ids", "--prompts", prompts, "-n", "6", "--ignore-eos",
+              "-c", "128", "--max-batch", "3", *extra]
+    cpu = harness.run_llmc(common + ["--exact-activations", "--kv-type", "f16", "-q"],
+                           check=False, timeout=900)
+    gpu = harness.run_llmc(common + ["--device", "cuda", "-q"], check=False, timeout=900, env=env)
+    rows = lambda p: [json.loads(l)["tokens"] for l in p.stdout.splitlines() if l.startswith("{")]
+    checks.check(cpu.returncode == 0 and gpu.returncode == 0 and len(rows(cpu)) == 3 and
+                 rows(gpu) == rows(cpu),
+                 f"{name}: generate --device cuda --max-batch 3 {' '.join(extra)}answers the "
+                 "CPU's batched generate".replace("8answers", "8 answers"),
+                 f"exit {cpu.returncode}/{gpu.returncode}: gpu {rows(gpu)} cpu {rows(cpu)} "
+                 f"{gpu.stderr.strip()[-300:]}")
+
+
+def refusal_checks(checks, work, env_for):
+    for name, options, why in REFUSED:
+        art = compile_policy(work, name.replace("=", "-"), options)
+        p = run(art, ["--device", "cuda"], env_for(art))
+        checks.check(p.returncode == 1 and "does not run on the GPU" in p.stderr and
+                     why in p.stderr and not p.stdout.strip() and "Segmentation" not in p.stderr,
+                     f"{name}: --device cuda exits 1 saying the GPU does not run it ({why})",
+                     f"exit {p.returncode}: {p.stderr.strip()[-300:]}")
+
+
+def main():
+    checks = harness.Checks("KV-cache policies on the host-emulated GPU engine")
+    if not nvrtc_present():
+        harness.skip("libnvrtc (the CUDA toolkit's NVRTC) not found")
+    if not os.path.exists(FAKE):
+        harness.skip(f"{FAKE} missing (built with the tests)")
+    if not os.path.exists(harness.SMOLLM2_GGUF):
+        harness.skip(f"{harness.SMOLLM2_GGUF} missing (scripts/setup.sh fetches it)")
+    work = harness.work_dir("cuda_kv_policy_emulated")
+
+    def env_for(art):
+        src = art + ".cu"
+        cuda_source(art, src)
+        return {"LLMC_CUDA_DRIVER": FAKE, "LLMC_FAKECUDA_SOURCE": src}
+
+    policy_checks(checks, work, env_for)
+    refusal_checks(checks, work, env_for)
+    checks.finish()
+
+
+if __name__ == "__main__":
+    main()
