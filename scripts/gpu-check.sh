@@ -61,16 +61,18 @@ done
 # the CPU engine on the device machine's cores, same artifact.
 for art in "$DEV"/smollm2-*.llmc; do
   name=$(basename "$art" .llmc)
-  for mode in graphs no-graphs graphs-b16 no-graphs-b16 cpu; do
+  for mode in graphs graphs-f32-prefill no-graphs graphs-b16 no-graphs-b16 cpu; do
+    envs=(LLMC_CUDA_MMA=16) # prompt products on the tensor cores (the default)
     case $mode in
       graphs) flags=(--device cuda) ;;
+      graphs-f32-prefill) flags=(--device cuda); envs=(LLMC_CUDA_MMA=0) ;;
       no-graphs) flags=(--device cuda --no-graphs) ;;
       graphs-b16) flags=(--device cuda --batch 16) ;;
       no-graphs-b16) flags=(--device cuda --no-graphs --batch 16) ;;
       cpu) flags=() ;;
     esac
     say "bench $name $mode"
-    timeout "$STEP_S" "$DEV/llmc-rt" bench "$art" -p "$BENCH_PROMPT" -n "$BENCH_TOKENS" -r 3 --json -q \
+    env "${envs[@]}" timeout "$STEP_S" "$DEV/llmc-rt" bench "$art" -p "$BENCH_PROMPT" -n "$BENCH_TOKENS" -r 3 --json -q \
       --trusted-key "$DEV/signing.pub" "${flags[@]}" > "$OUT/bench-$name-$mode.json" \
       2> "$OUT/bench-$name-$mode.err" || status=1
   done
@@ -88,7 +90,8 @@ for art in "$DEV"/smollm2-*.llmc; do
   for mode in cuda cpu; do
     [[ $mode == cuda ]] && flags=(--device cuda) || flags=(--exact-activations --kv-type f16)
     say "generate $name $mode"
-    timeout "$STEP_S" "$DEV/llmc-rt" generate "$art" --ids --prompts "$OUT/generate-prompts.txt" -n "$GEN_TOKENS" \
+    # f32 prompt products (LLMC_CUDA_MMA=0): the tokens must equal the CPU's.
+    LLMC_CUDA_MMA=0 timeout "$STEP_S" "$DEV/llmc-rt" generate "$art" --ids --prompts "$OUT/generate-prompts.txt" -n "$GEN_TOKENS" \
       --ignore-eos --max-batch 16 --stats-json --trusted-key "$DEV/signing.pub" "${flags[@]}" \
       > "$OUT/generate-$name-$mode.jsonl" 2> "$OUT/generate-$name-$mode.stderr" || status=1
     grep '^{' "$OUT/generate-$name-$mode.stderr" > "$OUT/generate-$name-$mode.stats.json"
@@ -159,6 +162,20 @@ for f in sorted(glob.glob(os.path.join(out, "engine-*.json"))):
              f"{g.get('prefill_tok_s', '-')} | {g.get('decode_tok_s', '-')} | "
              f"{n.get('decode_tok_s', '-')} | {r.get('graphs_speedup', float('nan')):.2f} | "
              f"{'yes' if r.get('pass') else 'NO'} |")
+L += ["", "## Prompt products on the tensor cores (default) vs in f32 (LLMC_CUDA_MMA=0)", "",
+      "| Artifact | KLD vs CPU (prompt rows) | Top-1 | Greedy tokens equal to the CPU's | "
+      "Prefill tok/s, tensor cores | Prefill tok/s, f32 | Speedup |",
+      "|---|---:|---:|---:|---:|---:|---:|"]
+for f in sorted(glob.glob(os.path.join(out, "engine-*.json"))):
+    try:
+        r = json.load(open(f))
+    except ValueError:
+        continue
+    L.append(f"| {r['artifact']} | {r.get('tc_kld', float('nan')):.2e} | {r.get('tc_top1', 0):.3f} | "
+             f"first {r.get('tc_tokens_equal', '-')} of {r['tokens']} | "
+             f"{r.get('tensor_cores', {}).get('prefill_tok_s', '-')} | "
+             f"{r.get('graphs', {}).get('prefill_tok_s', '-')} | "
+             f"{r.get('tensor_core_prefill_speedup', float('nan')):.2f} |")
 L += ["", "## Speed: llmc-rt bench (median of 3)", "",
       "| Artifact | Mode | Prefill tok/s | Decode tok/s (all sequences) | Batch | "
       "Batched vs alone, max abs diff | Engine |", "|---|---|---:|---:|---:|---:|---|"]

@@ -164,6 +164,8 @@ def main():
         # llmc_cu_mv1_* (LLMC_CUDA_MV1=0), the A/B of the one-token kernel.
         row["llmc"] = {"graphs": llmc_bench(a, art, []),
                        "graphs_mv": llmc_bench(a, art, [], {"LLMC_CUDA_MV1": "0"}),
+                       # prompt products in f32 (LLMC_CUDA_MMA=0), the A/B of the tensor cores
+                       "graphs_f32_prefill": llmc_bench(a, art, [], {"LLMC_CUDA_MMA": "0"}),
                        "no_graphs": llmc_bench(a, art, ["--no-graphs"]),
                        f"graphs_b{a.batch}": llmc_bench(a, art, ["--batch", str(a.batch)]),
                        f"no_graphs_b{a.batch}": llmc_bench(a, art, ["--no-graphs", "--batch", str(a.batch)])}
@@ -173,6 +175,8 @@ def main():
         ratio = lambda x, y: (x / y) if x and y else None
         row["graphs_vs_no_graphs"] = ratio(g.get("decode_tok_s"), n.get("decode_tok_s"))
         row["mv1_vs_mv"] = ratio(g.get("decode_tok_s"), row["llmc"]["graphs_mv"].get("decode_tok_s"))
+        row["mma_vs_f32_prefill"] = ratio(g.get("prefill_tok_s"),
+                                          row["llmc"]["graphs_f32_prefill"].get("prefill_tok_s"))
         if a.peer:
             row["graphs_vs_llamacpp_b1"] = ratio(g.get("decode_tok_s"), row["llamacpp"]["b1"].get("decode_tok_s"))
             row["prefill_vs_llamacpp"] = ratio(g.get("prefill_tok_s"), row["llamacpp"]["b1"].get("prefill_tok_s"))
@@ -202,10 +206,10 @@ def markdown(res):
          f"{fmt(res['copy_gbps'])} GB/s (bytes read + written)", "",
          "| Model | llmc prefill tok/s | llama.cpp prefill tok/s | llmc decode, graphs | "
          "llmc decode, no graphs | llama.cpp decode | graphs / no graphs | graphs / llama.cpp | "
-         "mv1 / general kernel (decode) | "
+         "mv1 / general kernel (decode) | tensor cores / f32 (prefill) | "
          f"llmc b{B}, graphs | llmc b{B}, no graphs | llama.cpp b{B} | llmc / llama.cpp b{B} | "
          "decode GB/s (share of HBM) |",
-         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for m in res["models"]:
         l, p = m["llmc"], m.get("llamacpp", {})
         pb1, pbB = p.get("b1", {}), p.get(f"b{B}", {})
@@ -214,6 +218,7 @@ def markdown(res):
             f"{fmt(l['graphs'].get('decode_tok_s'))} | {fmt(l['no_graphs'].get('decode_tok_s'))} | "
             f"{fmt(pb1.get('decode_tok_s'))} | {fmt(m.get('graphs_vs_no_graphs'), '.2f')} | "
             f"{fmt(m.get('graphs_vs_llamacpp_b1'), '.2f')} | {fmt(m.get('mv1_vs_mv'), '.2f')} | "
+            f"{fmt(m.get('mma_vs_f32_prefill'), '.2f')} | "
             f"{fmt(l[f'graphs_b{B}'].get('decode_tok_s'))} | {fmt(l[f'no_graphs_b{B}'].get('decode_tok_s'))} | "
             f"{fmt(pbB.get('decode_tok_s'))} | {fmt(m.get(f'graphs_vs_llamacpp_b{B}'), '.2f')} | "
             f"{fmt(m.get('decode_gbps'))} ({fmt(100 * m['hbm_share'] if m.get('hbm_share') else None, '.1f')}%) |")

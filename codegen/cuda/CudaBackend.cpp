@@ -189,6 +189,15 @@ public:
                          {"cols", s.cols},
                          {"max_tokens", 1},
                          {"rows_per_block", kCudaDecodeRowsPerBlock}});
+    for (const CudaMatvecSpec &s : specs)
+      if (canGenerateCudaMma(s.dtype, s.cols))
+        kernels.push_back({{"symbol", s.mmaSymbol()},
+                           {"kind", "matvec_mma"},
+                           {"dtype", std::string(dtypeName(s.dtype))},
+                           {"cols", s.cols},
+                           {"max_tokens", 256}, // any T; the runtime's prompt chunk
+                           {"rows_per_block", 16 * kCudaMmaWarps},
+                           {"tokens_per_block", kCudaMmaTokens}});
     for (const CudaOpSpec &o : ops) {
       nlohmann::json e = {{"symbol", o.symbol()}};
       if (o.kind == CudaOpSpec::Kind::RmsNorm)

@@ -58,6 +58,15 @@ __device__ __forceinline__ unsigned llmcLd16(const unsigned char *p) {
 __device__ __forceinline__ unsigned llmcLd32(const unsigned char *p) {
   return *reinterpret_cast<const unsigned *>(p);
 }
+// c += A B for one 16 x 8 x 16 tile on the tensor cores (f16 A and B, f32
+// C; the fragment layouts in codegen/cuda/CudaMmaSource.cpp).
+__device__ __forceinline__ void llmcMma16816(float *c, const unsigned *a, const unsigned *b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ bool llmcEmuPlayComplete() { return true; }
 } // namespace
 #else
 namespace {
@@ -73,6 +82,10 @@ __device__ __forceinline__ unsigned short llmcU16(const unsigned char *p) {
 }
 __device__ __forceinline__ unsigned llmcU32(const unsigned char *p) {
   return p[0] | (p[1] << 8) | (p[2] << 16) | ((unsigned)p[3] << 24);
+}
+// Two f16 (round to nearest even) in one register, lo in the low half.
+__device__ __forceinline__ unsigned llmcPackHalf2(float lo, float hi) {
+  return (unsigned)llmcToHalf(lo) | ((unsigned)llmcToHalf(hi) << 16);
 }
 // Q4_K: the 6-bit scale and minimum of sub-block j (0..7) from the 12 packed bytes
 __device__ __forceinline__ void llmcScaleMinK4(int j, const unsigned char *q, int &sc, int &m) {
@@ -240,8 +253,10 @@ std::string groupedIntDecodeText(const GroupedIntSpec &g) {
          "    }\n";
 }
 
+} // namespace
+
 /// The @DECODE@ text of a format: unit u of the row (8 weights).
-std::string decodeText(DType dtype) {
+std::string cudaUnitDecodeText(DType dtype) {
   if (std::optional<GroupedIntSpec> g = groupedIntSpec(dtype))
     return groupedIntDecodeText(*g);
   switch (dtype) {
@@ -375,6 +390,8 @@ std::string decodeText(DType dtype) {
   }
 }
 
+namespace {
+
 std::string rmsNormKernel(const CudaOpSpec &s) {
   if (s.cols < 1)
     throw std::invalid_argument("bad RMSNorm width for CUDA");
@@ -488,7 +505,7 @@ std::string cudaKernelSource(const std::vector<CudaMatvecSpec> &specs,
                                   std::to_string(s.cols));
     if (!seen.insert(s.embedSymbol()).second)
       continue;
-    std::string k = replaceAll(kEmbedTemplate, "@DECODE@", decodeText(s.dtype));
+    std::string k = replaceAll(kEmbedTemplate, "@DECODE@", cudaUnitDecodeText(s.dtype));
     k = replaceAll(k, "@NAME@", s.embedSymbol());
     k = replaceAll(k, "@COLS@", std::to_string(s.cols));
     out += "\n// embedding rows: " + std::string(dtypeName(s.dtype)) + " of " +
@@ -504,17 +521,19 @@ std::string cudaKernelSource(const std::vector<CudaMatvecSpec> &specs,
                                   std::to_string(s.cols));
     if (!seen.insert(s.symbol()).second)
       continue;
-    std::string k = replaceAll(kMatvecTemplate, "@DECODE@", decodeText(s.dtype));
+    std::string k = replaceAll(kMatvecTemplate, "@DECODE@", cudaUnitDecodeText(s.dtype));
     k = replaceAll(k, "@NAME@", s.symbol());
     k = replaceAll(k, "@COLS@", std::to_string(s.cols));
     k = replaceAll(k, "@RPB@", std::to_string(kCudaRowsPerBlock));
     out += "\n// " + std::string(dtypeName(s.dtype)) + " rows of " + std::to_string(s.cols) +
            ", f32 activations, up to " + std::to_string(kCudaMaxTokens) + " tokens" + k;
-    std::string k1 = replaceAll(kMatvec1Template, "@DECODE@", decodeText(s.dtype));
+    std::string k1 = replaceAll(kMatvec1Template, "@DECODE@", cudaUnitDecodeText(s.dtype));
     k1 = replaceAll(k1, "@NAME1@", s.decodeSymbol());
     k1 = replaceAll(k1, "@COLS@", std::to_string(s.cols));
     k1 = replaceAll(k1, "@RPB1@", std::to_string(kCudaDecodeRowsPerBlock));
     out += "\n// the same, one token (decode)" + k1;
+    if (canGenerateCudaMma(s.dtype, s.cols))
+      out += cudaMmaKernel(s);
   }
   for (const CudaOpSpec &o : ops) {
     if (!seen.insert(o.symbol()).second)

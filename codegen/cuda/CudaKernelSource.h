@@ -20,6 +20,12 @@
 //       const float *x, float *y, long long rows, const float *res)
 // the same for one token (decode steps; the same bits as T = 1 above),
 // launched with blockDim.x = 32 * kCudaDecodeRowsPerBlock.
+//   llmc_cu_mm_<format>_<cols>(the arguments of llmc_cu_mv_*, any T >= 1)
+// the same product on the tensor cores (sm_80+; weights and activations
+// rounded to f16, sums in f32: a prompt chunk's products,
+// CudaMmaSource.cpp), launched with blockDim.x = 32 * kCudaMmaWarps and
+// gridDim.x = ceil(rows / (16 * kCudaMmaWarps)) * ceil(T / kCudaMmaTokens);
+// generated where the width is a multiple of 32.
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "codegen/cuda/CudaAttentionSource.h"
@@ -35,6 +41,10 @@ namespace llmc::codegen {
 constexpr int kCudaMaxTokens = 8;
 constexpr int kCudaRowsPerBlock = 4;
 constexpr int kCudaDecodeRowsPerBlock = 8;
+/// The tensor-core product (llmc_cu_mm_*): warps per block (16 rows each)
+/// and tokens per block.
+constexpr int kCudaMmaWarps = 4;
+constexpr int kCudaMmaTokens = 32;
 
 struct CudaMatvecSpec {
   DType dtype;
@@ -42,12 +52,22 @@ struct CudaMatvecSpec {
   std::string symbol() const;      // llmc_cu_mv_<format>_<cols>
   std::string embedSymbol() const; // llmc_cu_embed_<format>_<cols>
   std::string decodeSymbol() const; // llmc_cu_mv1_<format>_<cols>
+  std::string mmaSymbol() const;    // llmc_cu_mm_<format>_<cols>
 };
 
 /// Formats with a generated CUDA matrix-vector kernel: f32, f16, q8_0,
 /// q4_0, q4_1, q5_0 and q5_1 at widths that are a multiple of 32, q4_k and
 /// q6_k at multiples of 256.
 bool canGenerateCuda(DType dtype, int64_t cols);
+
+/// Whether a llmc_cu_mm_* kernel is generated for this format and width.
+bool canGenerateCudaMma(DType dtype, int64_t cols);
+/// The tensor-core kernel of `s` (canGenerateCudaMma must hold).
+std::string cudaMmaKernel(const CudaMatvecSpec &s);
+/// The kernels' decoding of unit u (8 weights) of a row of `dtype`: fills
+/// v[8], c0, c1 from `row` and `u` (v[0..3] multiply columns c0..c0+3,
+/// v[4..7] columns c1..c1+3). std::invalid_argument for other formats.
+std::string cudaUnitDecodeText(DType dtype);
 
 /// The element-wise and per-row op kernels (f32 rows, out of place where
 /// they read and write rows):

@@ -17,7 +17,9 @@ On SmolLM2-135M-Instruct compiled with --target cuda, a 20-token prompt
 - no driver (LLMC_CUDA_DRIVER naming a missing library): exit 4 with a
   message; stories260K (heads of 8: no CUDA attention kernels): exit 1
   naming the missing kernel, never a crash;
-- `llmc-rt cuda-check` passes each matvec kernel at 1 and 8 tokens;
+- `llmc-rt cuda-check` passes each matvec kernel at 1 and 8 tokens, each
+  one-token kernel, and each tensor-core kernel at 16 and 37 tokens (within
+  f16 rounding);
 - `llmc bench --device cuda` measures prefill and decode (graphs); with
   --batch 3 (a graph of 4 rows, one padding) every sequence's logits equal
   its logits decoded alone;
@@ -79,7 +81,9 @@ def smollm2_checks(checks, work):
     harness.run_llmc(["compile", harness.SMOLLM2_GGUF, "-o", art, "--target", "cuda", "-q"],
                      timeout=900)
     cuda_source(art, src)
-    env = {"LLMC_CUDA_DRIVER": FAKE, "LLMC_FAKECUDA_SOURCE": src}
+    # LLMC_CUDA_MMA=0: the prompt's products in f32, as the CPU's (the tensor-core
+    # path is test_cuda_mma_emulated's; emulating it on SmolLM2 takes too long).
+    env = {"LLMC_CUDA_DRIVER": FAKE, "LLMC_FAKECUDA_SOURCE": src, "LLMC_CUDA_MMA": "0"}
     gpu_npy, cpu_npy, eager_npy = (os.path.join(work, n) for n in
                                    ("gpu.npy", "cpu.npy", "eager.npy"))
     g = run(art, ["--device", "cuda"], env, gpu_npy)
@@ -155,10 +159,14 @@ def smollm2_checks(checks, work):
                         env=dict(os.environ, **env))
     lines = [json.loads(l) for l in cc.stdout.splitlines() if l.startswith("{")]
     one = sorted(l["kernel"] for l in lines if l["kernel"].startswith("llmc_cu_mv1_"))
-    checks.check(cc.returncode == 0 and len(lines) == 9 and all(l["pass"] for l in lines) and
-                 one == ["llmc_cu_mv1_q4_1_1536", "llmc_cu_mv1_q4_1_576", "llmc_cu_mv1_q8_0_576"],
-                 "SmolLM2: llmc-rt cuda-check passes its 3 matvec kernels at 1 and 8 tokens "
-                 "and their 3 one-token (decode) kernels",
+    mma = sorted((l["kernel"], l["tokens"]) for l in lines if l["kernel"].startswith("llmc_cu_mm_"))
+    checks.check(cc.returncode == 0 and len(lines) == 15 and all(l["pass"] for l in lines) and
+                 one == ["llmc_cu_mv1_q4_1_1536", "llmc_cu_mv1_q4_1_576", "llmc_cu_mv1_q8_0_576"] and
+                 mma == [(f"llmc_cu_mm_{k}", t) for k in ("q4_1_1536", "q4_1_576", "q8_0_576")
+                         for t in (16, 37)],
+                 "SmolLM2: llmc-rt cuda-check passes its 3 matvec kernels at 1 and 8 tokens, "
+                 "their 3 one-token (decode) kernels and their 3 tensor-core kernels at 16 and "
+                 "37 tokens",
                  f"exit {cc.returncode}, {len(lines)} results: "
                  f"{[(l['kernel'], l['max_rel_error']) for l in lines]} {cc.stderr.strip()[-200:]}")
     n = run(art, ["--device", "cuda"], {"LLMC_CUDA_DRIVER": os.path.join(work, "no-such.so")})

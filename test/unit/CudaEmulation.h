@@ -127,6 +127,49 @@ template <typename T> T llmcAllSum(T v) {
 }
 double llmcWarpAllSum(double v) { return llmcAllSum<double>(v); }
 float llmcWarpAllSumF(float v) { return llmcAllSum<float>(v); }
+// The tensor cores' mma.m16n8k16 (f16 A, B; f32 C), a warp-wide operation:
+// replayed like the all-sums (it shares their count of calls). Each lane
+// deposits its fragments (a0..a3, b0, b1); an answered call computes the
+// lane's four results from all 32 lanes' fragments in PTX's layout (A: a0
+// row g k 2t..2t+1, a1 row g+8, a2 row g k 2t+8.., a3 row g+8 k 2t+8..; B:
+// b0 k 2t..2t+1 column g, b1 k 2t+8..; C: c0, c1 row g columns 2t, 2t+1,
+// c2, c3 row g+8), each sum over k in order in float (f16 products are
+// exact in float), added to c.
+static unsigned llmcMmaParts[kLlmcMaxAllSums][32][6];
+float llmcMmaA(const unsigned (&p)[32][6], int row, int k) {
+  const int lane = (row & 7) * 4 + (k & 7) / 2, reg = (row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0);
+  return llmcHalf((unsigned short)(p[lane][reg] >> (16 * (k & 1))));
+}
+float llmcMmaB(const unsigned (&p)[32][6], int k, int col) {
+  const int lane = col * 4 + (k & 7) / 2, reg = 4 + (k >= 8 ? 1 : 0);
+  return llmcHalf((unsigned short)(p[lane][reg] >> (16 * (k & 1))));
+}
+void llmcMma16816(float *c, const unsigned *a, const unsigned *b) {
+  const int lane = int(threadIdx.x & 31);
+  const int call = llmcAllCalls[lane]++;
+  if (call >= kLlmcMaxAllSums)
+    return;
+  if (call == llmcAnswered) {
+    for (int i = 0; i < 4; ++i)
+      llmcMmaParts[call][lane][i] = a[i];
+    llmcMmaParts[call][lane][4] = b[0];
+    llmcMmaParts[call][lane][5] = b[1];
+    llmcDeposited = 1;
+  }
+  if (call >= llmcAnswered)
+    return;
+  const int g = lane >> 2, t = lane & 3;
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+    float s = 0.0f;
+    for (int k = 0; k < 16; ++k)
+      s += llmcMmaA(llmcMmaParts[call], row, k) * llmcMmaB(llmcMmaParts[call], k, col);
+    c[i] += s;
+  }
+}
+// Whether every warp-wide call of this play was answered (its results are
+// the kernel's): stores of a replayed kernel that writes in place wait for it.
+bool llmcEmuPlayComplete() { return llmcAllCalls[threadIdx.x & 31] <= llmcAnswered; }
 } // namespace
 )";
 

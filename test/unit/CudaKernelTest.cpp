@@ -144,6 +144,86 @@ TEST(CudaKernels, EmulatedMatvecMatchesDequantizedDoubleProduct) {
   }
 }
 
+// The tensor-core product (llmc_cu_mm_*: mma.m16n8k16 in PTX's fragment
+// layout, emulated from the same layout): against the product of the
+// f16-rounded weights and activations in double (the kernel's own inputs;
+// a fragment slip would be off by the size of the product), and within f16
+// rounding of the f32 product; 21 rows (a warp with 5 rows, two idle
+// warps) and 37 tokens (a second token tile with 5); the fused residual,
+// into another buffer and in place.
+TEST(CudaKernels, EmulatedTensorCoreProductMatchesF16Product) {
+  std::vector<CudaMatvecSpec> specs;
+  for (DType t : kFormats)
+    for (int64_t c : {32, 96, 256})
+      if (canGenerateCudaMma(t, c) && (c == 256) == (t == DType::Q4_K || t == DType::Q6_K))
+        specs.push_back({t, c});
+  specs.push_back({groupedIntDType(4, true, 32), 96});
+  cgtest::GeneratedObject obj;
+  cgtest::loadGenerated(obj, std::string(cgtest::kCudaHostShim) + cudaKernelSource(specs),
+                        IsaLevel::X86_64);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  auto set = obj.fn<cgtest::CudaEmuSetFn>("llmc_emu_set");
+  auto play = obj.fn<cgtest::CudaEmuPlayFn>("llmc_emu_play");
+  auto deposited = obj.fn<cgtest::CudaEmuDepositedFn>("llmc_emu_deposited");
+  ASSERT_TRUE(set && play && deposited);
+  std::mt19937 rng(23);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t rows = 21;
+  const int T = 37;
+  auto half = [](float v) { return double(halfToFloat(floatToHalf(v))); };
+  for (const CudaMatvecSpec &s : specs) {
+    auto fn = obj.fn<CudaMatvecFn>(s.mmaSymbol());
+    ASSERT_NE(fn, nullptr) << s.mmaSymbol();
+    const int64_t stride = rowBytes(s.dtype, s.cols);
+    std::vector<unsigned char> w(size_t(rows * stride));
+    std::vector<float> deq(size_t(rows * s.cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      const std::vector<uint8_t> bytes = randomRow(s.dtype, s.cols, rng);
+      std::copy(bytes.begin(), bytes.end(), w.begin() + r * stride);
+      dequantizeRow(s.dtype, w.data() + r * stride, deq.data() + r * s.cols, s.cols);
+    }
+    const int64_t ldx = s.cols + 3, ldy = rows + 2, ldr = rows + 5;
+    std::vector<float> x(size_t(T * ldx)), y(size_t(T * ldy), -7.0f), res(size_t(T * ldr));
+    for (float &v : x)
+      v = nd(rng);
+    for (float &v : res)
+      v = nd(rng);
+    std::vector<float> yr(y.size(), -7.0f), yi(y.size(), -7.0f);
+    for (int t = 0; t < T; ++t)
+      for (int64_t r = 0; r < rows; ++r)
+        yi[size_t(t * ldy + r)] = res[size_t(t * ldr + r)];
+    const unsigned blocks = unsigned((rows + 16 * kCudaMmaWarps - 1) / (16 * kCudaMmaWarps) *
+                                     ((T + kCudaMmaTokens - 1) / kCudaMmaTokens));
+    auto launch = [&](float *out, const float *r, long long lr) {
+      cgtest::runKernelReplay(set, play, deposited, blocks, 32 * kCudaMmaWarps, [&] {
+        fn(w.data(), stride, x.data(), ldx, T, out, ldy, rows, r, lr);
+      });
+    };
+    launch(y.data(), nullptr, 0);
+    launch(yr.data(), res.data(), ldr);
+    launch(yi.data(), yi.data(), ldy);
+    for (int t = 0; t < T; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        double ref16 = 0, ref = 0, mag = 0;
+        for (int64_t c = 0; c < s.cols; ++c) {
+          const float wv = deq[size_t(r * s.cols + c)], xv = x[size_t(t * ldx + c)];
+          ref16 += half(wv) * half(xv);
+          ref += double(wv) * xv;
+          mag += std::fabs(double(wv) * xv);
+        }
+        const float got = y[size_t(t * ldy + r)];
+        ASSERT_NEAR(got, ref16, 1e-5 * mag + 1e-6)
+            << s.mmaSymbol() << " token " << t << " row " << r << " (f16 inputs)";
+        ASSERT_NEAR(got, ref, 2e-3 * mag + 1e-6) << s.mmaSymbol() << " token " << t << " row " << r;
+        const float want = got + res[size_t(t * ldr + r)];
+        ASSERT_EQ(yr[size_t(t * ldy + r)], want) << s.mmaSymbol() << " residual, row " << r;
+        ASSERT_EQ(yi[size_t(t * ldy + r)], want) << s.mmaSymbol() << " in place, row " << r;
+      }
+      ASSERT_EQ(y[size_t(t * ldy + rows)], -7.0f) << s.mmaSymbol(); // nothing past the rows
+    }
+  }
+}
+
 static std::vector<CudaOpSpec> allOps() {
   std::vector<CudaOpSpec> v;
   for (int64_t c : {7, 64, 576}) {

@@ -1,7 +1,8 @@
 //===- CudaCheckCommand.cpp - llmc cuda-check: an artifact's CUDA kernels on the GPU ===//
 // Loads the artifact's CUDA image for this GPU (signed by a trusted key,
 // bytes matching their signed digests), runs every matvec kernel on seeded
-// rows of its format and width (--rows of them) for 1 and 8 tokens, and
+// rows of its format and width (--rows of them) for 1 and 8 tokens (the
+// tensor-core ones for 16 and 37, within f16 rounding: 2e-3), and
 // compares with the CPU's double-precision product of the same rows
 // dequantized; reports the largest relative error, the time per call and
 // the bytes streamed per second. Without a usable GPU: a clean message and
@@ -21,6 +22,8 @@ namespace llmc::tool {
 namespace {
 
 constexpr double kMaxRelError = 1e-5; // of sum |w x|: the host emulation test's bound
+// The tensor-core kernels round weights and activations to f16 (2^-11 each).
+constexpr double kMaxRelErrorF16 = 2e-3;
 
 struct CudaCheckArgs {
   std::string artifact;
@@ -44,6 +47,7 @@ struct KernelEntry {
   int64_t cols = 0;
   int maxTokens = 0, rowsPerBlock = 0;
   bool decode = false; // llmc_cu_mv1_*: one token, (w, stride, x, y, rows, res)
+  int tokensPerBlock = 0; // llmc_cu_mm_* (tensor cores): blocks also split the tokens
 };
 
 KernelEntry parseEntry(const nlohmann::json &k) {
@@ -54,8 +58,13 @@ KernelEntry parseEntry(const nlohmann::json &k) {
   e.maxTokens = k.value("max_tokens", 0);
   e.rowsPerBlock = k.value("rows_per_block", 0);
   e.decode = k.value("kind", "") == "matvec_decode";
+  const bool mma = k.value("kind", "") == "matvec_mma";
+  e.tokensPerBlock = mma ? k.value("tokens_per_block", 0) : 0;
   if (e.symbol.empty() || !d || e.cols <= 0 || e.cols % 32 != 0 || e.maxTokens < 1 ||
-      e.maxTokens > 64 || e.rowsPerBlock < 1 || e.rowsPerBlock > 32)
+      e.maxTokens > (mma ? 4096 : 64) || e.rowsPerBlock < 1 ||
+      e.rowsPerBlock > (mma ? 256 : 32) || (mma && (e.tokensPerBlock < 1 ||
+                                                     e.tokensPerBlock > 256 ||
+                                                     e.rowsPerBlock % 16 != 0)))
     throw std::runtime_error("codegen_cuda: a malformed kernel entry: " + k.dump());
   e.dtype = *d;
   return e;
@@ -92,8 +101,12 @@ KernelResult checkKernel(cuda::CudaDevice &dev, void *fn, const KernelEntry &e, 
   void *general[] = {&pw, &lstride, &px, &ldx, &tokens, &py, &ldy, &nrows, &noResidual, &ldr};
   void *decode[] = {&pw, &lstride, &px, &py, &nrows, &noResidual};
   void **args = e.decode ? decode : general;
-  const unsigned grid = unsigned((rows + e.rowsPerBlock - 1) / e.rowsPerBlock);
-  const unsigned block = 32u * unsigned(e.rowsPerBlock);
+  unsigned grid = unsigned((rows + e.rowsPerBlock - 1) / e.rowsPerBlock);
+  unsigned block = 32u * unsigned(e.rowsPerBlock);
+  if (e.tokensPerBlock > 0) { // tensor cores: a warp per 16 rows, blocks over the tokens too
+    grid *= unsigned((T + e.tokensPerBlock - 1) / e.tokensPerBlock);
+    block = 32u * unsigned(e.rowsPerBlock / 16);
+  }
   dev.launch(fn, grid, block, args);
   dev.synchronize();
   dev.download(y.data(), dy, y.size() * 4);
@@ -137,16 +150,19 @@ int runCudaCheck(const CudaCheckArgs &a) {
   bool ok = true;
   for (const nlohmann::json &k : art->manifest()["codegen_cuda"].value("kernels", nlohmann::json::array())) {
     const std::string kind = k.value("kind", "");
-    if (kind != "matvec" && kind != "matvec_decode")
+    if (kind != "matvec" && kind != "matvec_decode" && kind != "matvec_mma")
       continue;
     const KernelEntry e = parseEntry(k);
     if (e.decode && e.maxTokens != 1)
       throw std::runtime_error("codegen_cuda: a decode kernel entry for more than one token: " +
                                k.dump());
     void *fn = dev->function(module, e.symbol);
-    for (int T : e.decode ? std::vector<int>{1} : std::vector<int>{1, e.maxTokens}) {
+    const std::vector<int> tokenCounts = e.decode           ? std::vector<int>{1}
+                                         : e.tokensPerBlock ? std::vector<int>{16, 37}
+                                                            : std::vector<int>{1, e.maxTokens};
+    for (int T : tokenCounts) {
       const KernelResult r = checkKernel(*dev, fn, e, a.rows, T, a.reps);
-      const bool pass = r.maxRelError <= kMaxRelError;
+      const bool pass = r.maxRelError <= (e.tokensPerBlock ? kMaxRelErrorF16 : kMaxRelError);
       ok = ok && pass;
       if (a.json)
         printf("{\"kernel\": \"%s\", \"tokens\": %d, \"rows\": %lld, \"max_rel_error\": %.3g, "
@@ -168,7 +184,8 @@ std::function<int()> addCudaCheckCommand(CLI::App &app) {
   CLI::App *cmd = app.add_subcommand(
       "cuda-check", "Run an artifact's CUDA kernels on this machine's GPU against the CPU: each "
                     "matvec kernel on seeded rows of its format and width, 1 and 8 tokens "
-                    "(largest relative error, time per call, GB/s)");
+                    "(tensor-core kernels: 16 and 37) (largest relative error, time per call, "
+                    "GB/s)");
   cmd->footer("Exit codes: 0 every kernel within tolerance, 1 a kernel off or an error, 2 bad "
               "flags, 4 no usable CUDA device (no driver or no GPU).");
   cmd->add_option("artifact", a->artifact, "artifact compiled with --target cpu,cuda or cuda")

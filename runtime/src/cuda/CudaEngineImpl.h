@@ -40,6 +40,10 @@ constexpr int kDecodeRowsPerBlock = 8; // llmc_cu_mv1_*
 // kernel cuts 0..pos evenly among them.
 constexpr int kSplitLen = 16, kMaxSplits = 32;
 constexpr int kRopeThreads = 512;
+// Products of a prompt chunk of at least this many tokens go to the tensor
+// cores (llmc_cu_mm_*: 4 warps of 16 rows, 32 tokens per block).
+constexpr int64_t kMmaMinTokens = 16;
+constexpr int kMmaWarps = 4, kMmaTokens = 32;
 
 inline unsigned blocksFor(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }
 
@@ -64,6 +68,7 @@ struct CudaEngine::Impl {
     int64_t rows = 0, cols = 0, stride = 0;
     void *matvec = nullptr;
     void *matvec1 = nullptr; // the one-token kernel, when the artifact has it
+    void *mma = nullptr;     // the tensor-core kernel (prompt chunks), when it has it
   };
   struct GpuStep {
     std::vector<GpuMatrix> w;
@@ -109,10 +114,22 @@ struct CudaEngine::Impl {
   /// One-token products run llmc_cu_mv1_* (LLMC_CUDA_MV1=0: the general
   /// kernel at T = 1, the same bits; for comparing their speed).
   bool useMatvec1 = true;
+  /// Products of at least this many tokens run llmc_cu_mm_* on the tensor
+  /// cores (f16 inputs); LLMC_CUDA_MMA=0: never (the f32 matrix-vector
+  /// kernels in groups of 8 tokens), LLMC_CUDA_MMA=N: from N tokens.
+  int64_t mmaMinTokens = cudaengine::kMmaMinTokens;
 
   Impl(const Artifact &a, const CudaEngineOptions &o) : art(a), opts(o) {
     const char *e = std::getenv("LLMC_CUDA_MV1");
     useMatvec1 = !(e && std::string(e) == "0");
+    if (const char *m = std::getenv("LLMC_CUDA_MMA")) {
+      char *end = nullptr;
+      const long long n = std::strtoll(m, &end, 10);
+      if (end == m || *end || n < 0)
+        throw std::runtime_error(std::string("LLMC_CUDA_MMA: expected a token count (0: off), "
+                                             "got '") + m + "'");
+      mmaMinTokens = n == 0 ? INT64_MAX : n;
+    }
   }
   /// The kernel's function, or nullptr when the module lacks it.
   void *optionalKernel(void *module, const std::string &symbol) {
@@ -131,6 +148,7 @@ struct CudaEngine::Impl {
     GpuMatrix m{&buf, dtype, rows, cols, rowBytes(dtype, cols), nullptr};
     m.matvec = kernel(module, "llmc_cu_mv_" + shape, ctx);
     m.matvec1 = optionalKernel(module, "llmc_cu_mv1_" + shape);
+    m.mma = optionalKernel(module, "llmc_cu_mm_" + shape);
     return m;
   }
 

@@ -18,6 +18,16 @@ void CudaEngine::Impl::matvec(const GpuMatrix &m, uint64_t x, int64_t ldx, int64
                 args);
     return;
   }
+  if (T >= mmaMinTokens && m.mma) {
+    uint64_t w = m.buf->ptr(), xp = x, yp = y, rp = res;
+    long long stride = m.stride, lx = ldx, ly = ldy, rows = m.rows, lr = ldr;
+    int n = int(T);
+    void *args[] = {&w, &stride, &xp, &lx, &n, &yp, &ly, &rows, &rp, &lr};
+    dev->launch(m.mma,
+                blocksFor(m.rows, 16 * kMmaWarps) * blocksFor(T, kMmaTokens), 32 * kMmaWarps,
+                args);
+    return;
+  }
   for (int64_t t0 = 0; t0 < T; t0 += kMatvecMaxTokens) {
     uint64_t w = m.buf->ptr(), xp = x + uint64_t(t0 * ldx) * 4, yp = y + uint64_t(t0 * ldy) * 4;
     uint64_t rp = res ? res + uint64_t(t0 * ldr) * 4 : 0;
