@@ -149,6 +149,10 @@ L += ["", "## The GPU engine against the CPU engine (llmc-rt run --device cuda)"
       "| Artifact | Prompt | Tokens | KLD (prompt rows) | Top-1 | Tokens equal | "
       "Prefill tok/s | Decode tok/s, graphs | Decode tok/s, no graphs | Graphs speedup | Pass |",
       "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
+TC = ["", "## Prompt products on the tensor cores (default) vs in f32 (LLMC_CUDA_MMA=0)", "",
+      "| Artifact | KLD vs CPU (prompt rows) | Top-1 | Greedy tokens equal to the CPU's | "
+      "Prefill tok/s, tensor cores | Prefill tok/s, f32 | Speedup |",
+      "|---|---:|---:|---:|---:|---:|---:|"]
 for f in sorted(glob.glob(os.path.join(out, "engine-*.json"))):
     try:
         r = json.load(open(f))
@@ -162,20 +166,12 @@ for f in sorted(glob.glob(os.path.join(out, "engine-*.json"))):
              f"{g.get('prefill_tok_s', '-')} | {g.get('decode_tok_s', '-')} | "
              f"{n.get('decode_tok_s', '-')} | {r.get('graphs_speedup', float('nan')):.2f} | "
              f"{'yes' if r.get('pass') else 'NO'} |")
-L += ["", "## Prompt products on the tensor cores (default) vs in f32 (LLMC_CUDA_MMA=0)", "",
-      "| Artifact | KLD vs CPU (prompt rows) | Top-1 | Greedy tokens equal to the CPU's | "
-      "Prefill tok/s, tensor cores | Prefill tok/s, f32 | Speedup |",
-      "|---|---:|---:|---:|---:|---:|---:|"]
-for f in sorted(glob.glob(os.path.join(out, "engine-*.json"))):
-    try:
-        r = json.load(open(f))
-    except ValueError:
-        continue
-    L.append(f"| {r['artifact']} | {r.get('tc_kld', float('nan')):.2e} | {r.get('tc_top1', 0):.3f} | "
-             f"first {r.get('tc_tokens_equal', '-')} of {r['tokens']} | "
-             f"{r.get('tensor_cores', {}).get('prefill_tok_s', '-')} | "
-             f"{r.get('graphs', {}).get('prefill_tok_s', '-')} | "
-             f"{r.get('tensor_core_prefill_speedup', float('nan')):.2f} |")
+    TC.append(f"| {r['artifact']} | {r.get('tc_kld', float('nan')):.2e} | {r.get('tc_top1', 0):.3f} | "
+              f"first {r.get('tc_tokens_equal', '-')} of {r['tokens']} | "
+              f"{r.get('tensor_cores', {}).get('prefill_tok_s', '-')} | "
+              f"{g.get('prefill_tok_s', '-')} | "
+              f"{r.get('tensor_core_prefill_speedup', float('nan')):.2f} |")
+L += TC
 L += ["", "## Speed: llmc-rt bench (median of 3)", "",
       "| Artifact | Mode | Prefill tok/s | Decode tok/s (all sequences) | Batch | "
       "Batched vs alone, max abs diff | Engine |", "|---|---|---:|---:|---:|---:|---|"]

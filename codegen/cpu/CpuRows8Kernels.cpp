@@ -5,6 +5,7 @@
 // used for every step size. Each is a template with the format and width
 // substituted, and a T switch (1..codegen::kMaxRows8 = 8).
 //===----------------------------------------------------------------------===//
+#include "codegen/TemplateText.h"
 #include "codegen/cpu/CpuKernelParts.h"
 
 #include <string>
@@ -465,12 +466,6 @@ extern "C" void @NAME@(const unsigned char *w8, const int8_t *xq, const float *x
   }
 }
 )";
-
-std::string replaceAll(std::string s, const std::string &from, const std::string &to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
-}
 
 } // namespace
 

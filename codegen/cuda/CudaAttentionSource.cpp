@@ -8,6 +8,7 @@
 // (test/unit/CudaEmulation.h) replays them.
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/CudaAttentionSource.h"
+#include "codegen/TemplateText.h"
 
 #include <cmath>
 #include <cstdio>
@@ -179,12 +180,6 @@ extern "C" __global__ void __launch_bounds__(32)
     out[t * ldo + h * @HD@ + lane + 32 * j] = acc[j] * inv;
 }
 )";
-
-std::string replaceAll(std::string s, const std::string &from, const std::string &to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
-}
 
 std::string exact(double v) {
   char buf[40];

@@ -7,6 +7,7 @@
 // arithmetic on a machine without a GPU.
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/CudaKernelSource.h"
+#include "codegen/TemplateText.h"
 
 #include "llmc/format/grouped_int.h"
 
@@ -438,12 +439,6 @@ std::string addKernel(const CudaOpSpec &s) {
          "  if (i < n)\n"
          "    y[i] = a[i] + b[i];\n"
          "}\n";
-}
-
-std::string replaceAll(std::string s, const std::string &from, const std::string &to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
 }
 
 } // namespace

@@ -24,6 +24,7 @@
 // from the same layout, so a layout slip in this file shows there.
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/CudaKernelSource.h"
+#include "codegen/TemplateText.h"
 
 namespace llmc::codegen {
 
@@ -60,23 +61,16 @@ extern "C" __global__ void __launch_bounds__(32 * @WARPS@)
 #pragma unroll 2
   for (int i = 0; i < UNITS / 4; ++i) {
     const int u = 4 * i + t;
-    float va[8], vb[8];
+    float va[8], vb[8]; // unit u of rows g and g + 8
     int c0, c1;
-    {
-      const unsigned char *row = w + ra * rowStride;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const unsigned char *row = w + (h ? rb : ra) * rowStride;
       float v[8];
 @DECODE@
 #pragma unroll
       for (int e = 0; e < 8; ++e)
-        va[e] = v[e];
-    }
-    {
-      const unsigned char *row = w + rb * rowStride;
-      float v[8];
-@DECODE@
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        vb[e] = v[e];
+        (h ? vb : va)[e] = v[e];
     }
     const unsigned a0[4] = {llmcPackHalf2(va[0], va[1]), llmcPackHalf2(vb[0], vb[1]),
                             llmcPackHalf2(va[2], va[3]), llmcPackHalf2(vb[2], vb[3])};
@@ -108,12 +102,6 @@ extern "C" __global__ void __launch_bounds__(32 * @WARPS@)
     }
 }
 )";
-
-std::string replaceAll(std::string s, const std::string &from, const std::string &to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
-}
 
 } // namespace
 

@@ -27,8 +27,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref"))
 import harness  # noqa: E402
-from test_cuda_codegen import nvrtc_present  # noqa: E402
-from test_cuda_engine_emulated import FAKE, PROMPT, cuda_source  # noqa: E402
+from test_cuda_engine_emulated import PROMPT, emulation_env, require_emulation  # noqa: E402
 from test_serve_openai import Served  # noqa: E402
 
 PROMPTS = [PROMPT, "1,504,2838",
@@ -125,21 +124,13 @@ def flag_checks(checks, art, env, prompts_file, work):
 
 def main():
     checks = harness.Checks("continuous batching on the GPU engine (host-emulating driver)")
-    if not nvrtc_present():
-        harness.skip("libnvrtc (the CUDA toolkit's NVRTC) not found")
-    if not os.path.exists(FAKE):
-        harness.skip(f"{FAKE} missing (built with the tests)")
-    if not os.path.exists(harness.SMOLLM2_GGUF):
-        harness.skip(f"{harness.SMOLLM2_GGUF} missing (scripts/setup.sh fetches it)")
+    require_emulation(smollm2=True)
     work = harness.work_dir("cuda_batching_emulated")
     art = os.path.join(work, "smollm2-cuda.llmc")
     src = os.path.join(work, "smollm2-kernels.cu")
     harness.run_llmc(["compile", harness.SMOLLM2_GGUF, "-o", art, "--target", "cuda", "-q"],
                      timeout=900)
-    cuda_source(art, src)
-    # LLMC_CUDA_MMA=0: the prompt's products in f32, as the CPU's (the tensor-core
-    # path is test_cuda_mma_emulated's; emulating it on SmolLM2 takes too long).
-    env = {"LLMC_CUDA_DRIVER": FAKE, "LLMC_FAKECUDA_SOURCE": src, "LLMC_CUDA_MMA": "0"}
+    env = emulation_env(art, src)
     prompts_file = os.path.join(work, "prompts.txt")
     with open(prompts_file, "w") as f:
         f.write("\n".join(PROMPTS) + "\n")

@@ -47,6 +47,42 @@ PROMPT = ",".join(str(t) for t in (1, 504, 2838, 314, 260, 4342, 282, 1820, 30, 
                                    357, 1175, 253, 1789, 16797, 690, 5768, 30))
 
 
+def require_emulation(smollm2=False):
+    """Skips the test (failed under CI=true) without NVRTC (compile --target
+    cuda needs it), the stand-in driver or, with smollm2, the SmolLM2 GGUF."""
+    if not nvrtc_present():
+        harness.skip("libnvrtc (the CUDA toolkit's NVRTC) not found")
+    if not os.path.exists(FAKE):
+        harness.skip(f"{FAKE} missing (built with the tests)")
+    if smollm2 and not os.path.exists(harness.SMOLLM2_GGUF):
+        harness.skip(f"{harness.SMOLLM2_GGUF} missing (scripts/setup.sh fetches it)")
+
+
+def emulation_env(art, src=None, f32_prompts=True):
+    """The environment that runs `art` on the stand-in driver: its CUDA
+    source written to src (art + ".cu" by default). f32_prompts: the
+    prompt's products in f32 (LLMC_CUDA_MMA=0), as the CPU engine's;
+    emulating the tensor cores at SmolLM2's widths takes too long (they are
+    test_cuda_mma_emulated's)."""
+    src = src or art + ".cu"
+    cuda_source(art, src)
+    env = {"LLMC_CUDA_DRIVER": FAKE, "LLMC_FAKECUDA_SOURCE": src}
+    if f32_prompts:
+        env["LLMC_CUDA_MMA"] = "0"
+    return env
+
+
+def cuda_bench(art, args, env):
+    """`llmc bench ART --device cuda ARGS --json -q` on the stand-in driver:
+    (the process, its JSON object or {} when it printed none)."""
+    b = harness.run_llmc(["bench", art, "--device", "cuda", *args, "--json", "-q"], check=False,
+                         timeout=900, env=env)
+    try:
+        return b, json.loads(b.stdout)
+    except ValueError:
+        return b, {}
+
+
 def cuda_source(art, out):
     """Writes the artifact's CUDA source section (codegen.cuda.kernels.cu) to out."""
     m = json.loads(harness.run_llmc(["inspect", art, "--json", "--no-verify"]).stdout)
@@ -80,10 +116,7 @@ def smollm2_checks(checks, work):
     src = os.path.join(work, "smollm2-kernels.cu")
     harness.run_llmc(["compile", harness.SMOLLM2_GGUF, "-o", art, "--target", "cuda", "-q"],
                      timeout=900)
-    cuda_source(art, src)
-    # LLMC_CUDA_MMA=0: the prompt's products in f32, as the CPU's (the tensor-core
-    # path is test_cuda_mma_emulated's; emulating it on SmolLM2 takes too long).
-    env = {"LLMC_CUDA_DRIVER": FAKE, "LLMC_FAKECUDA_SOURCE": src, "LLMC_CUDA_MMA": "0"}
+    env = emulation_env(art, src)
     gpu_npy, cpu_npy, eager_npy = (os.path.join(work, n) for n in
                                    ("gpu.npy", "cpu.npy", "eager.npy"))
     g = run(art, ["--device", "cuda"], env, gpu_npy)
@@ -132,23 +165,13 @@ def smollm2_checks(checks, work):
                  not re.search(r"attend T=1$", pg.stderr, re.M),
                  "SmolLM2: LLMC_CUDA_PROFILE=1 with graphs: the prompt profiled, the graph captured",
                  f"exit {pg.returncode}: {pg.stderr.strip()[-300:]}")
-    b = harness.run_llmc(["bench", art, "--device", "cuda", "-p", "8", "-n", "4", "-r", "1",
-                          "--json", "-q"], check=False, timeout=900, env=env)
-    try:
-        bj = json.loads(b.stdout)
-    except ValueError:
-        bj = {}
+    b, bj = cuda_bench(art, ["-p", "8", "-n", "4", "-r", "1"], env)
     checks.check(b.returncode == 0 and bj.get("engine") == "cuda" and
                  bj.get("prefill_tok_s", 0) > 0 and bj.get("decode_tok_s", 0) > 0 and
                  "CUDA Graphs" in bj.get("generated_kernels", ""),
                  "SmolLM2: llmc bench --device cuda measures prefill and decode (graphs)",
                  f"exit {b.returncode}: {b.stdout.strip()[:300]} {b.stderr.strip()[-200:]}")
-    b = harness.run_llmc(["bench", art, "--device", "cuda", "-p", "4", "-n", "3", "-r", "1",
-                          "--batch", "3", "--json", "-q"], check=False, timeout=900, env=env)
-    try:
-        bj = json.loads(b.stdout)
-    except ValueError:
-        bj = {}
+    b, bj = cuda_bench(art, ["-p", "4", "-n", "3", "-r", "1", "--batch", "3"], env)
     checks.check(b.returncode == 0 and bj.get("batch") == 3 and
                  bj.get("batch_max_abs_diff") == 0 and bj.get("decode_tok_s", 0) > 0,
                  "SmolLM2: a batch of 3 sequences (bucket 4, one padding row) decodes each "
@@ -196,10 +219,7 @@ def stories_checks(checks, work):
 
 def main():
     checks = harness.Checks("llmc run --device cuda on the host-emulating CUDA driver")
-    if not nvrtc_present():
-        harness.skip("libnvrtc (the CUDA toolkit's NVRTC) not found")
-    if not os.path.exists(FAKE):
-        harness.skip(f"{FAKE} missing (built with the tests)")
+    require_emulation()
     work = harness.work_dir("cuda_engine_emulated")
     if os.path.exists(harness.SMOLLM2_GGUF):
         smollm2_checks(checks, work)

@@ -26,7 +26,12 @@ a 20-token prompt and 10 greedy tokens:
   generate under SnapKV, and under LaProx with --step-tokens 8 (prompts fed
   in chunks: compressed chunk by chunk, the shadow catching up with the
   entries appended since, holes rewritten);
-- policies the GPU does not run (mode=decode, H2O, kv-quant=polykv): exit 1
+- policies that also evict while decoding: SnapKV mode=both (refresh 4)
+  and StreamingLLM mode=decode (12 tokens, refresh 4): tokens and decode
+  logits equal the CPU's, 2 and 3 decode-time evictions per layer (the
+  decode steps run eagerly: their query rows are read back every step);
+  SnapKV mode=both also through generate --step-tokens 8;
+- policies the GPU does not run (InertiaKV, H2O, kv-quant=polykv): exit 1
   naming why, nothing on stdout, before any GPU is opened.
 Skipped without NVRTC, the stand-in driver or the model (failed under
 CI=true).
@@ -40,14 +45,24 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref
 import numpy as np  # noqa: E402
 
 import harness  # noqa: E402
-from test_cuda_codegen import nvrtc_present  # noqa: E402
-from test_cuda_engine_emulated import FAKE, PROMPT, cuda_source, kld  # noqa: E402
+from test_cuda_engine_emulated import (PROMPT, cuda_bench, emulation_env, kld,  # noqa: E402
+                                      require_emulation)
 from test_cuda_batching_emulated import PROMPTS  # noqa: E402
 
-POLICIES = [("snapkv", "method=snapkv budget=0.5 window=8", 10),
-            ("laprox", "method=laprox budget=0.75 window=8", 5),
-            ("streaming", "method=streaming budget=14 window=8 sink=4", 6)]
-REFUSED = [("mode=decode", "method=snapkv budget=0.5 window=8 mode=decode", "evicts while decoding"),
+# (name, options, prompts compressed, entries evicted per KV head and layer,
+# decode-time evictions per layer): 10 decode steps' worth (9 forward steps)
+# after a 20-token prompt.
+POLICIES = [("snapkv", "method=snapkv budget=0.5 window=8", 1, 10, 0),
+            ("laprox", "method=laprox budget=0.75 window=8", 1, 5, 0),
+            ("streaming", "method=streaming budget=14 window=8 sink=4", 1, 6, 0),
+            # the prompt to 10, then back to 10 whenever a head reaches 10 + 4
+            # (after decode steps 4 and 8): 10 + 4 + 4
+            ("snapkv-both", "method=snapkv budget=0.5 window=8 mode=both refresh=4", 1, 18, 2),
+            # the prompt kept whole; decode step 1 leaves 21 >= 12 + 4 (down to
+            # 12), then steps 5 and 9 reach 16 again: 9 + 4 + 4
+            ("streaming-decode", "method=streaming budget=12 window=4 sink=4 mode=decode "
+             "refresh=4", 0, 17, 3)]
+REFUSED = [("inertiakv", "method=inertiakv budget=0.5 window=8", "running attention statistics"),
            ("h2o", "method=h2o budget=0.5 window=8", "running attention statistics"),
            ("polykv", "method=snapkv budget=0.5 window=8 kv-quant=polykv", "quantized entries")]
 LAYERS, KV_HEADS = 30, 3
@@ -69,7 +84,7 @@ def run(art, extra, env=None):
 def policy_checks(checks, work, env_for):
     full = compile_policy(work, "full", "", target="cpu")
     full_tokens = run(full, ["--exact-activations", "--kv-type", "f16", "-q"]).stdout.split()
-    for name, options, evicted in POLICIES:
+    for name, options, prompts, evicted, decode_evictions in POLICIES:
         art = compile_policy(work, name, options)
         env = env_for(art)
         gpu_npy, cpu_npy = (os.path.join(work, f"{name}-{w}.npy") for w in ("gpu", "cpu"))
@@ -91,11 +106,18 @@ def policy_checks(checks, work, env_for):
                      f"{name}: the logits of all 10 decode steps over the compressed cache are "
                      "within 0.02 (KLD 1e-5) of the CPU's",
                      f"shape {gl.shape}, max |diff| per step {[f'{x:.4f}' for x in diff]}")
-        m = re.search(r"kv policy on the GPU: (\d+) prompt\(s\) compressed, (\d+) cache entries "
-                      r"evicted", g.stderr)
-        checks.check(bool(m) and m.groups() == ("1", str(evicted * KV_HEADS * LAYERS)),
-                     f"{name}: the prompt compressed once, {evicted} entries per KV head evicted "
-                     f"in each of the {LAYERS} layers", m.group(0) if m else g.stderr.strip()[-300:])
+        m = re.search(r"kv policy on the GPU: (\d+) prompt\(s\) compressed, (\d+) decode-time "
+                      r"evictions, (\d+) cache entries evicted", g.stderr)
+        want = (str(prompts), str(decode_evictions * LAYERS), str(evicted * KV_HEADS * LAYERS))
+        checks.check(bool(m) and m.groups() == want,
+                     f"{name}: {prompts} prompt compressed, {decode_evictions} decode-time "
+                     f"evictions and {evicted} entries per KV head evicted in each of the "
+                     f"{LAYERS} layers", m.group(0) if m else g.stderr.strip()[-300:])
+        if decode_evictions:
+            steps = re.search(r"(\d+) graph replays \((\d+) captured\), (\d+) eager", g.stderr)
+            checks.check(bool(steps) and steps.groups() == ("0", "0", "10"),
+                         f"{name}: decode-time eviction runs the decode steps eagerly",
+                         steps.group(0) if steps else g.stderr.strip()[-200:])
         if name == "snapkv":
             checks.check(full_tokens and full_tokens != c.stdout.split(),
                          "snapkv: the full cache's tokens differ (the policy changes the answer)",
@@ -106,17 +128,12 @@ def policy_checks(checks, work, env_for):
                          f"exit {e.returncode}: {e.stdout.split()} {e.stderr.strip()[-200:]}")
             batch_checks(checks, work, art, env)
             generate_check(checks, work, art, env, name, [])
-        if name == "laprox":  # prompts in chunks: compressed chunk by chunk, holes kept
+        if name in ("laprox", "snapkv-both"):  # prompts in chunks: compressed chunk by chunk
             generate_check(checks, work, art, env, name, ["--step-tokens", "8"])
 
 
 def batch_checks(checks, work, art, env):
-    b = harness.run_llmc(["bench", art, "--device", "cuda", "-p", "20", "-n", "3", "-r", "1",
-                          "--batch", "3", "--json", "-q"], check=False, timeout=900, env=env)
-    try:
-        bj = json.loads(b.stdout)
-    except ValueError:
-        bj = {}
+    b, bj = cuda_bench(art, ["-p", "20", "-n", "3", "-r", "1", "--batch", "3"], env)
     checks.check(b.returncode == 0 and bj.get("batch") == 3 and
                  bj.get("batch_max_abs_diff") == 0,
                  "snapkv: bench --batch 3 decodes three compressed sequences in one graph "
@@ -154,23 +171,11 @@ def refusal_checks(checks, work, env_for):
 
 def main():
     checks = harness.Checks("KV-cache policies on the host-emulated GPU engine")
-    if not nvrtc_present():
-        harness.skip("libnvrtc (the CUDA toolkit's NVRTC) not found")
-    if not os.path.exists(FAKE):
-        harness.skip(f"{FAKE} missing (built with the tests)")
-    if not os.path.exists(harness.SMOLLM2_GGUF):
-        harness.skip(f"{harness.SMOLLM2_GGUF} missing (scripts/setup.sh fetches it)")
+    require_emulation(smollm2=True)
     work = harness.work_dir("cuda_kv_policy_emulated")
 
-    def env_for(art):
-        src = art + ".cu"
-        cuda_source(art, src)
-        # LLMC_CUDA_MMA=0: the prompt's products in f32, as the CPU's (the tensor-core
-        # path is test_cuda_mma_emulated's; emulating it on SmolLM2 takes too long).
-        return {"LLMC_CUDA_DRIVER": FAKE, "LLMC_FAKECUDA_SOURCE": src, "LLMC_CUDA_MMA": "0"}
-
-    policy_checks(checks, work, env_for)
-    refusal_checks(checks, work, env_for)
+    policy_checks(checks, work, emulation_env)
+    refusal_checks(checks, work, emulation_env)
     checks.finish()
 
 

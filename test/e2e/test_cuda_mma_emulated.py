@@ -31,8 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref"))
 import harness  # noqa: E402
-from test_cuda_codegen import nvrtc_present  # noqa: E402
-from test_cuda_engine_emulated import FAKE, cuda_source, kld  # noqa: E402
+from test_cuda_engine_emulated import emulation_env, kld, require_emulation  # noqa: E402
 
 
 def make_models(work):
@@ -57,9 +56,7 @@ def make_models(work):
 def model_checks(checks, work, name, gguf, prompt):
     art = os.path.join(work, name + ".llmc")
     harness.run_llmc(["compile", gguf, "-o", art, "--target", "cpu,cuda", "-q"], timeout=900)
-    src = art + ".cu"
-    cuda_source(art, src)
-    env = {"LLMC_CUDA_DRIVER": FAKE, "LLMC_FAKECUDA_SOURCE": src}
+    env = emulation_env(art, f32_prompts=False)
     runs = {}
     for mode, extra, e in (("tensor_cores", ["--device", "cuda"], env),
                            ("f32", ["--device", "cuda"], dict(env, LLMC_CUDA_MMA="0")),
@@ -93,10 +90,7 @@ def model_checks(checks, work, name, gguf, prompt):
 
 def main():
     checks = harness.Checks("tensor-core prompt products on the host-emulated GPU engine")
-    if not nvrtc_present():
-        harness.skip("libnvrtc (the CUDA toolkit's NVRTC) not found")
-    if not os.path.exists(FAKE):
-        harness.skip(f"{FAKE} missing (built with the tests)")
+    require_emulation()
     try:
         import gguf  # noqa: F401
     except ImportError:
@@ -111,8 +105,7 @@ def main():
     art = os.path.join(work, name + ".llmc")
     p = harness.run_llmc(["run", art, "--device", "cuda", "--prompt-tokens", prompt, "-n", "1"],
                          check=False, timeout=300,
-                         env={"LLMC_CUDA_DRIVER": FAKE, "LLMC_FAKECUDA_SOURCE": art + ".cu",
-                              "LLMC_CUDA_MMA": "abc"})
+                         env=dict(emulation_env(art, f32_prompts=False), LLMC_CUDA_MMA="abc"))
     checks.check(p.returncode == 1 and "LLMC_CUDA_MMA" in p.stderr and not p.stdout.strip(),
                  "LLMC_CUDA_MMA=abc: exit 1 naming the variable",
                  f"exit {p.returncode}: {p.stderr.strip()[-200:]}")

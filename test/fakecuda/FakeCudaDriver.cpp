@@ -78,7 +78,10 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto res = arg<const float *>(a, 5);
     return [=, &m] { runKernel(m.set, grid, block, [&] { fn(w, stride, x, y, rows, res); }); };
   }
-  if (startsWith(n, "llmc_cu_mv_")) {
+  // llmc_cu_mv_* and the tensor-core llmc_cu_mm_* share the ABI; the
+  // latter's warp-wide mma is replayed.
+  const bool mma = startsWith(n, "llmc_cu_mm_");
+  if (mma || startsWith(n, "llmc_cu_mv_")) {
     auto fn = reinterpret_cast<void (*)(const unsigned char *, ll, const float *, ll, int, float *,
                                         ll, ll, const float *, ll)>(f.sym);
     auto w = arg<const unsigned char *>(a, 0);
@@ -92,25 +95,11 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto res = arg<const float *>(a, 8);
     auto ldr = arg<ll>(a, 9);
     return [=, &m] {
-      runKernel(m.set, grid, block, [&] { fn(w, stride, x, ldx, T, y, ldy, rows, res, ldr); });
-    };
-  }
-  if (startsWith(n, "llmc_cu_mm_")) { // tensor-core products: warp-wide mma, replayed
-    auto fn = reinterpret_cast<void (*)(const unsigned char *, ll, const float *, ll, int, float *,
-                                        ll, ll, const float *, ll)>(f.sym);
-    auto w = arg<const unsigned char *>(a, 0);
-    auto stride = arg<ll>(a, 1);
-    auto x = arg<const float *>(a, 2);
-    auto ldx = arg<ll>(a, 3);
-    auto T = arg<int>(a, 4);
-    auto y = arg<float *>(a, 5);
-    auto ldy = arg<ll>(a, 6);
-    auto rows = arg<ll>(a, 7);
-    auto res = arg<const float *>(a, 8);
-    auto ldr = arg<ll>(a, 9);
-    return [=, &m] {
-      runKernelReplay(m.set, m.play, m.deposited, grid, block,
-                      [&] { fn(w, stride, x, ldx, T, y, ldy, rows, res, ldr); });
+      auto call = [&] { fn(w, stride, x, ldx, T, y, ldy, rows, res, ldr); };
+      if (mma)
+        runKernelReplay(m.set, m.play, m.deposited, grid, block, call);
+      else
+        runKernel(m.set, grid, block, call);
     };
   }
   if (startsWith(n, "llmc_cu_rms_norm_")) {

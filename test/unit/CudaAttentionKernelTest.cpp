@@ -9,7 +9,7 @@
 // with splits that end inside, at and past a row's own position.
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/CudaKernelSource.h"
-#include "CudaEmulation.h"
+#include "CudaEmulatedObject.h"
 #include "GeneratedObject.h"
 #include "llmc/dtype.h"
 
@@ -36,21 +36,9 @@ using CuCombineFn = void (*)(const float *part, int T, int nSplits, float *out, 
 using CuEmbedFn = void (*)(const unsigned char *table, long long rowStride, long long vocab,
                          const int *tokens, int T, float *out, long long ldo);
 
-struct Emulated {
-  cgtest::GeneratedObject obj;
-  cgtest::CudaEmuSetFn set = nullptr;
-  cgtest::CudaEmuPlayFn play = nullptr;
-  cgtest::CudaEmuDepositedFn deposited = nullptr;
-};
+using Emulated = cgtest::EmulatedCuda;
 
-void load(Emulated &e, const std::string &source) {
-  cgtest::loadGenerated(e.obj, std::string(cgtest::kCudaHostShim) + source, IsaLevel::X86_64);
-  ASSERT_FALSE(::testing::Test::HasFatalFailure());
-  e.set = e.obj.fn<cgtest::CudaEmuSetFn>("llmc_emu_set");
-  e.play = e.obj.fn<cgtest::CudaEmuPlayFn>("llmc_emu_play");
-  e.deposited = e.obj.fn<cgtest::CudaEmuDepositedFn>("llmc_emu_deposited");
-  ASSERT_TRUE(e.set && e.play && e.deposited);
-}
+void load(Emulated &e, const std::string &source) { cgtest::loadEmulatedCuda(e, source); }
 
 const std::vector<CudaAttentionSpec> kShapes = {
     {9, 3, 64, 100000.0, RopeStyle::Half},         // SmolLM2-135M

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/CudaCompiler.h"
 #include "codegen/cuda/CudaKernelSource.h"
-#include "CudaEmulation.h"
+#include "CudaEmulatedObject.h"
 #include "GeneratedObject.h"
 #include "MissingInput.h"
 #include "llmc/cuda.h"
@@ -58,6 +58,27 @@ std::vector<CudaMatvecSpec> allSpecs() {
   return v;
 }
 
+/// `rows` seeded random rows of s's format: their bytes (stride apart) and
+/// their dequantized values [rows, cols].
+struct RandomMatrix {
+  int64_t stride = 0;
+  std::vector<unsigned char> w;
+  std::vector<float> deq;
+};
+
+RandomMatrix randomMatrix(const CudaMatvecSpec &s, int64_t rows, std::mt19937 &rng) {
+  RandomMatrix m;
+  m.stride = rowBytes(s.dtype, s.cols);
+  m.w.resize(size_t(rows * m.stride));
+  m.deq.resize(size_t(rows * s.cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<uint8_t> bytes = randomRow(s.dtype, s.cols, rng);
+    std::copy(bytes.begin(), bytes.end(), m.w.begin() + r * m.stride);
+    dequantizeRow(s.dtype, m.w.data() + r * m.stride, m.deq.data() + r * s.cols, s.cols);
+  }
+  return m;
+}
+
 } // namespace
 
 TEST(CudaKernels, EmulatedMatvecMatchesDequantizedDoubleProduct) {
@@ -73,14 +94,10 @@ TEST(CudaKernels, EmulatedMatvecMatchesDequantizedDoubleProduct) {
   for (const CudaMatvecSpec &s : allSpecs()) {
     auto fn = obj.fn<CudaMatvecFn>(s.symbol());
     ASSERT_NE(fn, nullptr) << s.symbol();
-    const int64_t stride = rowBytes(s.dtype, s.cols);
-    std::vector<unsigned char> w(size_t(rows * stride));
-    std::vector<float> deq(size_t(rows * s.cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      const std::vector<uint8_t> bytes = randomRow(s.dtype, s.cols, rng);
-      std::copy(bytes.begin(), bytes.end(), w.begin() + r * stride);
-      dequantizeRow(s.dtype, w.data() + r * stride, deq.data() + r * s.cols, s.cols);
-    }
+    const RandomMatrix m = randomMatrix(s, rows, rng);
+    const int64_t stride = m.stride;
+    const std::vector<unsigned char> &w = m.w;
+    const std::vector<float> &deq = m.deq;
     for (int T : {1, 3, 8}) {
       const int64_t ldx = s.cols + 3, ldy = rows + 2;
       std::vector<float> x(size_t(T * ldx)), y(size_t(T * ldy), -7.0f);
@@ -158,14 +175,13 @@ TEST(CudaKernels, EmulatedTensorCoreProductMatchesF16Product) {
       if (canGenerateCudaMma(t, c) && (c == 256) == (t == DType::Q4_K || t == DType::Q6_K))
         specs.push_back({t, c});
   specs.push_back({groupedIntDType(4, true, 32), 96});
-  cgtest::GeneratedObject obj;
-  cgtest::loadGenerated(obj, std::string(cgtest::kCudaHostShim) + cudaKernelSource(specs),
-                        IsaLevel::X86_64);
+  cgtest::EmulatedCuda e;
+  cgtest::loadEmulatedCuda(e, cudaKernelSource(specs));
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
-  auto set = obj.fn<cgtest::CudaEmuSetFn>("llmc_emu_set");
-  auto play = obj.fn<cgtest::CudaEmuPlayFn>("llmc_emu_play");
-  auto deposited = obj.fn<cgtest::CudaEmuDepositedFn>("llmc_emu_deposited");
-  ASSERT_TRUE(set && play && deposited);
+  auto &obj = e.obj;
+  auto set = e.set;
+  auto play = e.play;
+  auto deposited = e.deposited;
   std::mt19937 rng(23);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t rows = 21;
@@ -174,14 +190,10 @@ TEST(CudaKernels, EmulatedTensorCoreProductMatchesF16Product) {
   for (const CudaMatvecSpec &s : specs) {
     auto fn = obj.fn<CudaMatvecFn>(s.mmaSymbol());
     ASSERT_NE(fn, nullptr) << s.mmaSymbol();
-    const int64_t stride = rowBytes(s.dtype, s.cols);
-    std::vector<unsigned char> w(size_t(rows * stride));
-    std::vector<float> deq(size_t(rows * s.cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      const std::vector<uint8_t> bytes = randomRow(s.dtype, s.cols, rng);
-      std::copy(bytes.begin(), bytes.end(), w.begin() + r * stride);
-      dequantizeRow(s.dtype, w.data() + r * stride, deq.data() + r * s.cols, s.cols);
-    }
+    const RandomMatrix m = randomMatrix(s, rows, rng);
+    const int64_t stride = m.stride;
+    const std::vector<unsigned char> &w = m.w;
+    const std::vector<float> &deq = m.deq;
     const int64_t ldx = s.cols + 3, ldy = rows + 2, ldr = rows + 5;
     std::vector<float> x(size_t(T * ldx)), y(size_t(T * ldy), -7.0f), res(size_t(T * ldr));
     for (float &v : x)
@@ -246,14 +258,13 @@ static std::vector<CudaOpSpec> allOps() {
 // and GELU gates and the add, emulated on the host, against the same
 // formulas in double precision.
 TEST(CudaKernels, EmulatedOpKernelsMatchTheirFormulas) {
-  cgtest::GeneratedObject obj;
-  cgtest::loadGenerated(obj, std::string(cgtest::kCudaHostShim) + cudaKernelSource({}, allOps()),
-                        IsaLevel::X86_64);
+  cgtest::EmulatedCuda e;
+  cgtest::loadEmulatedCuda(e, cudaKernelSource({}, allOps()));
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
-  auto set = obj.fn<cgtest::CudaEmuSetFn>("llmc_emu_set");
-  auto play = obj.fn<cgtest::CudaEmuPlayFn>("llmc_emu_play");
-  auto deposited = obj.fn<cgtest::CudaEmuDepositedFn>("llmc_emu_deposited");
-  ASSERT_TRUE(set && play && deposited);
+  auto &obj = e.obj;
+  auto set = e.set;
+  auto play = e.play;
+  auto deposited = e.deposited;
   std::mt19937 rng(9);
   std::normal_distribution<float> nd(0.0f, 2.0f);
   auto randoms = [&](size_t n) {

@@ -302,11 +302,12 @@ int runOnCuda(const RunArgs &a) {
             gpu->deviceInfo().c_str(), double(st.weight_bytes) / (1 << 20), st.upload_seconds,
             double(st.kv_bytes) / (1 << 20), double(st.arena_bytes) / (1 << 20),
             (long long)st.graph_steps, (long long)st.captures, (long long)st.eager_steps);
-    if (st.kv_compressions > 0)
+    if (st.kv_compressions > 0 || st.kv_decode_evictions > 0)
       fprintf(stderr,
-              "[llmc] kv policy on the GPU: %lld prompt(s) compressed, %lld cache entries "
-              "evicted (all layers and KV heads)\n",
-              (long long)st.kv_compressions, (long long)st.kv_evicted);
+              "[llmc] kv policy on the GPU: %lld prompt(s) compressed, %lld decode-time "
+              "evictions, %lld cache entries evicted (all layers and KV heads)\n",
+              (long long)st.kv_compressions, (long long)st.kv_decode_evictions,
+              (long long)st.kv_evicted);
   }
   return kOk;
 }

@@ -43,8 +43,9 @@ struct CudaEngineStats {
   int64_t weight_bytes = 0, kv_bytes = 0, arena_bytes = 0;
   int64_t graph_steps = 0, eager_steps = 0, captures = 0;
   int kernels = 0; // distinct kernels the plan launches
-  /// KV policies: prompts compressed, entries evicted (all caches).
-  int64_t kv_compressions = 0, kv_evicted = 0;
+  /// KV policies: prompts compressed, decode-time evictions (per cache and
+  /// sequence), entries evicted (all caches and KV heads).
+  int64_t kv_compressions = 0, kv_decode_evictions = 0, kv_evicted = 0;
   double upload_seconds = 0;
 };
 

@@ -33,8 +33,7 @@ std::unique_ptr<CudaEngine> CudaEngine::open(const Artifact &art, const CudaEngi
     std::string why;
     if (!gpuRunsKvPolicy(p, why))
       throw std::runtime_error(ctx + ": kv_policy " + p.name + " does not run on the GPU: it " +
-                               why + " (the CPU engine runs it; the GPU runs policies that "
-                               "compress prompts, mode=prefill)");
+                               why + " (the CPU engine runs it)");
   }
   auto impl = std::make_unique<Impl>(art, opts);
   impl->dev = CudaDevice::open(why);
@@ -79,6 +78,7 @@ std::vector<float> CudaEngine::forwardSequence(int64_t seq, const std::vector<in
   const bool compress = n > 1 && m.kv->any();
   m.tail.on = compress;
   m.tail.rows = n;
+  m.decodeQ.on = n == 1 && m.kv->anyDecodeEviction();
   try {
     for (size_t at = 0; at < tokens.size(); at += size_t(kCudaPrefillChunk)) {
       const int64_t T = std::min<int64_t>(kCudaPrefillChunk, int64_t(tokens.size() - at));
@@ -98,12 +98,16 @@ std::vector<float> CudaEngine::forwardSequence(int64_t seq, const std::vector<in
       m.kv->advance(seq, T);
     }
   } catch (...) {
-    m.tail.on = false;
+    m.tail.on = m.decodeQ.on = false;
     throw;
   }
   m.tail.on = false;
   if (compress)
     m.compressAfterPrompt(seq, p0, n);
+  if (m.decodeQ.on) {
+    m.decodeQ.on = false;
+    m.evictAfterDecode({seq}, {p0});
+  }
   return out;
 }
 
@@ -139,11 +143,20 @@ std::vector<float> CudaEngine::decodeBatch(const std::vector<int64_t> &seqs,
     m.setRowSlots(i, real ? seqs[size_t(i)] : m.maxSeqs, 0);
   }
   std::vector<float> all(size_t(bucket * m.vocab));
-  m.step(bucket, true, true, all.data());
+  m.decodeQ.on = m.kv->anyDecodeEviction();
+  try {
+    m.step(bucket, true, true, all.data());
+  } catch (...) {
+    m.decodeQ.on = false;
+    throw;
+  }
+  m.decodeQ.on = false;
+  std::vector<int64_t> positions(static_cast<size_t>(B));
   for (int64_t i = 0; i < B; ++i) {
-    ++m.seqPos[size_t(seqs[size_t(i)])];
+    positions[size_t(i)] = m.seqPos[size_t(seqs[size_t(i)])]++;
     m.kv->advance(seqs[size_t(i)], 1);
   }
+  m.evictAfterDecode(seqs, positions);
   all.resize(size_t(B * m.vocab));
   return all;
 }

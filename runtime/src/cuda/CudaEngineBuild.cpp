@@ -139,6 +139,10 @@ void CudaEngine::Impl::buildKvPolicies() {
   slotBuf = dev->alloc(size_t(kv->caches() * kCudaPrefillChunk * 4));
   hostSlot.assign(size_t(kv->caches() * kCudaPrefillChunk), 0);
   tail.q.resize(size_t(kv->caches()));
+  decodeQ.q.resize(size_t(kv->caches()));
+  for (const PlanStep &s : plan->steps()) // a decode step's q rows, [kCudaMaxBatch, width]
+    if (s.kernel == PlanKernel::RopeKvAppend && kv->evictsWhileDecoding(s.cache))
+      decodeQ.q[size_t(s.cache)].assign(size_t(kCudaMaxBatch * s.out.width), 0.0f);
   holeBuf.resize(size_t(kv->caches()));
   hostHole.resize(size_t(kv->caches()));
   for (int c = 0; c < int(kv->caches()); ++c) {

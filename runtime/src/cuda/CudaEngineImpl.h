@@ -108,6 +108,12 @@ struct CudaEngine::Impl {
     int64_t rows = 0, at = 0;
     std::vector<std::vector<float>> q;
   } tail;
+  /// While a decode step runs with caches that evict while decoding: per
+  /// such cache, the step's query rows ([kCudaMaxBatch, heads * headDim]).
+  struct DecodeQueries {
+    bool on = false;
+    std::vector<std::vector<float>> q;
+  } decodeQ;
   /// LLMC_CUDA_PROFILE=1: eager steps time each plan step on the GPU and
   /// step()'s host phases; the tables go to stderr when the engine closes.
   CudaStepProfile profile;
@@ -179,6 +185,11 @@ struct CudaEngine::Impl {
   void keepQueryTail(int c, uint64_t q, int64_t T, int64_t qd);
   /// The policies' compaction after a multi-token call of n rows from p0.
   void compressAfterPrompt(int64_t seq, int64_t p0, int64_t n);
+  /// Decode-time eviction after a decode step of these sequences (row i:
+  /// seqs[i] at positions[i]; their query rows in decodeQ).
+  void evictAfterDecode(const std::vector<int64_t> &seqs, const std::vector<int64_t> &positions);
+  /// The device side of compaction (CudaKvPolicy.h) on this engine's pools.
+  CudaKvBlockIo blockIo();
   void bindStep(void *module, const PlanStep &s, GpuStep &g);
   uint64_t slotPtr(const PlanSlot &s, int64_t T) const {
     return s.offset < 0 ? logits.ptr() : arena.ptr() + uint64_t(s.offset * T) * 4;

@@ -110,6 +110,9 @@ void CudaEngine::Impl::runStep(const PlanStep &s, const GpuStep &g, int64_t T, i
     dev->launch(g.rope, unsigned(T), kRopeThreads, args);
     if (tail.on && kv->compresses(g.cache))
       keepQueryTail(g.cache, out, T, outW);
+    if (decodeQ.on && kv->evictsWhileDecoding(g.cache)) // a decode step's rows (T <= 32)
+      dev->downloadAsync(decodeQ.q[size_t(g.cache)].data(), arena, size_t(out - arena.ptr()),
+                         size_t(T * outW) * 4); // waited for by step()'s synchronize
     break;
   }
   case PlanKernel::NormMoe: // refused when the plan is bound (bind.slabs)
@@ -165,7 +168,9 @@ void CudaEngine::Impl::step(int64_t T, bool bucket, bool allLogits, float *out) 
   if (kv->any())
     dev->uploadAsync(slotBuf, 0, hostSlot.data(), hostSlot.size() * 4);
   phase("upload rows");
-  if (bucket && opts.graphs) {
+  // Decode-time eviction downloads each step's query rows from its RoPE
+  // steps: those steps run eagerly.
+  if (bucket && opts.graphs && !kv->anyDecodeEviction()) {
     CudaGraph &g = graphs[T];
     if (!g) {
       g = dev->capture([&] { launchAll(T, true, false); });
@@ -205,31 +210,59 @@ void CudaEngine::Impl::keepQueryTail(int c, uint64_t q, int64_t T, int64_t qd) {
                      size_t((to - from) * qd) * 4); // waited for by step()'s synchronize
 }
 
-void CudaEngine::Impl::compressAfterPrompt(int64_t seq, int64_t p0, int64_t n) {
+CudaKvBlockIo CudaEngine::Impl::blockIo() {
   CudaKvBlockIo io;
-  // Sequence seq's blocks are seq * maxBlocks.. (the block table is the
+  // Sequence q's blocks are q * maxBlocks.. (the block table is the
   // identity); a block of cache c is its pool's bytes / all blocks.
-  auto offset = [&](int c, int64_t first) {
+  auto offset = [this](int c, int64_t q, int64_t first) {
     const size_t block = kpool[size_t(c)].bytes() / size_t((maxSeqs + 1) * maxBlocks);
-    return std::pair<size_t, size_t>(size_t(seq * maxBlocks + first) * block, block);
+    return std::pair<size_t, size_t>(size_t(q * maxBlocks + first) * block, block);
   };
-  io.read = [&](int c, int64_t, int64_t first, int64_t count, uint16_t *k, uint16_t *v) {
-    const auto [at, bytes] = offset(c, first);
+  io.read = [this, offset](int c, int64_t q, int64_t first, int64_t count, uint16_t *k,
+                           uint16_t *v) {
+    const auto [at, bytes] = offset(c, q, first);
     dev->downloadAsync(k, kpool[size_t(c)], at, bytes * size_t(count));
     dev->downloadAsync(v, vpool[size_t(c)], at, bytes * size_t(count));
     dev->synchronize();
   };
-  io.write = [&](int c, int64_t, int64_t first, int64_t count, const uint16_t *k,
-                 const uint16_t *v) {
-    const auto [at, bytes] = offset(c, first);
+  io.write = [this, offset](int c, int64_t q, int64_t first, int64_t count, const uint16_t *k,
+                            const uint16_t *v) {
+    const auto [at, bytes] = offset(c, q, first);
     dev->uploadAsync(kpool[size_t(c)], at, k, bytes * size_t(count));
     dev->uploadAsync(vpool[size_t(c)], at, v, bytes * size_t(count));
     dev->synchronize();
   };
-  io.setHoles = [&](int c, int64_t s, const std::vector<int32_t> &lohi) { setHoles(c, s, lohi); };
+  io.setHoles = [this](int c, int64_t q, const std::vector<int32_t> &lohi) {
+    setHoles(c, q, lohi);
+  };
+  return io;
+}
+
+void CudaEngine::Impl::compressAfterPrompt(int64_t seq, int64_t p0, int64_t n) {
+  const CudaKvBlockIo io = blockIo();
+  int64_t evicted = 0;
   for (int c = 0; c < int(kv->caches()); ++c)
-    stats.kv_evicted += kv->afterPrompt(c, seq, p0, n, tail.q[size_t(c)].data(), io);
-  ++stats.kv_compressions;
+    evicted += kv->afterPrompt(c, seq, p0, n, tail.q[size_t(c)].data(), io);
+  stats.kv_evicted += evicted;
+  stats.kv_compressions += evicted > 0;
+}
+
+void CudaEngine::Impl::evictAfterDecode(const std::vector<int64_t> &seqs,
+                                        const std::vector<int64_t> &positions) {
+  if (!kv->anyDecodeEviction())
+    return;
+  const CudaKvBlockIo io = blockIo();
+  for (int c = 0; c < int(kv->caches()); ++c) {
+    if (!kv->evictsWhileDecoding(c))
+      continue;
+    const std::vector<float> &q = decodeQ.q[size_t(c)];
+    const size_t qd = q.size() / size_t(kCudaMaxBatch);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const int64_t evicted = kv->afterDecode(c, seqs[i], positions[i], q.data() + i * qd, io);
+      stats.kv_evicted += evicted;
+      stats.kv_decode_evictions += evicted > 0;
+    }
+  }
 }
 
 void CudaEngine::Impl::setHoles(int c, int64_t seq, const std::vector<int32_t> &lohi) {

@@ -11,10 +11,7 @@ bool gpuRunsKvPolicy(const kv::Policy &p, std::string &why) {
   why.clear();
   if (p.full())
     return true;
-  if (p.decode())
-    why = "evicts while decoding (mode=" + std::string(spelling(p.mode)) +
-          "), which needs attention statistics every step";
-  else if (p.accumulates())
+  if (p.accumulates())
     why = "keeps running attention statistics";
   else if (p.quant != KvQuant::None)
     why = "stores quantized entries (kv_quant)";
@@ -31,6 +28,7 @@ CudaKvPolicies::CudaKvPolicies(std::vector<CudaKvLayer> caches, int64_t sequence
       throw std::runtime_error("kv_policy " + c.policy.name + " of layer " +
                                std::to_string(c.layer) + " does not run on the GPU: " + why);
     any_ = any_ || !c.policy.full();
+    anyDecode_ = anyDecode_ || c.policy.decode();
   }
   slots_.assign(caches_.size(), std::vector<int64_t>(size_t(sequences), 0));
   synced_ = slots_;
@@ -96,24 +94,45 @@ void CudaKvPolicies::syncShadow(int cache, int64_t seq, int64_t lastPos,
   synced_[size_t(cache)][size_t(seq)] = now;
 }
 
+int64_t CudaKvPolicies::shadowEntries(int cache, int64_t seq) {
+  int64_t n = 0;
+  kv::LayerCache &sh = shadow(cache, seq);
+  for (int64_t h = 0; h < caches_[size_t(cache)].kvHeads; ++h)
+    n += sh.headEntries(h);
+  return n;
+}
+
 int64_t CudaKvPolicies::afterPrompt(int cache, int64_t seq, int64_t p0, int64_t n,
                                     const float *tail, const CudaKvBlockIo &io) {
   if (!compresses(cache) || n < 2)
     return 0;
+  syncShadow(cache, seq, p0 + n - 1, io);
+  const int64_t before = shadowEntries(cache, seq);
+  shadow(cache, seq).afterStepTail(tail, n, p0);
+  return writeBack(cache, seq, before, io);
+}
+
+int64_t CudaKvPolicies::afterDecode(int cache, int64_t seq, int64_t pos, const float *q,
+                                    const CudaKvBlockIo &io) {
+  if (!evictsWhileDecoding(cache))
+    return 0;
+  syncShadow(cache, seq, pos, io);
+  const int64_t before = shadowEntries(cache, seq);
+  shadow(cache, seq).afterStepTail(q, 1, pos);
+  return writeBack(cache, seq, before, io);
+}
+
+int64_t CudaKvPolicies::writeBack(int cache, int64_t seq, int64_t before,
+                                  const CudaKvBlockIo &io) {
   const CudaKvLayer &c = caches_[size_t(cache)];
   const int64_t KV = c.kvHeads, hd = c.headDim;
-  syncShadow(cache, seq, p0 + n - 1, io);
   kv::LayerCache &sh = shadow(cache, seq);
-  int64_t before = 0, kept = 0, most = 0;
-  for (int64_t h = 0; h < KV; ++h)
-    before += sh.headEntries(h);
-  sh.afterStepTail(tail, n, p0);
-  for (int64_t h = 0; h < KV; ++h) {
-    kept += sh.headEntries(h);
-    most = std::max(most, sh.headEntries(h));
-  }
+  const int64_t kept = shadowEntries(cache, seq);
   if (kept == before)
     return 0;
+  int64_t most = 0;
+  for (int64_t h = 0; h < KV; ++h)
+    most = std::max(most, sh.headEntries(h));
   // Head h's kept entries, in the shadow's order (by position), to slots
   // 0..count-1; slots count..most-1 are its hole.
   const int64_t blocks = (most + kBlock - 1) / kBlock;

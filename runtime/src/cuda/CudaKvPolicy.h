@@ -17,12 +17,14 @@
 // budgets), such a head's slots between its count and the most any head
 // kept are a hole its attention skips.
 //
-// Not on the GPU (refused when the engine opens, naming why): policies that
-// evict while decoding or keep running attention statistics (mode=decode or
-// both, H2O, InertiaKV) and quantized entries (PolyKV, RDKV). A later
-// multi-token turn scores with the queries of its own rows only
-// (the CPU engine's window may still hold a few decode queries when the
-// turn is shorter than the window).
+// Policies that also evict while decoding (mode=decode or both) get every
+// decode step replayed into their shadow: the step's query row (downloaded
+// from its RoPE step, so those steps run eagerly: no CUDA Graphs) and its
+// new entry, then the policy's decode hook, which evicts back to the budget
+// whenever a head has grown `refresh` past it; the device is rewritten only
+// then. Not on the GPU (refused when the engine opens, naming why):
+// policies that keep running attention statistics (H2O, InertiaKV) and
+// quantized entries (PolyKV, RDKV).
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "../kv/KvCache.h"
@@ -70,6 +72,10 @@ public:
   /// positions).
   bool any() const { return any_; }
   bool compresses(int cache) const { return !caches_[size_t(cache)].policy.full(); }
+  /// Whether cache `cache` also evicts while decoding (mode=decode or both).
+  bool evictsWhileDecoding(int cache) const { return caches_[size_t(cache)].policy.decode(); }
+  /// Whether some cache does (its decode steps then run eagerly).
+  bool anyDecodeEviction() const { return anyDecode_; }
   int64_t caches() const { return int64_t(caches_.size()); }
   /// Query rows a compressing cache's policy reads of a step of n rows.
   int64_t tailRows(int cache, int64_t n) const;
@@ -87,18 +93,28 @@ public:
   /// evicted, summed over the KV heads.
   int64_t afterPrompt(int cache, int64_t seq, int64_t p0, int64_t n, const float *tail,
                       const CudaKvBlockIo &io);
+  /// After a decode step of sequence seq at position pos whose query row
+  /// was q: the shadow takes the step, and when the policy evicts, the
+  /// device blocks are rewritten. Returns the entries evicted (over KV heads).
+  int64_t afterDecode(int cache, int64_t seq, int64_t pos, const float *q,
+                      const CudaKvBlockIo &io);
 
 private:
   kv::LayerCache &shadow(int cache, int64_t seq);
   /// Reads the entries past synced_ (slots [synced, slots)) of the device
   /// cache into the shadow.
   void syncShadow(int cache, int64_t seq, int64_t lastPos, const CudaKvBlockIo &io);
+  /// When the shadow holds fewer entries than `before` (summed over KV
+  /// heads): its entries written to the front of the device blocks, holes
+  /// set, slots = the most any head keeps. Returns the entries evicted.
+  int64_t writeBack(int cache, int64_t seq, int64_t before, const CudaKvBlockIo &io);
+  int64_t shadowEntries(int cache, int64_t seq);
 
   std::vector<CudaKvLayer> caches_;
   std::vector<std::vector<int64_t>> slots_;  // [cache][sequence]
   std::vector<std::vector<int64_t>> synced_; // slots the shadow has seen
   std::vector<std::vector<std::unique_ptr<kv::LayerCache>>> shadows_;
-  bool any_ = false;
+  bool any_ = false, anyDecode_ = false;
 };
 
 } // namespace llmc::cuda
