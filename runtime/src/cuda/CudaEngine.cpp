@@ -78,7 +78,7 @@ std::vector<float> CudaEngine::forwardSequence(int64_t seq, const std::vector<in
   const bool compress = n > 1 && m.kv->any();
   m.tail.on = compress;
   m.tail.rows = n;
-  m.decodeQ.on = n == 1 && m.kv->anyDecodeEviction();
+  m.decodeQ.on = n == 1 && m.kv->anyReplaysDecode();
   try {
     for (size_t at = 0; at < tokens.size(); at += size_t(kCudaPrefillChunk)) {
       const int64_t T = std::min<int64_t>(kCudaPrefillChunk, int64_t(tokens.size() - at));
@@ -143,7 +143,7 @@ std::vector<float> CudaEngine::decodeBatch(const std::vector<int64_t> &seqs,
     m.setRowSlots(i, real ? seqs[size_t(i)] : m.maxSeqs, 0);
   }
   std::vector<float> all(size_t(bucket * m.vocab));
-  m.decodeQ.on = m.kv->anyDecodeEviction();
+  m.decodeQ.on = m.kv->anyReplaysDecode();
   try {
     m.step(bucket, true, true, all.data());
   } catch (...) {

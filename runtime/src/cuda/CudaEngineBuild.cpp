@@ -141,7 +141,7 @@ void CudaEngine::Impl::buildKvPolicies() {
   tail.q.resize(size_t(kv->caches()));
   decodeQ.q.resize(size_t(kv->caches()));
   for (const PlanStep &s : plan->steps()) // a decode step's q rows, [kCudaMaxBatch, width]
-    if (s.kernel == PlanKernel::RopeKvAppend && kv->evictsWhileDecoding(s.cache))
+    if (s.kernel == PlanKernel::RopeKvAppend && kv->replaysDecode(s.cache))
       decodeQ.q[size_t(s.cache)].assign(size_t(kCudaMaxBatch * s.out.width), 0.0f);
   holeBuf.resize(size_t(kv->caches()));
   hostHole.resize(size_t(kv->caches()));

@@ -110,7 +110,7 @@ void CudaEngine::Impl::runStep(const PlanStep &s, const GpuStep &g, int64_t T, i
     dev->launch(g.rope, unsigned(T), kRopeThreads, args);
     if (tail.on && kv->compresses(g.cache))
       keepQueryTail(g.cache, out, T, outW);
-    if (decodeQ.on && kv->evictsWhileDecoding(g.cache)) // a decode step's rows (T <= 32)
+    if (decodeQ.on && kv->replaysDecode(g.cache)) // a decode step's rows (T <= 32)
       dev->downloadAsync(decodeQ.q[size_t(g.cache)].data(), arena, size_t(out - arena.ptr()),
                          size_t(T * outW) * 4); // waited for by step()'s synchronize
     break;
@@ -170,7 +170,7 @@ void CudaEngine::Impl::step(int64_t T, bool bucket, bool allLogits, float *out) 
   phase("upload rows");
   // Decode-time eviction downloads each step's query rows from its RoPE
   // steps: those steps run eagerly.
-  if (bucket && opts.graphs && !kv->anyDecodeEviction()) {
+  if (bucket && opts.graphs && !kv->anyReplaysDecode()) {
     CudaGraph &g = graphs[T];
     if (!g) {
       g = dev->capture([&] { launchAll(T, true, false); });
@@ -249,11 +249,11 @@ void CudaEngine::Impl::compressAfterPrompt(int64_t seq, int64_t p0, int64_t n) {
 
 void CudaEngine::Impl::evictAfterDecode(const std::vector<int64_t> &seqs,
                                         const std::vector<int64_t> &positions) {
-  if (!kv->anyDecodeEviction())
+  if (!kv->anyReplaysDecode())
     return;
   const CudaKvBlockIo io = blockIo();
   for (int c = 0; c < int(kv->caches()); ++c) {
-    if (!kv->evictsWhileDecoding(c))
+    if (!kv->replaysDecode(c))
       continue;
     const std::vector<float> &q = decodeQ.q[size_t(c)];
     const size_t qd = q.size() / size_t(kCudaMaxBatch);

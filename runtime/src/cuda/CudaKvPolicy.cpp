@@ -1,5 +1,6 @@
 //===- CudaKvPolicy.cpp - KV-cache policies of the GPU engine -------------===//
 #include "CudaKvPolicy.h"
+#include "../exec/ThreadPool.h"
 #include "llmc/dtype.h"
 
 #include <algorithm>
@@ -11,9 +12,7 @@ bool gpuRunsKvPolicy(const kv::Policy &p, std::string &why) {
   why.clear();
   if (p.full())
     return true;
-  if (p.accumulates())
-    why = "keeps running attention statistics";
-  else if (p.quant != KvQuant::None)
+  if (p.quant != KvQuant::None)
     why = "stores quantized entries (kv_quant)";
   else if (p.method == kv::Method::RdKV)
     why = "stores entries at per-entry bit widths";
@@ -28,10 +27,11 @@ CudaKvPolicies::CudaKvPolicies(std::vector<CudaKvLayer> caches, int64_t sequence
       throw std::runtime_error("kv_policy " + c.policy.name + " of layer " +
                                std::to_string(c.layer) + " does not run on the GPU: " + why);
     any_ = any_ || !c.policy.full();
-    anyDecode_ = anyDecode_ || c.policy.decode();
+    anyDecode_ = anyDecode_ || c.policy.decode() || c.policy.accumulates();
   }
   slots_.assign(caches_.size(), std::vector<int64_t>(size_t(sequences), 0));
   synced_ = slots_;
+  pool_ = std::make_unique<ThreadPool>(1);
   shadows_.resize(caches_.size());
   for (auto &s : shadows_)
     s.resize(size_t(sequences));
@@ -40,7 +40,8 @@ CudaKvPolicies::CudaKvPolicies(std::vector<CudaKvLayer> caches, int64_t sequence
 CudaKvPolicies::~CudaKvPolicies() = default;
 
 int64_t CudaKvPolicies::tailRows(int cache, int64_t n) const {
-  return compresses(cache) ? std::min(n, caches_[size_t(cache)].policy.window) : 0;
+  const kv::Policy &p = caches_[size_t(cache)].policy;
+  return !compresses(cache) ? 0 : p.accumulates() ? n : std::min(n, p.window);
 }
 
 void CudaKvPolicies::advance(int64_t seq, int64_t n) {
@@ -108,18 +109,33 @@ int64_t CudaKvPolicies::afterPrompt(int cache, int64_t seq, int64_t p0, int64_t 
     return 0;
   syncShadow(cache, seq, p0 + n - 1, io);
   const int64_t before = shadowEntries(cache, seq);
-  shadow(cache, seq).afterStepTail(tail, n, p0);
+  kv::LayerCache &sh = shadow(cache, seq);
+  if (caches_[size_t(cache)].policy.accumulates()) { // tail: all n rows
+    shadowAttend(cache, sh, tail, n);
+    sh.afterStep(tail, n, p0);
+  } else {
+    sh.afterStepTail(tail, n, p0);
+  }
   return writeBack(cache, seq, before, io);
 }
 
 int64_t CudaKvPolicies::afterDecode(int cache, int64_t seq, int64_t pos, const float *q,
                                     const CudaKvBlockIo &io) {
-  if (!evictsWhileDecoding(cache))
+  if (!replaysDecode(cache))
     return 0;
   syncShadow(cache, seq, pos, io);
   const int64_t before = shadowEntries(cache, seq);
-  shadow(cache, seq).afterStepTail(q, 1, pos);
+  kv::LayerCache &sh = shadow(cache, seq);
+  if (caches_[size_t(cache)].policy.accumulates())
+    shadowAttend(cache, sh, q, 1);
+  sh.afterStepTail(q, 1, pos);
   return writeBack(cache, seq, before, io);
+}
+
+void CudaKvPolicies::shadowAttend(int cache, kv::LayerCache &sh, const float *q, int64_t T) {
+  const CudaKvLayer &c = caches_[size_t(cache)];
+  attendOut_.resize(size_t(T * c.heads * c.headDim));
+  sh.attend(*pool_, q, T, attendOut_.data());
 }
 
 int64_t CudaKvPolicies::writeBack(int cache, int64_t seq, int64_t before,

@@ -17,14 +17,16 @@
 // budgets), such a head's slots between its count and the most any head
 // kept are a hole its attention skips.
 //
-// Policies that also evict while decoding (mode=decode or both) get every
-// decode step replayed into their shadow: the step's query row (downloaded
-// from its RoPE step, so those steps run eagerly: no CUDA Graphs) and its
-// new entry, then the policy's decode hook, which evicts back to the budget
-// whenever a head has grown `refresh` past it; the device is rewritten only
-// then. Not on the GPU (refused when the engine opens, naming why):
-// policies that keep running attention statistics (H2O, InertiaKV) and
-// quantized entries (PolyKV, RDKV).
+// Policies that evict while decoding (mode=decode or both) or keep running
+// attention statistics (H2O, InertiaKV) get every decode step replayed into
+// their shadow: the step's query row (downloaded from its RoPE step, so
+// those steps run eagerly: no CUDA Graphs) and its new entry; the
+// statistics come from the shadow's own attention over its entries (the
+// CPU engine's code, output discarded: the GPU's is the one used), a
+// prompt's from all its query rows; then the policy's decode hook, which
+// evicts back to the budget whenever a head has grown `refresh` past it;
+// the device is rewritten only then. Not on the GPU (refused when the
+// engine opens, naming why): quantized entries (PolyKV, RDKV).
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "../kv/KvCache.h"
@@ -34,6 +36,10 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+namespace llmc {
+class ThreadPool;
+}
 
 namespace llmc::cuda {
 
@@ -72,12 +78,17 @@ public:
   /// positions).
   bool any() const { return any_; }
   bool compresses(int cache) const { return !caches_[size_t(cache)].policy.full(); }
-  /// Whether cache `cache` also evicts while decoding (mode=decode or both).
-  bool evictsWhileDecoding(int cache) const { return caches_[size_t(cache)].policy.decode(); }
+  /// Whether cache `cache` replays every decode step into its shadow (it
+  /// evicts while decoding or keeps attention statistics).
+  bool replaysDecode(int cache) const {
+    const kv::Policy &p = caches_[size_t(cache)].policy;
+    return p.decode() || p.accumulates();
+  }
   /// Whether some cache does (its decode steps then run eagerly).
-  bool anyDecodeEviction() const { return anyDecode_; }
+  bool anyReplaysDecode() const { return anyDecode_; }
   int64_t caches() const { return int64_t(caches_.size()); }
-  /// Query rows a compressing cache's policy reads of a step of n rows.
+  /// Query rows a compressing cache's policy reads of a step of n rows
+  /// (the last window of them; all of them for attention statistics).
   int64_t tailRows(int cache, int64_t n) const;
   /// Entries sequence seq has in cache `cache` (its next row's slot).
   int64_t slots(int cache, int64_t seq) const {
@@ -109,11 +120,16 @@ private:
   /// set, slots = the most any head keeps. Returns the entries evicted.
   int64_t writeBack(int cache, int64_t seq, int64_t before, const CudaKvBlockIo &io);
   int64_t shadowEntries(int cache, int64_t seq);
+  /// The shadow's attention of T query rows (its last T entries' own):
+  /// what H2O and InertiaKV take their statistics from.
+  void shadowAttend(int cache, kv::LayerCache &sh, const float *q, int64_t T);
 
   std::vector<CudaKvLayer> caches_;
   std::vector<std::vector<int64_t>> slots_;  // [cache][sequence]
   std::vector<std::vector<int64_t>> synced_; // slots the shadow has seen
   std::vector<std::vector<std::unique_ptr<kv::LayerCache>>> shadows_;
+  std::unique_ptr<ThreadPool> pool_; // the shadows' attention (one thread)
+  std::vector<float> attendOut_;     // its output, unused
   bool any_ = false, anyDecode_ = false;
 };
 
