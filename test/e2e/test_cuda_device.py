@@ -5,9 +5,10 @@ Everywhere (no GPU needed): an unsigned artifact (--no-sign) and one whose
 CUDA section was changed after signing are refused (exit 1, saying why)
 before any device is opened; a signed one without a usable GPU exits 4
 with "no usable CUDA device".
-With a GPU: every matvec kernel the manifest lists passes (largest
-relative error <= 1e-5 of sum |w x|) for 1 and 8 tokens, one JSON line
-each, naming the device and the image it loaded.
+With a GPU: every product kernel the manifest lists passes (largest
+relative error <= 1e-5 of sum |w x|; the tensor-core ones, f16 inputs,
+2e-3) for 1 and 8 tokens (one-token kernels: 1; tensor-core ones: 16 and
+37), one JSON line each, naming the device and the image it loaded.
 Without a GPU the test ends as skipped (exit 77) even under CI=true: a CI
 machine of this kind has no GPU; the GPU part runs on the device machine
 (scripts/gpu-check.sh).
@@ -71,10 +72,15 @@ def main():
     rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
     kernels = json.loads(harness.run_llmc(["inspect", art, "--json", "--no-verify"]).stdout)[
         "codegen_cuda"]["kernels"]
-    want = {(k["symbol"], t) for k in kernels for t in (1, k["max_tokens"])}
+    # cuda-check's token counts per kind (the op kernels are not products)
+    counts = {"matvec": lambda k: (1, k["max_tokens"]), "matvec_decode": lambda k: (1,),
+              "matvec_mma": lambda k: (16, 37)}
+    want = {(k["symbol"], t) for k in kernels if k.get("kind") in counts
+            for t in counts[k["kind"]](k)}
     got = {(r["kernel"], r["tokens"]) for r in rows}
     checks.check(p.returncode == 0 and got == want and all(r["pass"] for r in rows),
-                 "every CUDA kernel matches the CPU for 1 and 8 tokens",
+                 "every CUDA product kernel matches the CPU: 1 and 8 tokens (the one-token "
+                 "kernels: 1; the tensor-core ones: 16 and 37)",
                  "; ".join(f"{r['kernel']} T={r['tokens']} err {r['max_rel_error']:.1e} "
                            f"{r['gbps']:.0f} GB/s" for r in rows) or p.stderr.strip()[-300:])
     checks.finish()
