@@ -39,6 +39,12 @@ export LD_LIBRARY_PATH="$PWD/$DEV/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 status=0
 say() { echo "[gpu-check $(date +%T)] $*"; }
+# Artifacts gpu-prepare.sh packed with xz (the carry's 64 MiB), unpacked in place.
+for f in "$DEV"/*.llmc.xz; do
+  say "unpack $(basename "$f")"
+  python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[1][:-3], 'wb'))" "$f" &&
+    rm "$f" || status=1
+done
 for art in "$DEV"/*.llmc; do
   name=$(basename "$art" .llmc)
   say "cuda-check $name"

@@ -4,11 +4,12 @@
 # to the device machine) with
 #   llmc-rt, lib/            the runtime-only binary (no MLIR), built here,
 #                            and the shared libraries it needs beyond libc/libstdc++
-#   smollm2-2blk.llmc        SmolLM2-135M-Instruct Q4_1 cut to 2 blocks by
+#   smollm2-2blk.llmc.xz     SmolLM2-135M-Instruct Q4_1 cut to 2 blocks by
 #                            llm-prune-depth (the same weight formats and
 #                            widths as the whole model: q4_1 576/1536 and
 #                            q8_0 576, so the same CUDA kernels) compiled
-#                            with --target cpu,cuda and signed
+#                            with --target cpu,cuda and signed (xz: gpu-check
+#                            unpacks it)
 #   stories260K.llmc         stories260K (f32 kernels), --target cpu,cuda
 #   signing.pub              the public key that signed them
 # and .cache/device-bench/ (the speed benchmark; a second carry, since the
@@ -65,6 +66,9 @@ if [[ -x $PEER/llama-bench && -x $PEER/llama-batched-bench ]]; then
 else
   echo "gpu-prepare: no llama.cpp CUDA peer (LLAMACPP_CUDA=1 LLAMACPP_JOBS=2 bash scripts/build_llamacpp.sh): the benchmark runs without it" >&2
 fi
+# The SmolLM2 cut (~37 MB, mostly its q8_0 LM head) packs to ~32 MB with
+# xz, leaving the working tree room in the carry; gpu-check.sh unpacks it.
+xz -T2 -6 "$DEV/smollm2-2blk.llmc"
 tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
 for d in "$DEV" "$BENCH"; do
   total=$(( tree + $(du -sb "$d" | cut -f1) ))
