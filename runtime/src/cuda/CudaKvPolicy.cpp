@@ -31,7 +31,6 @@ CudaKvPolicies::CudaKvPolicies(std::vector<CudaKvLayer> caches, int64_t sequence
   }
   slots_.assign(caches_.size(), std::vector<int64_t>(size_t(sequences), 0));
   synced_ = slots_;
-  pool_ = std::make_unique<ThreadPool>(1);
   shadows_.resize(caches_.size());
   for (auto &s : shadows_)
     s.resize(size_t(sequences));
@@ -134,6 +133,8 @@ int64_t CudaKvPolicies::afterDecode(int cache, int64_t seq, int64_t pos, const f
 
 void CudaKvPolicies::shadowAttend(int cache, kv::LayerCache &sh, const float *q, int64_t T) {
   const CudaKvLayer &c = caches_[size_t(cache)];
+  if (!pool_) // only H2O and InertiaKV need it: no thread for the other engines
+    pool_ = std::make_unique<ThreadPool>(1);
   attendOut_.resize(size_t(T * c.heads * c.headDim));
   sh.attend(*pool_, q, T, attendOut_.data());
 }

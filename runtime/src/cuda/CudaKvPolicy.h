@@ -128,7 +128,7 @@ private:
   std::vector<std::vector<int64_t>> slots_;  // [cache][sequence]
   std::vector<std::vector<int64_t>> synced_; // slots the shadow has seen
   std::vector<std::vector<std::unique_ptr<kv::LayerCache>>> shadows_;
-  std::unique_ptr<ThreadPool> pool_; // the shadows' attention (one thread)
+  std::unique_ptr<ThreadPool> pool_; // the shadows' attention (one thread, made on first use)
   std::vector<float> attendOut_;     // its output, unused
   bool any_ = false, anyDecode_ = false;
 };
