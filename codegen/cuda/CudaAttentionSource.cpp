@@ -181,6 +181,243 @@ extern "C" __global__ void __launch_bounds__(32)
 }
 )";
 
+const char *kPolyKvTemplate = R"(
+// PolyKV entries (runtime/src/kv/KvQuant.h) for @H@ heads, @KV@ KV heads of @HD@: a key is
+// int8 codes in blocks of 32 with an f16 scale each (@KB@ bytes), a value its f16 norm and
+// the 3-bit Lloyd-Max codes of its unit vector rotated by H D / sqrt(d) (@VB@ bytes); D is
+// the layer's signs (@HD@ floats, an argument)
+namespace {
+__constant__ const double @PROPE@_freq[@HALF@] = {@FREQS@};
+__constant__ const float @PROPE@_thr[7] = {-1.7480f, -1.0500f, -0.5006f, 0.0f,
+                                          0.5006f,  1.0500f,  1.7480f};
+__constant__ const float @PATTEND@_level[8] = {-2.1519f, -1.3439f, -0.7560f, -0.2451f,
+                                              0.2451f,  0.7560f,  1.3439f,  2.1519f};
+} // namespace
+// In-register Walsh-Hadamard transform of a warp's @HD@ values (lane l, register j:
+// element l + 32 j), the stages in the host's order (runtime/src/kv/KvQuant.cpp fwht)
+__device__ __forceinline__ void @PROPE@_fwht(float (&y)[@D@], int lane) {
+  for (int len = 1; len < 32; len <<= 1)
+#pragma unroll
+    for (int j = 0; j < @D@; ++j) {
+      const float o = llmcWarpXorF(y[j], len);
+      y[j] = (lane & len) ? o - y[j] : y[j] + o;
+    }
+  for (int r = 1; r < @D@; r <<= 1)
+#pragma unroll
+    for (int j = 0; j < @D@; ++j)
+      if (!(j & r)) {
+        const float a = y[j], b = y[j + r];
+        y[j] = a + b;
+        y[j + r] = a - b;
+      }
+}
+// RoPE as @ROPE@, the key and value of each KV head encoded by one warp into the caches
+extern "C" __global__ void @PROPE@(const float *qkv, long long ldqkv, int T, const int *pos,
+                                  const int *cacheSlot, const int *rowSeq, float *q,
+                                  long long ldq, unsigned char *kpool, unsigned char *vpool,
+                                  const int *blockTable, int maxBlocks, const float *signs) {
+  const int t = blockIdx.x;
+  if (t >= T)
+    return;
+  const float *src = qkv + (long long)t * ldqkv;
+  const int p = pos[t];
+  const int at = cacheSlot ? cacheSlot[t] : p;
+  const int seq = rowSeq ? rowSeq[t] : 0;
+  const long long blk = blockTable[(long long)seq * maxBlocks + at / @BLK@];
+  const long long slot = at % @BLK@;
+  for (int i = threadIdx.x; i < @H@ * @HALF@; i += blockDim.x) {
+    const int head = i / @HALF@, j = i % @HALF@;
+    const double a = (double)p * @PROPE@_freq[j];
+    const float c = (float)cos(a), s = (float)sin(a);
+    const int ia = @INTERLEAVED@ ? 2 * j : j, ib = @INTERLEAVED@ ? 2 * j + 1 : j + @HALF@;
+    const float x0 = src[head * @HD@ + ia], x1 = src[head * @HD@ + ib];
+    float *d = q + (long long)t * ldq + head * @HD@;
+    d[ia] = x0 * c - x1 * s;
+    d[ib] = x0 * s + x1 * c;
+  }
+  const int lane = threadIdx.x & 31;
+  for (int kh = (int)(threadIdx.x >> 5); kh < @KV@; kh += (int)(blockDim.x >> 5)) {
+    const float *ks = src + (@H@ + kh) * @HD@, *vs = src + (@H@ + @KV@ + kh) * @HD@;
+    unsigned char *kd = kpool + ((blk * @KV@ + kh) * @BLK@ + slot) * @KB@;
+    unsigned char *vd = vpool + ((blk * @KV@ + kh) * @BLK@ + slot) * @VB@;
+#pragma unroll
+    for (int j = 0; j < @D@; ++j) { // key block j: element lane + 32 j, rotated
+      const int i = lane + 32 * j;
+      const int f = @INTERLEAVED@ ? i / 2 : i % @HALF@;
+      const int ia = @INTERLEAVED@ ? 2 * f : f, ib = @INTERLEAVED@ ? 2 * f + 1 : f + @HALF@;
+      const double a = (double)p * @PROPE@_freq[f];
+      const float c = (float)cos(a), s = (float)sin(a);
+      const float x0 = ks[ia], x1 = ks[ib];
+      const float x = i == ia ? x0 * c - x1 * s : x0 * s + x1 * c;
+      float amax = fabsf(x);
+      for (int o = 16; o > 0; o >>= 1)
+        amax = fmaxf(amax, llmcWarpXorF(amax, o));
+      const unsigned short hs = llmcToHalf(amax / 127.0f);
+      const float stored = llmcHalf(hs);
+      const float inv = stored > 0.0f ? 1.0f / stored : 0.0f;
+      int code = (int)roundf(x * inv); // half away from zero, as lround
+      code = code < -127 ? -127 : code > 127 ? 127 : code;
+      kd[32 * j + lane] = (unsigned char)(signed char)code;
+      if (lane == 0) {
+        kd[@HD@ + 2 * j] = (unsigned char)(hs & 255);
+        kd[@HD@ + 2 * j + 1] = (unsigned char)(hs >> 8);
+      }
+    }
+    float y[@D@];
+    double n2 = 0.0;
+#pragma unroll
+    for (int j = 0; j < @D@; ++j) {
+      y[j] = vs[lane + 32 * j];
+      n2 += (double)y[j] * y[j];
+    }
+    const float norm = (float)sqrt(llmcWarpAllSum(n2));
+    const float inv = norm > 0.0f ? 1.0f / norm : 0.0f;
+#pragma unroll
+    for (int j = 0; j < @D@; ++j)
+      y[j] = y[j] * inv * signs[lane + 32 * j];
+    @PROPE@_fwht(y, lane);
+    if (lane == 0) {
+      const unsigned short hn = llmcToHalf(norm);
+      vd[0] = (unsigned char)(hn & 255);
+      vd[1] = (unsigned char)(hn >> 8);
+    }
+#pragma unroll
+    for (int j = 0; j < @D@; ++j) { // 32 codes of 3 bits: three words, little-endian
+      unsigned idx = 0;
+      while (idx < 7 && y[j] > @PROPE@_thr[idx])
+        ++idx;
+      const int bit = 3 * lane, w = bit >> 5, sh = bit & 31;
+      const unsigned lo = idx << sh, hi = sh > 29 ? idx >> (32 - sh) : 0u;
+      for (int m = 0; m < 3; ++m) { // disjoint bits: the sum is the OR, exact in double
+        const unsigned mine = (m == w ? lo : 0u) | (m == w + 1 ? hi : 0u);
+        const unsigned word = (unsigned)llmcWarpAllSum((double)mine);
+        if (lane < 4)
+          vd[2 + 12 * j + 4 * m + lane] = (unsigned char)((word >> (8 * lane)) & 255);
+      }
+    }
+  }
+}
+
+// @ATTEND@ over PolyKV entries: the same splits and holes; values accumulate in the
+// rotated domain, which @PCOMBINE@ rotates back
+extern "C" __global__ void __launch_bounds__(32)
+@PATTEND@(const float *q, long long ldq, int T, const int *pos, const int *rowSeq,
+          const int *hole, const unsigned char *kpool, const unsigned char *vpool,
+          const int *blockTable, int maxBlocks, int nSplits, int splitLen, float *part) {
+  const long long b = blockIdx.x;
+  const int lane = threadIdx.x & 31;
+  const int split = (int)(b % nSplits), kh = (int)((b / nSplits) % @KV@);
+  const long long t = b / ((long long)nSplits * @KV@);
+  if (t >= T)
+    return;
+  const int p = pos[t];
+  const int seq = rowSeq ? rowSeq[t] : 0;
+  const int per = (p + nSplits) / nSplits;
+  const int len = per > splitLen ? per : splitLen;
+  const int lo = split * len;
+  const int hi = lo + len < p + 1 ? lo + len : p + 1;
+  const int holeLo = hole ? hole[((long long)seq * @KV@ + kh) * 2] : 0;
+  const int holeHi = hole ? hole[((long long)seq * @KV@ + kh) * 2 + 1] : 0;
+  const float scale = @SCALE@f;
+  float qv[@G@][@D@], acc[@G@][@D@], m[@G@], l[@G@];
+#pragma unroll
+  for (int g = 0; g < @G@; ++g) {
+    m[g] = -3.0e38f;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < @D@; ++j) {
+      qv[g][j] = q[t * ldq + (kh * @G@ + g) * @HD@ + lane + 32 * j];
+      acc[g][j] = 0.0f;
+    }
+  }
+  for (int pp = lo; pp < hi; ++pp) {
+    if (pp >= holeLo && pp < holeHi) {
+      pp = holeHi - 1;
+      continue;
+    }
+    const long long blk = blockTable[(long long)seq * maxBlocks + pp / @BLK@];
+    const long long e = (blk * @KV@ + kh) * @BLK@ + pp % @BLK@;
+    const unsigned char *kr = kpool + e * @KB@, *vr = vpool + e * @VB@;
+    const float vn = llmcHalf(llmcU16(vr)) / (float)@HD@;
+    float kf[@D@], vf[@D@];
+#pragma unroll
+    for (int j = 0; j < @D@; ++j) {
+      kf[j] = (float)(signed char)kr[lane + 32 * j] * llmcHalf(llmcU16(kr + @HD@ + 2 * j));
+      const int bit = 96 * j + 3 * lane, sh = bit & 7;
+      unsigned bits = vr[2 + (bit >> 3)];
+      if (sh > 5)
+        bits |= (unsigned)vr[3 + (bit >> 3)] << 8;
+      vf[j] = vn * @PATTEND@_level[(bits >> sh) & 7u];
+    }
+#pragma unroll
+    for (int g = 0; g < @G@; ++g) {
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < @D@; ++j)
+        s += qv[g][j] * kf[j];
+      s = llmcWarpAllSumF(s) * scale;
+      const float mNew = s > m[g] ? s : m[g];
+      const float corr = expf(m[g] - mNew), e2 = expf(s - mNew);
+      l[g] = l[g] * corr + e2;
+#pragma unroll
+      for (int j = 0; j < @D@; ++j)
+        acc[g][j] = acc[g][j] * corr + e2 * vf[j];
+      m[g] = mNew;
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < @G@; ++g) {
+    float *dst = part + ((t * @H@ + kh * @G@ + g) * nSplits + split) * (@HD@ + 2);
+    if (lane == 0) {
+      dst[0] = m[g];
+      dst[1] = l[g];
+    }
+#pragma unroll
+    for (int j = 0; j < @D@; ++j)
+      dst[2 + lane + 32 * j] = acc[g][j];
+  }
+}
+
+// Merges the splits of each (row, head) and rotates the result back: D H acc
+extern "C" __global__ void __launch_bounds__(32)
+@PCOMBINE@(const float *part, int T, int nSplits, float *out, long long ldo,
+           const float *signs) {
+  const long long b = blockIdx.x;
+  const int lane = threadIdx.x & 31;
+  const long long t = b / @H@;
+  const int h = (int)(b % @H@);
+  if (t >= T)
+    return;
+  const float *src = part + b * nSplits * (@HD@ + 2);
+  float mMax = -3.0e38f;
+  for (int s = 0; s < nSplits; ++s)
+    if (src[s * (@HD@ + 2) + 1] > 0.0f && src[s * (@HD@ + 2)] > mMax)
+      mMax = src[s * (@HD@ + 2)];
+  float sum = 0.0f, acc[@D@];
+#pragma unroll
+  for (int j = 0; j < @D@; ++j)
+    acc[j] = 0.0f;
+  for (int s = 0; s < nSplits; ++s) {
+    const float *ps = src + s * (@HD@ + 2);
+    if (ps[1] > 0.0f) {
+      const float w = expf(ps[0] - mMax);
+      sum += w * ps[1];
+#pragma unroll
+      for (int j = 0; j < @D@; ++j)
+        acc[j] += w * ps[2 + lane + 32 * j];
+    }
+  }
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma unroll
+  for (int j = 0; j < @D@; ++j)
+    acc[j] *= inv;
+  @PROPE@_fwht(acc, lane);
+#pragma unroll
+  for (int j = 0; j < @D@; ++j)
+    out[t * ldo + h * @HD@ + lane + 32 * j] = acc[j] * signs[lane + 32 * j];
+}
+)";
+
 std::string exact(double v) {
   char buf[40];
   snprintf(buf, sizeof buf, "%.17g", v);
@@ -209,6 +446,19 @@ std::string CudaAttentionSpec::attendSymbol() const {
          std::to_string(headDim);
 }
 
+std::string CudaAttentionSpec::polyKvRopeSymbol() const {
+  return "llmc_cu_pkv_rope_" + ropeSymbol().substr(std::string("llmc_cu_rope_kv_").size());
+}
+
+std::string CudaAttentionSpec::polyKvAttendSymbol() const {
+  return "llmc_cu_pkv_attend_" + std::to_string(heads) + "_" + std::to_string(kvHeads) + "_" +
+         std::to_string(headDim);
+}
+
+std::string CudaAttentionSpec::polyKvCombineSymbol() const {
+  return "llmc_cu_pkv_combine_" + std::to_string(heads) + "_" + std::to_string(headDim);
+}
+
 std::string CudaAttentionSpec::combineSymbol() const {
   return "llmc_cu_attend_combine_" + std::to_string(heads) + "_" + std::to_string(headDim);
 }
@@ -228,6 +478,17 @@ bool canGenerateCudaAttention(const CudaAttentionSpec &s, std::string *why) {
   return w.empty();
 }
 
+bool canGenerateCudaPolyKv(const CudaAttentionSpec &s, std::string *why) {
+  std::string w;
+  if (!canGenerateCudaAttention(s, &w))
+    ;
+  else if ((s.headDim & (s.headDim - 1)) != 0)
+    w = "PolyKV's rotation needs a power-of-two head size";
+  if (why)
+    *why = w;
+  return w.empty();
+}
+
 std::string cudaAttentionSource(const CudaAttentionSpec &s) {
   std::string why;
   if (!canGenerateCudaAttention(s, &why))
@@ -239,6 +500,17 @@ std::string cudaAttentionSource(const CudaAttentionSpec &s) {
   for (int64_t i = 0; i < half; ++i) // as ops::ropeFrequencies
     freqs += (i ? ", " : "") + exact(std::pow(s.theta, -2.0 * double(i) / double(s.headDim)));
   std::string out = replaceAll(kRopeTemplate, "@FREQS@", freqs) + kAttendTemplate;
+  if (s.polyKv) {
+    if (!canGenerateCudaPolyKv(s, &why))
+      throw std::invalid_argument("no CUDA PolyKV kernels for head size " +
+                                  std::to_string(s.headDim) + ": " + why);
+    out += replaceAll(kPolyKvTemplate, "@FREQS@", freqs);
+    out = replaceAll(out, "@PROPE@", s.polyKvRopeSymbol());
+    out = replaceAll(out, "@PATTEND@", s.polyKvAttendSymbol());
+    out = replaceAll(out, "@PCOMBINE@", s.polyKvCombineSymbol());
+    out = replaceAll(out, "@KB@", std::to_string(s.headDim + s.headDim / 16));
+    out = replaceAll(out, "@VB@", std::to_string(2 + 3 * s.headDim / 8));
+  }
   out = replaceAll(out, "@ROPE@", s.ropeSymbol());
   out = replaceAll(out, "@ATTEND@", s.attendSymbol());
   out = replaceAll(out, "@COMBINE@", s.combineSymbol());

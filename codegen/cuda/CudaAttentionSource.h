@@ -47,6 +47,22 @@
 //             long long ldo)
 //     One warp per (row, head): gridDim.x = T * heads; merges the splits
 //     into out + t * ldo + head * hd.
+//
+// PolyKV caches (kv_quant=polykv; runtime/src/kv/KvQuant.h) get a second
+// set, for a power-of-two head size: each entry stored as the CPU engine
+// stores it, a key row of hd int8 codes then hd/32 f16 scales (hd + hd/16
+// bytes), a value row of its f16 norm then hd 3-bit codes (2 + 3 hd / 8
+// bytes), at entry ((b * kvHeads + h) * kCudaKvBlock + s) of the pools:
+//   <pkv_rope>(... as <rope>, unsigned char *kpool, unsigned char *vpool,
+//              const int *blockTable, int maxBlocks, const float *signs)
+//     signs: the layer's hd rotation signs (kv::PolyKV). One warp per KV
+//     head encodes its entry (blockDim.x a multiple of 32).
+//   <pkv_attend>(... as <attend>, const unsigned char *kpool,
+//                const unsigned char *vpool, ...)
+//     sums values in the rotated domain (norm / hd x level).
+//   <pkv_combine>(const float *part, int T, int nSplits, float *out,
+//                 long long ldo, const float *signs)
+//     merges and rotates back (Walsh-Hadamard, then the signs).
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "llmc/ir_enums.h"
@@ -66,6 +82,11 @@ struct CudaAttentionSpec {
   std::string ropeSymbol() const;    // llmc_cu_rope_kv_<H>_<KV>_<hd>_<style>_<theta>
   std::string attendSymbol() const;  // llmc_cu_attend_<H>_<KV>_<hd>
   std::string combineSymbol() const; // llmc_cu_attend_combine_<H>_<hd>
+  /// Also the PolyKV kernels (some layer of this shape stores PolyKV entries).
+  bool polyKv = false;
+  std::string polyKvRopeSymbol() const;    // llmc_cu_pkv_rope_<H>_<KV>_<hd>_<style>_<theta>
+  std::string polyKvAttendSymbol() const;  // llmc_cu_pkv_attend_<H>_<KV>_<hd>
+  std::string polyKvCombineSymbol() const; // llmc_cu_pkv_combine_<H>_<hd>
   /// Floats of one (row, head, split) partial result: hd + 2.
   int64_t partFloats() const { return headDim + 2; }
 };
@@ -75,7 +96,10 @@ struct CudaAttentionSpec {
 /// positive RoPE base. `why` says what is not covered.
 bool canGenerateCudaAttention(const CudaAttentionSpec &s, std::string *why = nullptr);
 
-/// The three kernels of `s` (std::invalid_argument when not covered).
+/// canGenerateCudaAttention, and a power-of-two head size (PolyKV's rotation).
+bool canGenerateCudaPolyKv(const CudaAttentionSpec &s, std::string *why = nullptr);
+
+/// The three kernels of `s`, and the PolyKV ones when s.polyKv (std::invalid_argument when not covered).
 std::string cudaAttentionSource(const CudaAttentionSpec &s);
 
 } // namespace llmc::codegen

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <tuple>
 
 using namespace mlir;
 
@@ -42,6 +43,7 @@ LogicalResult collectKernels(llm::ModelOp model, CollectedKernels &out) {
   int &onCpu = out.onCpu;
   std::set<std::pair<int, int64_t>> seen;
   std::set<std::string> seenOps;
+  std::set<std::tuple<int64_t, int64_t, int64_t>> polyKvShapes; // heads, KV heads, head size
   auto addOp = [&](const CudaOpSpec &o) {
     if (seenOps.insert(o.symbol()).second)
       ops.push_back(o);
@@ -128,10 +130,24 @@ LogicalResult collectKernels(llm::ModelOp model, CollectedKernels &out) {
                 out.attention.push_back(a);
               return success();
             })
+            .Case([&](llmk::AttendOp a) {
+              // PolyKV entries need their own kernels for this shape.
+              std::optional<DictionaryAttr> policy = a.getKvPolicy();
+              auto quant = policy ? policy->getAs<StringAttr>("kv_quant") : StringAttr();
+              if (quant && quant.getValue().str() == spelling(KvQuant::PolyKV))
+                polyKvShapes.insert({int64_t(a.getNumHeads()), int64_t(a.getNumKvHeads()),
+                                     int64_t(a.getHeadDim())});
+              return success();
+            })
             .Default([](Operation *) { return success(); });
     if (failed(ok))
       return failure();
   }
+  for (CudaAttentionSpec &a : out.attention)
+    if (polyKvShapes.count({a.heads, a.kvHeads, a.headDim})) {
+      a.polyKv = canGenerateCudaPolyKv(a);
+      out.onCpu += !a.polyKv;
+    }
   return success();
 }
 
@@ -228,6 +244,14 @@ public:
       kernels.push_back(rope);
       kernels.push_back(attend);
       kernels.push_back(combine);
+      if (!a.polyKv)
+        continue;
+      rope.update({{"symbol", a.polyKvRopeSymbol()}, {"kv_type", "polykv"}});
+      attend.update({{"symbol", a.polyKvAttendSymbol()}, {"kv_type", "polykv"}});
+      combine.update({{"symbol", a.polyKvCombineSymbol()}, {"kv_type", "polykv"}});
+      kernels.push_back(rope);
+      kernels.push_back(attend);
+      kernels.push_back(combine);
     }
     out.manifest = {{"abi", cuda::kCudaKernelAbi},           {"source", "codegen.cuda.kernels.cu"},
                     {"cubin", binaries},  {"ptx", ptx},
@@ -239,7 +263,7 @@ public:
              "generated %zu CUDA kernels (%zu products, %zu ops, %zu embeddings, %zu attention "
              "shapes; %d weights or shapes have none) with NVRTC %s: cubin for sm_80 and sm_90, "
              "PTX for compute_80, in %.2f s",
-             2 * specs.size() + ops.size() + k.embeddings.size() + 3 * k.attention.size(),
+             kernels.size(),
              specs.size(), ops.size(), k.embeddings.size(), k.attention.size(), onCpu,
              version->c_str(), seconds);
     out.summary = buf;

@@ -44,6 +44,10 @@ __device__ __forceinline__ float llmcWarpAllSumF(float v) {
     v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+// Lane (lane ^ o)'s value (o < 32).
+__device__ __forceinline__ float llmcWarpXorF(float v, int o) {
+  return __shfl_xor_sync(0xffffffffu, v, o);
+}
 // f32 -> f16 bits, round to nearest even
 __device__ __forceinline__ unsigned short llmcToHalf(float f) {
   unsigned short h;

@@ -36,8 +36,15 @@ a 20-token prompt and 10 greedy tokens:
 - H2O and InertiaKV (running attention statistics, from the shadow's own
   attention over the prompt's and every decode step's query rows), ReST-KV,
   CapKV, Random and PyramidKV: tokens and decode logits equal the CPU's;
-- policies the GPU does not run (kv-quant=polykv, rdkv): exit 1 naming
-  why, nothing on stdout, before any GPU is opened.
+- PolyKV entries (kv-quant=polykv, encoded and read by the PolyKV
+  kernels), with every entry kept (StreamingLLM at budget 1.0) and under
+  SnapKV (entries read back and written back as encoded): tokens and
+  decode logits equal the CPU's, and the GPU's cache is 94/256 of the f16
+  cache's bytes;
+- RDKV (per-entry bit widths and evictions chosen by the shadow from the
+  device's f16 entries, the rows decoded back into the f16 slots): tokens
+  and decode logits equal the CPU's within 0.03 (0.002-0.009 measured,
+  where RDKV moves them by up to 1.8 from the full cache's).
 Skipped without NVRTC, the stand-in driver or the model (failed under
 CI=true).
 """
@@ -79,11 +86,27 @@ POLICIES = [("snapkv", "method=snapkv budget=0.5 window=8", 1, 10, 0),
             ("restkv", "method=restkv budget=0.5 window=8", 1, 10, 0),
             ("capkv", "method=capkv budget=0.5 window=8", 1, 10, 0),
             ("random", "method=random budget=0.5 window=8 seed=3", 1, 10, 0),
-            ("pyramidkv", "method=pyramidkv budget=0.5 window=8", 1, None, 0)]
+            ("pyramidkv", "method=pyramidkv budget=0.5 window=8", 1, None, 0),
+            # PolyKV entries (int8 keys, 3-bit rotated values), encoded on the
+            # device: every entry kept, and SnapKV's selection over them
+            ("polykv", "method=streaming budget=1.0 kv-quant=polykv", 0, 0, 0),
+            ("snapkv-polykv", "method=snapkv budget=0.5 window=8 kv-quant=polykv", 1, 10, 0),
+            # RDKV: per-entry widths (and evictions) from the shadow, its rows
+            # decoded into the f16 slots (its own count evicted: not checked)
+            ("rdkv", "method=rdkv budget=0.5 window=8", 1, None, 0)]
+# PolyKV's bytes per entry and KV head against f16's at head size 64:
+# (64 + 4) + (2 + 24) = 94 of 256. Its int8 keys and 3-bit values round
+# the GPU's and CPU's activations, which differ by summation order (about
+# 1e-6), to codes a step apart now and then, and SmolLM2's 30 layers carry
+# those steps on: measured decode-logit differences of 0.3-0.8 (KLD 3e-4 to
+# 7e-3) with the same tokens, where PolyKV itself moves the first decode
+# step's logits by 1.8 (KLD 0.065) from f16 entries. So on SmolLM2 the
+# bounds are KLD 2e-2 and 1.5; the two-layer generated model
+# (polykv_generated_check) holds the kernels to 1e-4 (measured 9.5e-6).
+POLYKV = {"polykv", "snapkv-polykv"}
+POLYKV_BOUNDS = (1.5, 2e-2)
 # Policies whose every decode step is replayed into the host shadow.
 REPLAYS_DECODE = {"snapkv-both", "streaming-decode", "h2o", "inertiakv"}
-REFUSED = [("polykv", "method=snapkv budget=0.5 window=8 kv-quant=polykv", "quantized entries"),
-           ("rdkv", "method=rdkv budget=0.5 window=8", "per-entry bit widths")]
 LAYERS, KV_HEADS = 30, 3
 
 
@@ -100,9 +123,15 @@ def run(art, extra, env=None):
                              "--ignore-eos", *extra], check=False, timeout=900, env=env)
 
 
+def kv_mib(stderr):
+    m = re.search(r"kv cache ([\d.]+) MiB \(([^,]+), paged\)", stderr)
+    return (float(m.group(1)), m.group(2)) if m else (None, None)
+
+
 def policy_checks(checks, work, env_for):
     full = compile_policy(work, "full", "", target="cpu")
     full_tokens = run(full, ["--exact-activations", "--kv-type", "f16", "-q"]).stdout.split()
+    f16_mib = None
     for name, options, prompts, evicted, decode_evictions in POLICIES:
         art = compile_policy(work, name, options)
         env = env_for(art)
@@ -120,15 +149,30 @@ def policy_checks(checks, work, env_for):
                      f"gpu {g.stdout.split()} cpu {c.stdout.split()}")
         gl, cl = np.load(gpu_npy), np.load(cpu_npy)
         diff = np.abs(gl - cl).max(1) if gl.shape == cl.shape else np.array([np.inf])
-        checks.check(gl.shape == cl.shape == (10, cl.shape[1]) and diff.max() < 0.03 and
-                     kld(cl, gl) < 1e-5,
+        bound, kl_bound = POLYKV_BOUNDS if name in POLYKV else (0.03, 1e-5)
+        kl = kld(cl, gl) if gl.shape == cl.shape else np.inf
+        checks.check(gl.shape == cl.shape == (10, cl.shape[1]) and diff.max() < bound and
+                     kl < kl_bound,
                      f"{name}: the logits of all 10 decode steps over the compressed cache are "
-                     "within 0.03 (KLD 1e-5) of the CPU's",
-                     f"shape {gl.shape}, max |diff| per step {[f'{x:.4f}' for x in diff]}")
+                     f"within {bound} (KLD {kl_bound}) of the CPU's",
+                     f"shape {gl.shape}, KLD {kl:.2e}, max |diff| per step "
+                     f"{[f'{x:.4f}' for x in diff]}")
+        mib, kv_type = kv_mib(g.stderr)
+        if name == "snapkv":
+            f16_mib = mib
+        if name in POLYKV:
+            checks.check(kv_type == "PolyKV" and mib and f16_mib and
+                         abs(mib / f16_mib - 94 / 256) < 0.01,
+                         f"{name}: the GPU's cache stores PolyKV entries, 94/256 of f16's bytes",
+                         f"{kv_type}: {mib} MiB against f16's {f16_mib}")
         m = re.search(r"kv policy on the GPU: (\d+) prompt\(s\) compressed, (\d+) decode-time "
                       r"evictions, (\d+) cache entries evicted", g.stderr)
         want = (str(prompts), str(decode_evictions * LAYERS),
                 str(evicted * KV_HEADS * LAYERS) if evicted is not None else None)
+        if prompts == 0 and decode_evictions == 0 and evicted == 0:  # nothing to report
+            checks.check(not m, f"{name}: nothing evicted on the GPU",
+                         m.group(0) if m else "")
+            continue
         checks.check(bool(m) and m.groups()[:2] == want[:2] and
                      (want[2] is None or m.group(3) == want[2]),
                      f"{name}: {prompts} prompt compressed, {decode_evictions} decode-time "
@@ -181,14 +225,41 @@ def generate_check(checks, work, art, env, name, extra):
                  f"{gpu.stderr.strip()[-300:]}")
 
 
-def refusal_checks(checks, work, env_for):
-    for name, options, why in REFUSED:
-        art = compile_policy(work, name.replace("=", "-"), options)
-        p = run(art, ["--device", "cuda"], env_for(art))
-        checks.check(p.returncode == 1 and "does not run on the GPU" in p.stderr and
-                     why in p.stderr and not p.stdout.strip() and "Segmentation" not in p.stderr,
-                     f"{name}: --device cuda exits 1 saying the GPU does not run it ({why})",
-                     f"exit {p.returncode}: {p.stderr.strip()[-300:]}")
+def polykv_generated_check(checks, work):
+    """PolyKV on a generated two-layer llama (head size 64): the GPU's
+    decode logits within 1e-4 of the CPU's, where the f32 activations
+    differ too little to move a code."""
+    try:
+        import make_gguf_models
+        import make_hf_models
+    except ImportError as e:
+        harness.skip_part(f"gguf-py for the generated model ({e})")
+        return
+    cfg = make_hf_models.make_config("llama", "f32", head_dim=64)
+    cfg.update({"head_dim": 64, "hidden_size": 256, "intermediate_size": 512,
+                "num_hidden_layers": 2})
+    gguf = os.path.join(work, "llama-hd64.gguf")
+    make_gguf_models.write_gguf(gguf, cfg, make_hf_models.make_weights(cfg, 4103),
+                                make_gguf_models.Q.F16)
+    art = os.path.join(work, "llama-hd64-polykv.llmc")
+    harness.run_llmc(["compile", gguf, "-o", art, "--target", "cpu,cuda", "-q", "--pipeline",
+                      "llm-kv-policy{method=snapkv budget=0.5 window=8 kv-quant=polykv}"],
+                     timeout=900)
+    prompt = ",".join(str(3 + (37 * i) % 190) for i in range(40))
+    logits = {}
+    for dev, extra, env in (("gpu", ["--device", "cuda"], emulation_env(art)),
+                            ("cpu", ["--exact-activations"], None)):
+        npy = os.path.join(work, f"llama-hd64-polykv-{dev}.npy")
+        p = harness.run_llmc(["run", art, "--prompt-tokens", prompt, "-n", "4", "--ignore-eos",
+                              "-q", "--dump-decode-logits", npy, *extra], check=False,
+                             env=env, timeout=900)
+        logits[dev] = np.load(npy) if p.returncode == 0 else None
+    ok = logits["gpu"] is not None and logits["cpu"] is not None and \
+        logits["gpu"].shape == logits["cpu"].shape
+    diff = np.abs(logits["gpu"] - logits["cpu"]).max() if ok else np.inf
+    checks.check(ok and diff < 1e-4,
+                 "polykv (generated two-layer model, SnapKV + PolyKV): the GPU's decode logits "
+                 "are within 1e-4 of the CPU's", f"max |diff| {diff}")
 
 
 def main():
@@ -197,7 +268,7 @@ def main():
     work = harness.work_dir("cuda_kv_policy_emulated")
 
     policy_checks(checks, work, emulation_env)
-    refusal_checks(checks, work, emulation_env)
+    polykv_generated_check(checks, work)
     checks.finish()
 
 

@@ -161,6 +161,66 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
                 [&] { fn(qkv, ld, T, pos, slot, seq, q, ldq, k, v, table, mb); });
     };
   }
+  if (startsWith(n, "llmc_cu_pkv_rope_")) { // PolyKV: encoded by warp-wide steps (replayed)
+    using uc = unsigned char;
+    auto fn = reinterpret_cast<void (*)(const float *, ll, int, const int *, const int *,
+                                        const int *, float *, ll, uc *, uc *, const int *, int,
+                                        const float *)>(f.sym);
+    auto qkv = arg<const float *>(a, 0);
+    auto ld = arg<ll>(a, 1);
+    auto T = arg<int>(a, 2);
+    auto pos = arg<const int *>(a, 3);
+    auto slot = arg<const int *>(a, 4);
+    auto seq = arg<const int *>(a, 5);
+    auto q = arg<float *>(a, 6);
+    auto ldq = arg<ll>(a, 7);
+    auto k = arg<uc *>(a, 8);
+    auto v = arg<uc *>(a, 9);
+    auto table = arg<const int *>(a, 10);
+    auto mb = arg<int>(a, 11);
+    auto signs = arg<const float *>(a, 12);
+    return [=, &m] {
+      runKernelReplay(m.set, m.play, m.deposited, grid, block,
+                      [&] { fn(qkv, ld, T, pos, slot, seq, q, ldq, k, v, table, mb, signs); });
+    };
+  }
+  if (startsWith(n, "llmc_cu_pkv_combine_")) {
+    auto fn = reinterpret_cast<void (*)(const float *, int, int, float *, ll, const float *)>(
+        f.sym);
+    auto part = arg<const float *>(a, 0);
+    auto T = arg<int>(a, 1);
+    auto ns = arg<int>(a, 2);
+    auto out = arg<float *>(a, 3);
+    auto ldo = arg<ll>(a, 4);
+    auto signs = arg<const float *>(a, 5);
+    return [=, &m] {
+      runKernelReplay(m.set, m.play, m.deposited, grid, block,
+                      [&] { fn(part, T, ns, out, ldo, signs); });
+    };
+  }
+  if (startsWith(n, "llmc_cu_pkv_attend_")) {
+    using uc = unsigned char;
+    auto fn = reinterpret_cast<void (*)(const float *, ll, int, const int *, const int *,
+                                        const int *, const uc *, const uc *, const int *, int,
+                                        int, int, float *)>(f.sym);
+    auto q = arg<const float *>(a, 0);
+    auto ldq = arg<ll>(a, 1);
+    auto T = arg<int>(a, 2);
+    auto pos = arg<const int *>(a, 3);
+    auto seq = arg<const int *>(a, 4);
+    auto hole = arg<const int *>(a, 5);
+    auto k = arg<const uc *>(a, 6);
+    auto v = arg<const uc *>(a, 7);
+    auto table = arg<const int *>(a, 8);
+    auto mb = arg<int>(a, 9);
+    auto ns = arg<int>(a, 10);
+    auto sl = arg<int>(a, 11);
+    auto part = arg<float *>(a, 12);
+    return [=, &m] {
+      runKernelReplay(m.set, m.play, m.deposited, grid, block,
+                      [&] { fn(q, ldq, T, pos, seq, hole, k, v, table, mb, ns, sl, part); });
+    };
+  }
   if (startsWith(n, "llmc_cu_attend_combine_")) {
     auto fn = reinterpret_cast<void (*)(const float *, int, int, float *, ll)>(f.sym);
     auto part = arg<const float *>(a, 0);

@@ -12,7 +12,8 @@
 // returns the butterfly (shfl_xor 16, 8, 4, 2, 1) of all 32, the GPU's
 // order of additions; the other lanes get 0, which they never use.
 // llmcWarpAllSum / llmcWarpAllSumF (every lane reads the sum, and later
-// work depends on it) are replayed: runKernelReplay plays each warp again
+// work depends on it) and llmcWarpXorF (a lane's value to its xor partner)
+// are replayed: runKernelReplay plays each warp again
 // and again; in play k the first k all-sums return the butterfly of the
 // values deposited for them, the (k+1)-th deposits, later ones return 0.
 // When a play deposits nothing new, every sum was answered with the GPU's
@@ -126,6 +127,21 @@ template <typename T> T llmcAllSum(T v) {
   return T(0);
 }
 double llmcWarpAllSum(double v) { return llmcAllSum<double>(v); }
+// __shfl_xor_sync: replayed like the all-sums (it shares their count of
+// calls); an answered call returns lane (lane ^ o)'s deposited value.
+float llmcWarpXorF(float v, int o) {
+  const int lane = int(threadIdx.x & 31);
+  const int call = llmcAllCalls[lane]++;
+  if (call >= kLlmcMaxAllSums)
+    return 0.0f;
+  if (call < llmcAnswered)
+    return float(llmcAllParts[call][lane ^ (o & 31)]);
+  if (call == llmcAnswered) {
+    llmcAllParts[call][lane] = double(v);
+    llmcDeposited = 1;
+  }
+  return 0.0f;
+}
 float llmcWarpAllSumF(float v) { return llmcAllSum<float>(v); }
 // The tensor cores' mma.m16n8k16 (f16 A, B; f32 C), a warp-wide operation:
 // replayed like the all-sums (it shares their count of calls). Each lane

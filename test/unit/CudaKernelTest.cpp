@@ -343,9 +343,11 @@ TEST(CudaKernels, NvrtcBuildsCubinForSm80AndSm90AndPtxThatPtxasAssembles) {
   for (const CudaMatvecSpec &s : allSpecs())
     if (s.cols == 32 || s.cols == 256 || s.cols == 1536 || isGroupedInt(s.dtype))
       specs.push_back(s);
-  const std::string src =
-      cudaKernelSource(specs, allOps(), specs,
-                       {{9, 3, 64, 1e5, RopeStyle::Half}, {8, 1, 128, 5e5, RopeStyle::Interleaved}});
+  // The second shape also has its PolyKV kernels.
+  std::vector<CudaAttentionSpec> attention = {{9, 3, 64, 1e5, RopeStyle::Half},
+                                              {8, 1, 128, 5e5, RopeStyle::Interleaved}};
+  attention[1].polyKv = true;
+  const std::string src = cudaKernelSource(specs, allOps(), specs, attention);
   for (const char *arch : {"sm_80", "sm_90"}) {
     const std::string cubin = compileCuda(src, arch);
     ASSERT_GT(cubin.size(), 4u) << arch;
@@ -357,7 +359,8 @@ TEST(CudaKernels, NvrtcBuildsCubinForSm80AndSm90AndPtxThatPtxasAssembles) {
   EXPECT_NE(ptx.find(".visible .entry llmc_cu_rms_norm_576"), std::string::npos);
   for (const char *k : {"llmc_cu_embed_q8_0_32", "llmc_cu_rope_kv_9_3_64_half_100000",
                         "llmc_cu_attend_9_3_64", "llmc_cu_attend_combine_9_64",
-                        "llmc_cu_attend_8_1_128"})
+                        "llmc_cu_attend_8_1_128", "llmc_cu_pkv_rope_8_1_128_interleaved_500000",
+                        "llmc_cu_pkv_attend_8_1_128", "llmc_cu_pkv_combine_8_128"})
     EXPECT_NE(ptx.find(std::string(".visible .entry ") + k), std::string::npos) << k;
   EXPECT_THROW(compileCuda(src + "\nthis is not CUDA;\n", "sm_90"), std::runtime_error);
   const char *ptxas = "/usr/local/cuda/bin/ptxas";

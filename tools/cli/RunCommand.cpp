@@ -295,12 +295,18 @@ int runOnCuda(const RunArgs &a) {
             "%.1f tok/s\n",
             loadS, ids.size(), double(ids.size()) / std::max(prefillS, 1e-9), generated,
             generated > 1 ? (generated - 1) / std::max(decodeS, 1e-9) : 0.0);
+    const std::string kvType =
+        st.polykv_caches == 0 ? "f16"
+        : st.polykv_caches == st.kv_caches
+            ? "PolyKV"
+            : "PolyKV in " + std::to_string(st.polykv_caches) + " of " +
+                  std::to_string(st.kv_caches) + " layers, f16 elsewhere";
     fprintf(stderr,
             "[llmc] engine cuda on %s | weights %.1f MiB (uploaded in %.2f s), kv cache %.1f "
-            "MiB (f16, paged), activations %.1f MiB | steps: %lld graph replays (%lld "
+            "MiB (%s, paged), activations %.1f MiB | steps: %lld graph replays (%lld "
             "captured), %lld eager\n",
             gpu->deviceInfo().c_str(), double(st.weight_bytes) / (1 << 20), st.upload_seconds,
-            double(st.kv_bytes) / (1 << 20), double(st.arena_bytes) / (1 << 20),
+            double(st.kv_bytes) / (1 << 20), kvType.c_str(), double(st.arena_bytes) / (1 << 20),
             (long long)st.graph_steps, (long long)st.captures, (long long)st.eager_steps);
     if (st.kv_compressions > 0 || st.kv_decode_evictions > 0)
       fprintf(stderr,

@@ -41,6 +41,7 @@ struct CudaEngineOptions {
 
 struct CudaEngineStats {
   int64_t weight_bytes = 0, kv_bytes = 0, arena_bytes = 0;
+  int64_t kv_caches = 0, polykv_caches = 0; // layer caches, those storing PolyKV entries
   int64_t graph_steps = 0, eager_steps = 0, captures = 0;
   int kernels = 0; // distinct kernels the plan launches
   /// KV policies: prompts compressed, decode-time evictions (per cache and

@@ -47,6 +47,7 @@ void CudaEngine::Impl::build(void *module) {
   bind.int8_activations = false; // the GPU kernels read f32 activations
   plan = std::make_unique<PlanEngine>(art.manifest()["kernel_plan"], bind);
   vocab = plan->vocab();
+  readKvPolicies();
   const auto t0 = std::chrono::steady_clock::now();
   gsteps.resize(plan->steps().size());
   for (size_t i = 0; i < gsteps.size(); ++i)
@@ -83,10 +84,13 @@ void CudaEngine::Impl::build(void *module) {
         kpool.resize(size_t(s.cache) + 1);
         vpool.resize(size_t(s.cache) + 1);
       }
-      const size_t bytes = size_t(blocks * s.kvHeads * kKvBlock * s.headDim * 2);
-      kpool[size_t(s.cache)] = dev->alloc(bytes);
-      vpool[size_t(s.cache)] = dev->alloc(bytes);
-      stats.kv_bytes += int64_t(2 * bytes);
+      const CudaKvLayer &l = kvLayers[size_t(s.cache)];
+      const size_t rows = size_t(blocks * s.kvHeads * kKvBlock);
+      kpool[size_t(s.cache)] = dev->alloc(rows * size_t(l.keyRowBytes()));
+      vpool[size_t(s.cache)] = dev->alloc(rows * size_t(l.valueRowBytes()));
+      stats.kv_bytes += int64_t(rows * size_t(l.keyRowBytes() + l.valueRowBytes()));
+      ++stats.kv_caches;
+      stats.polykv_caches += l.polyKv();
     }
   for (size_t c = 0; c < kpool.size(); ++c)
     if (!kpool[c].ptr())
@@ -99,12 +103,13 @@ void CudaEngine::Impl::build(void *module) {
   buildKvPolicies();
 }
 
-void CudaEngine::Impl::buildKvPolicies() {
+void CudaEngine::Impl::readKvPolicies() {
   std::map<int64_t, const ProgramNode *> byLayer;
   for (const ProgramNode &n : art.program().nodes)
     if (n.op == "attention" && n.attrs.contains("layer") && n.attrs["layer"].is_number_integer())
       byLayer[n.attrs["layer"].get<int64_t>()] = &n;
-  std::vector<CudaKvLayer> layers(cacheLayer.size());
+  std::vector<CudaKvLayer> &layers = kvLayers;
+  layers.assign(cacheLayer.size(), CudaKvLayer{});
   PackedWeights packed(art);
   for (const PlanStep &s : plan->steps()) {
     if (s.kernel != PlanKernel::RopeKvAppend)
@@ -121,6 +126,13 @@ void CudaEngine::Impl::buildKvPolicies() {
     const std::string ctx = "attention (layer " + std::to_string(l.layer) + ")";
     if (n.attrs.contains("kv_policy") && !n.attrs["kv_policy"].is_null())
       l.policy = kv::parsePolicy(n.attrs["kv_policy"], ctx, l.kvHeads);
+    if (l.polyKv()) {
+      const kv::PolyKV codec = kv::LayerCache::polyKvFor(l.policy, l.layer, l.headDim);
+      if (signsBuf.size() <= size_t(s.cache))
+        signsBuf.resize(size_t(s.cache) + 1);
+      signsBuf[size_t(s.cache)] = dev->alloc(codec.signs.size() * 4);
+      dev->upload(signsBuf[size_t(s.cache)], codec.signs.data(), codec.signs.size() * 4);
+    }
     if (l.policy.full() || !n.weights.count("o"))
       continue;
     const TensorView *t = packed.find(n.weights.at("o"));
@@ -132,6 +144,10 @@ void CudaEngine::Impl::buildKvPolicies() {
     l.width = wo.rows;
     l.woRow = [wo](int64_t r, float *dst) { loadRow(wo, r, dst); };
   }
+}
+
+void CudaEngine::Impl::buildKvPolicies() {
+  std::vector<CudaKvLayer> layers = kvLayers;
   const std::vector<CudaKvLayer> layersCopy = layers;
   kv = std::make_unique<CudaKvPolicies>(std::move(layers), maxSeqs);
   if (!kv->any())
@@ -199,6 +215,11 @@ void CudaEngine::Impl::bindStep(void *module, const PlanStep &s, GpuStep &g) {
     g.norm_k = kernel(module, "llmc_cu_rms_norm_" + std::to_string(inW), ctx);
     normW = std::max(normW, inW);
   }
+  const bool hasCache = s.kernel == PlanKernel::RopeKvAppend || s.kernel == PlanKernel::Attend;
+  const bool polyKv = hasCache && size_t(s.cache) < kvLayers.size() &&
+                      kvLayers[size_t(s.cache)].polyKv();
+  if (polyKv)
+    g.signs = signsBuf[size_t(s.cache)].ptr();
   switch (s.kernel) {
   case PlanKernel::Embed:
     g.embed = kernel(module, "llmc_cu_embed_" + symbolPart(s.w[0].dtype) + "_" +
@@ -222,16 +243,20 @@ void CudaEngine::Impl::bindStep(void *module, const PlanStep &s, GpuStep &g) {
     for (char &c : t)
       if (c == '.' || c == '+' || c == '-')
         c = 'p';
-    g.rope = kernel(module, "llmc_cu_rope_kv_" + std::to_string(s.heads) + "_" +
-                                std::to_string(s.kvHeads) + "_" + std::to_string(s.headDim) +
-                                "_" + std::string(spelling(s.rope)) + "_" + t, ctx);
+    // A PolyKV cache's entries are encoded as they are appended.
+    g.rope = kernel(module, std::string(polyKv ? "llmc_cu_pkv_rope_" : "llmc_cu_rope_kv_") +
+                                std::to_string(s.heads) + "_" + std::to_string(s.kvHeads) + "_" +
+                                std::to_string(s.headDim) + "_" + std::string(spelling(s.rope)) +
+                                "_" + t, ctx);
     break;
   }
   case PlanKernel::Attend:
-    g.attend = kernel(module, "llmc_cu_attend_" + std::to_string(s.heads) + "_" +
-                                  std::to_string(s.kvHeads) + "_" + std::to_string(s.headDim), ctx);
-    g.combine = kernel(module, "llmc_cu_attend_combine_" + std::to_string(s.heads) + "_" +
-                                   std::to_string(s.headDim), ctx);
+    g.attend = kernel(module, std::string(polyKv ? "llmc_cu_pkv_attend_" : "llmc_cu_attend_") +
+                                  std::to_string(s.heads) + "_" + std::to_string(s.kvHeads) +
+                                  "_" + std::to_string(s.headDim), ctx);
+    g.combine = kernel(module,
+                       std::string(polyKv ? "llmc_cu_pkv_combine_" : "llmc_cu_attend_combine_") +
+                           std::to_string(s.heads) + "_" + std::to_string(s.headDim), ctx);
     maxHeads = std::max(maxHeads, s.heads);
     maxHeadDim = std::max(maxHeadDim, s.headDim);
     break;

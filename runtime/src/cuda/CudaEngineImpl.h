@@ -76,6 +76,7 @@ struct CudaEngine::Impl {
     void *embed = nullptr, *norm_k = nullptr, *gate = nullptr, *add = nullptr;
     void *rope = nullptr, *attend = nullptr, *combine = nullptr;
     int cache = -1;
+    uint64_t signs = 0; // a PolyKV cache's rotation signs (its rope and combine read them)
   };
   std::vector<GpuStep> gsteps;
   std::map<const void *, DeviceBuffer> weights; // by host address: tied weights once
@@ -92,6 +93,11 @@ struct CudaEngine::Impl {
   /// cache slot in each cache goes to the kernels beside its position:
   /// slotBuf holds [cache][kCudaPrefillChunk] of them (hostSlot staged).
   std::unique_ptr<CudaKvPolicies> kv;
+  /// Each cache's policy and shape (read before the steps are bound: a
+  /// PolyKV cache's steps take the PolyKV kernels), and the PolyKV caches'
+  /// rotation signs on the device.
+  std::vector<CudaKvLayer> kvLayers;
+  std::vector<DeviceBuffer> signsBuf;
   DeviceBuffer slotBuf;
   std::vector<int32_t> hostSlot;
   /// Per compressing cache, each sequence's hole per KV head ([lo, hi)
@@ -169,7 +175,9 @@ struct CudaEngine::Impl {
     }
   }
   void build(void *module);
-  /// Each cache's kv_policy from the program (CudaKvPolicy.h), slotBuf.
+  /// Each cache's kv_policy from the program (CudaKvPolicy.h) into kvLayers.
+  void readKvPolicies();
+  /// The policies' host side (kv) and device buffers (slots, holes).
   void buildKvPolicies();
   /// The device address of cache c's row slots (0: slots are positions).
   uint64_t cacheSlots(int c) const {

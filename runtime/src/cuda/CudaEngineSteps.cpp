@@ -106,7 +106,8 @@ void CudaEngine::Impl::runStep(const PlanStep &s, const GpuStep &g, int64_t T, i
     uint64_t pos = posBuf.ptr(), slot = cacheSlots(g.cache), seq = seqBuf.ptr(),
              k = kpool[size_t(g.cache)].ptr(), v = vpool[size_t(g.cache)].ptr(),
              table = blockTable.ptr();
-    void *args[] = {&in, &ld, &nt, &pos, &slot, &seq, &out, &ldq, &k, &v, &table, &mb};
+    uint64_t signs = g.signs; // PolyKV kernels take one more argument (the others read 12)
+    void *args[] = {&in, &ld, &nt, &pos, &slot, &seq, &out, &ldq, &k, &v, &table, &mb, &signs};
     dev->launch(g.rope, unsigned(T), kRopeThreads, args);
     if (tail.on && kv->compresses(g.cache))
       keepQueryTail(g.cache, out, T, outW);
@@ -128,7 +129,8 @@ void CudaEngine::Impl::runStep(const PlanStep &s, const GpuStep &g, int64_t T, i
     uint64_t hole = cacheHoles(g.cache);
     void *args[] = {&in, &ldq, &nt, &pos, &seq, &hole, &k, &v, &table, &mb, &ns, &sl, &p};
     dev->launch(g.attend, unsigned(T * s.kvHeads * nSplits), 32, args);
-    void *cargs[] = {&p, &nt, &ns, &out, &ldo};
+    uint64_t signs = g.signs; // PolyKV: rotated back with the layer's signs
+    void *cargs[] = {&p, &nt, &ns, &out, &ldo, &signs};
     dev->launch(g.combine, unsigned(T * s.heads), 32, cargs);
     break;
   }
@@ -213,23 +215,26 @@ void CudaEngine::Impl::keepQueryTail(int c, uint64_t q, int64_t T, int64_t qd) {
 CudaKvBlockIo CudaEngine::Impl::blockIo() {
   CudaKvBlockIo io;
   // Sequence q's blocks are q * maxBlocks.. (the block table is the
-  // identity); a block of cache c is its pool's bytes / all blocks.
-  auto offset = [this](int c, int64_t q, int64_t first) {
-    const size_t block = kpool[size_t(c)].bytes() / size_t((maxSeqs + 1) * maxBlocks);
+  // identity); a block of a pool is its bytes / all blocks (keys and
+  // values differ in a PolyKV cache).
+  auto offset = [this](const DeviceBuffer &pool, int64_t q, int64_t first) {
+    const size_t block = pool.bytes() / size_t((maxSeqs + 1) * maxBlocks);
     return std::pair<size_t, size_t>(size_t(q * maxBlocks + first) * block, block);
   };
-  io.read = [this, offset](int c, int64_t q, int64_t first, int64_t count, uint16_t *k,
-                           uint16_t *v) {
-    const auto [at, bytes] = offset(c, q, first);
-    dev->downloadAsync(k, kpool[size_t(c)], at, bytes * size_t(count));
-    dev->downloadAsync(v, vpool[size_t(c)], at, bytes * size_t(count));
+  io.read = [this, offset](int c, int64_t q, int64_t first, int64_t count, uint8_t *k,
+                           uint8_t *v) {
+    const auto [ka, kb] = offset(kpool[size_t(c)], q, first);
+    const auto [va, vb] = offset(vpool[size_t(c)], q, first);
+    dev->downloadAsync(k, kpool[size_t(c)], ka, kb * size_t(count));
+    dev->downloadAsync(v, vpool[size_t(c)], va, vb * size_t(count));
     dev->synchronize();
   };
-  io.write = [this, offset](int c, int64_t q, int64_t first, int64_t count, const uint16_t *k,
-                            const uint16_t *v) {
-    const auto [at, bytes] = offset(c, q, first);
-    dev->uploadAsync(kpool[size_t(c)], at, k, bytes * size_t(count));
-    dev->uploadAsync(vpool[size_t(c)], at, v, bytes * size_t(count));
+  io.write = [this, offset](int c, int64_t q, int64_t first, int64_t count, const uint8_t *k,
+                            const uint8_t *v) {
+    const auto [ka, kb] = offset(kpool[size_t(c)], q, first);
+    const auto [va, vb] = offset(vpool[size_t(c)], q, first);
+    dev->uploadAsync(kpool[size_t(c)], ka, k, kb * size_t(count));
+    dev->uploadAsync(vpool[size_t(c)], va, v, vb * size_t(count));
     dev->synchronize();
   };
   io.setHoles = [this](int c, int64_t q, const std::vector<int32_t> &lohi) {

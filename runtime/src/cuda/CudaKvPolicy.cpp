@@ -4,28 +4,21 @@
 #include "llmc/dtype.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 namespace llmc::cuda {
 
-bool gpuRunsKvPolicy(const kv::Policy &p, std::string &why) {
-  why.clear();
-  if (p.full())
-    return true;
-  if (p.quant != KvQuant::None)
-    why = "stores quantized entries (kv_quant)";
-  else if (p.method == kv::Method::RdKV)
-    why = "stores entries at per-entry bit widths";
-  return why.empty();
+int64_t CudaKvLayer::keyRowBytes() const {
+  return polyKv() ? kv::PolyKV(headDim, 0).keyBytes() : 2 * headDim;
+}
+int64_t CudaKvLayer::valueRowBytes() const {
+  return polyKv() ? kv::PolyKV(headDim, 0).valueBytes() : 2 * headDim;
 }
 
 CudaKvPolicies::CudaKvPolicies(std::vector<CudaKvLayer> caches, int64_t sequences)
     : caches_(std::move(caches)) {
   for (const CudaKvLayer &c : caches_) {
-    std::string why;
-    if (!gpuRunsKvPolicy(c.policy, why))
-      throw std::runtime_error("kv_policy " + c.policy.name + " of layer " +
-                               std::to_string(c.layer) + " does not run on the GPU: " + why);
     any_ = any_ || !c.policy.full();
     anyDecode_ = anyDecode_ || c.policy.decode() || c.policy.accumulates();
   }
@@ -78,19 +71,32 @@ void CudaKvPolicies::syncShadow(int cache, int64_t seq, int64_t lastPos,
   // device cache.
   const int64_t KV = c.kvHeads, hd = c.headDim, first = have / kBlock;
   const int64_t count = (now + kBlock - 1) / kBlock - first, n = now - have;
-  std::vector<uint16_t> kb(size_t(count * KV * kBlock * hd)), vb(kb.size());
-  io.read(cache, seq, first, count, kb.data(), vb.data());
-  std::vector<float> k(size_t(n * KV * hd)), v(k.size());
-  for (int64_t s = have; s < now; ++s)
-    for (int64_t h = 0; h < KV; ++h) {
-      const size_t from = size_t((((s / kBlock - first) * KV + h) * kBlock + s % kBlock) * hd);
-      const size_t to = size_t(((s - have) * KV + h) * hd);
-      for (int64_t d = 0; d < hd; ++d) {
-        k[to + size_t(d)] = halfToFloat(kb[from + size_t(d)]);
-        v[to + size_t(d)] = halfToFloat(vb[from + size_t(d)]);
-      }
+  const int64_t kb = c.keyRowBytes(), vb = c.valueRowBytes();
+  std::vector<uint8_t> kd(size_t(count * KV * kBlock * kb)), vd(size_t(count * KV * kBlock * vb));
+  io.read(cache, seq, first, count, kd.data(), vd.data());
+  // Row (slot s, head h) of the blocks read, as [entry][head] rows.
+  auto rows = [&](const std::vector<uint8_t> &blocks, int64_t bytes) {
+    std::vector<uint8_t> r(size_t(n * KV * bytes));
+    for (int64_t s = have; s < now; ++s)
+      for (int64_t h = 0; h < KV; ++h)
+        std::copy_n(blocks.data() + (((s / kBlock - first) * KV + h) * kBlock + s % kBlock) * bytes,
+                    bytes, r.data() + ((s - have) * KV + h) * bytes);
+    return r;
+  };
+  const std::vector<uint8_t> kr = rows(kd, kb), vr = rows(vd, vb);
+  if (c.polyKv()) {
+    sh.appendEncoded(kr.data(), vr.data(), n, lastPos - n + 1);
+  } else {
+    std::vector<float> k(size_t(n * KV * hd)), v(k.size());
+    for (size_t i = 0; i < k.size(); ++i) {
+      uint16_t kh, vh;
+      std::memcpy(&kh, kr.data() + 2 * i, 2);
+      std::memcpy(&vh, vr.data() + 2 * i, 2);
+      k[i] = halfToFloat(kh);
+      v[i] = halfToFloat(vh);
     }
-  sh.append(k.data(), v.data(), n, KV * hd, lastPos - n + 1);
+    sh.append(k.data(), v.data(), n, KV * hd, lastPos - n + 1);
+  }
   synced_[size_t(cache)][size_t(seq)] = now;
 }
 
@@ -145,7 +151,7 @@ int64_t CudaKvPolicies::writeBack(int cache, int64_t seq, int64_t before,
   const int64_t KV = c.kvHeads, hd = c.headDim;
   kv::LayerCache &sh = shadow(cache, seq);
   const int64_t kept = shadowEntries(cache, seq);
-  if (kept == before)
+  if (kept == before && !sh.rdStored()) // RDKV narrows rows it keeps: rewritten even so
     return 0;
   int64_t most = 0;
   for (int64_t h = 0; h < KV; ++h)
@@ -153,15 +159,30 @@ int64_t CudaKvPolicies::writeBack(int cache, int64_t seq, int64_t before,
   // Head h's kept entries, in the shadow's order (by position), to slots
   // 0..count-1; slots count..most-1 are its hole.
   const int64_t blocks = (most + kBlock - 1) / kBlock;
-  std::vector<uint16_t> kb(size_t(blocks * KV * kBlock * hd), 0), vb(kb.size(), 0);
+  const int64_t kbytes = c.keyRowBytes(), vbytes = c.valueRowBytes();
+  std::vector<uint8_t> kb(size_t(blocks * KV * kBlock * kbytes), 0);
+  std::vector<uint8_t> vb(size_t(blocks * KV * kBlock * vbytes), 0);
   std::vector<int32_t> holes(size_t(2 * KV));
+  std::vector<float> kf, vf;
   for (int64_t h = 0; h < KV; ++h) {
     const kv::HeadCache &e = sh.head(h);
+    if (!c.polyKv()) { // f16 entries widened (exact back to f16), or RDKV's rows decoded
+      sh.keyRows(h, kf);
+      sh.valueRows(h, vf);
+    }
     for (int64_t j = 0; j < e.n; ++j) {
-      const size_t to = size_t((((j / kBlock) * KV + h) * kBlock + j % kBlock) * hd);
-      for (int64_t d = 0; d < hd; ++d) { // f16 values widened: exact back to f16
-        kb[to + size_t(d)] = floatToHalf(e.k[size_t(j * hd + d)]);
-        vb[to + size_t(d)] = floatToHalf(e.v[size_t(j * hd + d)]);
+      const int64_t row = ((j / kBlock) * KV + h) * kBlock + j % kBlock;
+      uint8_t *kd = kb.data() + row * kbytes, *vd = vb.data() + row * vbytes;
+      if (c.polyKv()) { // the entries as stored, bit for bit
+        std::copy_n(e.kq.data() + j * kbytes, kbytes, kd);
+        std::copy_n(e.vq.data() + j * vbytes, vbytes, vd);
+        continue;
+      }
+      for (int64_t d = 0; d < hd; ++d) {
+        const uint16_t kh = floatToHalf(kf[size_t(j * hd + d)]);
+        const uint16_t vh = floatToHalf(vf[size_t(j * hd + d)]);
+        std::memcpy(kd + 2 * d, &kh, 2);
+        std::memcpy(vd + 2 * d, &vh, 2);
       }
     }
     holes[size_t(2 * h)] = int32_t(e.n);

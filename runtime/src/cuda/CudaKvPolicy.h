@@ -25,8 +25,18 @@
 // CPU engine's code, output discarded: the GPU's is the one used), a
 // prompt's from all its query rows; then the policy's decode hook, which
 // evicts back to the budget whenever a head has grown `refresh` past it;
-// the device is rewritten only then. Not on the GPU (refused when the
-// engine opens, naming why): quantized entries (PolyKV, RDKV).
+// the device is rewritten only then.
+//
+// PolyKV entries (kv_quant=polykv) are encoded on the device by the
+// PolyKV kernels and read back, and written back, in that form: the shadow
+// takes them as they are (LayerCache::appendEncoded), so its entries are
+// the device's bit for bit.
+//
+// RDKV's rows at their per-entry widths (2, 4, 8 or 16 bits, or evicted)
+// are decoded into the f16 slots when written back (every time its policy
+// runs, evicting or not): attention sees the CPU's widths and evictions, to
+// f16 rounding, but the device keeps f16 bytes for every kept entry (its
+// evictions free slots; its narrower widths save nothing there yet).
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "../kv/KvCache.h"
@@ -43,26 +53,27 @@ class ThreadPool;
 
 namespace llmc::cuda {
 
-/// Whether the GPU engine runs policy p; `why` says what it lacks when not.
-bool gpuRunsKvPolicy(const kv::Policy &p, std::string &why);
-
 /// One layer cache of the engine: its policy (Full when none) and shape.
 struct CudaKvLayer {
   kv::Policy policy;
   int64_t layer = 0, heads = 0, kvHeads = 0, headDim = 0;
   int64_t width = 0;                    // the model width (W_O's rows)
   kv::LayerCache::RowLoader woRow;      // W_O row loader (ReST-KV, LaProx)
+  bool polyKv() const { return policy.quant == KvQuant::PolyKV; }
+  /// Bytes of one key row and one value row on the device: f16, or PolyKV's.
+  int64_t keyRowBytes() const;
+  int64_t valueRowBytes() const;
 };
 
 /// The device side of compaction: blocks [first, first + count) of one
-/// sequence's part of one cache, each [kvHeads][kBlock][headDim] f16 bits,
-/// keys and values.
+/// sequence's part of one cache, each [kvHeads][kBlock] rows of the
+/// cache's key and value row bytes (CudaKvLayer), keys and values.
 struct CudaKvBlockIo {
-  std::function<void(int cache, int64_t seq, int64_t first, int64_t count, uint16_t *k,
-                     uint16_t *v)>
+  std::function<void(int cache, int64_t seq, int64_t first, int64_t count, uint8_t *k,
+                     uint8_t *v)>
       read;
-  std::function<void(int cache, int64_t seq, int64_t first, int64_t count, const uint16_t *k,
-                     const uint16_t *v)>
+  std::function<void(int cache, int64_t seq, int64_t first, int64_t count, const uint8_t *k,
+                     const uint8_t *v)>
       write;
   /// Sequence seq's hole in cache `cache`: [lo, hi) per KV head (lo == hi: none).
   std::function<void(int cache, int64_t seq, const std::vector<int32_t> &lohi)> setHoles;

@@ -26,7 +26,7 @@ LayerCache::LayerCache(const Policy &policy, int64_t layer, int64_t heads, int64
       hd_(head_dim), group_(heads / kv_heads), windowLimit_(window_limit),
       heads_(size_t(kv_heads)) {
   if (quantized())
-    poly_ = PolyKV(hd_, policy_.seed + uint64_t(layer_) * 7919u);
+    poly_ = polyKvFor(policy_, layer_, hd_);
   buildGram();
 }
 
@@ -58,7 +58,7 @@ void LayerCache::setPolicy(const Policy &policy, bool compress_now) {
   policy_ = policy;
   if (quantized() && !wasQuantized) {
     // Store the f32 entries in the policy's form.
-    poly_ = PolyKV(hd_, policy_.seed + uint64_t(layer_) * 7919u);
+    poly_ = polyKvFor(policy_, layer_, hd_);
     for (int64_t g = 0; g < KV_; ++g) {
       HeadCache &c = heads_[size_t(g)];
       const float *kf = keysBefore[size_t(g)].data(), *vf = valuesBefore[size_t(g)].data();
@@ -268,6 +268,35 @@ void LayerCache::append(const float *k, const float *v, int64_t T, int64_t strid
     }
   }
   updateMeter();
+}
+
+void LayerCache::appendEncoded(const uint8_t *keys, const uint8_t *values, int64_t T,
+                               int64_t p0) {
+  if (!quantized())
+    throw std::runtime_error("kv cache: appendEncoded needs a PolyKV cache");
+  const size_t kb = size_t(poly_.keyBytes()), vb = size_t(poly_.valueBytes());
+  for (int64_t g = 0; g < KV_; ++g) {
+    HeadCache &c = heads_[size_t(g)];
+    growFor(c.kq, size_t(T) * kb, kb);
+    growFor(c.vq, size_t(T) * vb, vb);
+    growFor(c.pos, size_t(T), 1);
+    if (accumulating())
+      growFor(c.acc, size_t(T), 1);
+    for (int64_t t = 0; t < T; ++t) {
+      const uint8_t *kr = keys + size_t(t * KV_ + g) * kb, *vr = values + size_t(t * KV_ + g) * vb;
+      c.kq.insert(c.kq.end(), kr, kr + kb);
+      c.vq.insert(c.vq.end(), vr, vr + vb);
+      c.pos.push_back(int32_t(p0 + t));
+      if (accumulating())
+        c.acc.push_back(policy_.method == Method::InertiaKV && T == 1 ? -1.0f : 0.0f);
+      ++c.n;
+    }
+  }
+  updateMeter();
+}
+
+PolyKV LayerCache::polyKvFor(const Policy &policy, int64_t layer, int64_t head_dim) {
+  return PolyKV(head_dim, policy.seed + uint64_t(layer) * 7919u);
 }
 
 void LayerCache::recordWindow(const float *tail, int64_t T, int64_t p0, bool trim) {

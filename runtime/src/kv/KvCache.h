@@ -70,6 +70,13 @@ public:
   /// Append T rows (k, v: [T, stride] with the KV heads side by side) at
   /// positions p0.. .
   void append(const float *k, const float *v, int64_t T, int64_t stride, int64_t p0);
+  /// append() of entries already in PolyKV's form (the GPU engine's, read
+  /// back): keys [T][kv_heads][keyBytes], values [T][kv_heads][valueBytes]
+  /// as PolyKV encodes them. std::runtime_error unless quantized().
+  void appendEncoded(const uint8_t *keys, const uint8_t *values, int64_t T, int64_t p0);
+  /// The PolyKV codec a cache of this policy, layer and head size uses (its
+  /// rotation's signs come from the policy's seed and the layer).
+  static PolyKV polyKvFor(const Policy &policy, int64_t layer, int64_t head_dim);
   /// Causal attention of T query rows [T, heads*head_dim] (the rows just
   /// appended) over the cache; out is [T, heads*head_dim]. `gen` holds the
   /// generated kernels for this head shape, if any: over the f32 cache
@@ -111,6 +118,12 @@ public:
   /// std::runtime_error otherwise).
   void usePool(std::shared_ptr<KvBlockPool> pool);
   bool paged() const { return pool_ && !quantized() && !rdStored_; }
+  /// Whether its entries are RDKV's rows at per-entry widths (HeadCache::rd).
+  bool rdStored() const { return rdStored_; }
+  /// Every entry's key (value) row of KV head g as f32, in entry order,
+  /// decoded from whatever form the cache stores them in.
+  void keyRows(int64_t g, std::vector<float> &dst) const;
+  void valueRows(int64_t g, std::vector<float> &dst) const;
   /// Whether the cache may take blocks from a (shared) block pool.
   bool usesBlockPool() const { return pool_ != nullptr; }
   /// Its entries' row type: the pool's when paged, else f32.
@@ -158,7 +171,6 @@ private:
   void compressRdkv();
   std::vector<float> headScores(int64_t g, bool decoding, std::vector<float> *relevance);
   void keep(int64_t g, const std::vector<int64_t> &idx, int64_t headroom);
-  void keyRows(int64_t g, std::vector<float> &dst) const;
   /// Every entry's key and value row of a paged head, in entry order (E:
   /// the pool's element type, float, uint16_t f16 bits or uint8_t for a
   /// Q8 row's bytes).
@@ -205,7 +217,6 @@ private:
   void appendPaged(HeadCache &c, const float *kr, const float *vr);
   /// keep() of a paged cache: entries idx (ascending) moved to the front.
   void keepPaged(HeadCache &c, const std::vector<int64_t> &idx);
-  void valueRows(int64_t g, std::vector<float> &dst) const;
 
   void buildGram();
   void updateMeter();
