@@ -86,6 +86,21 @@ LogicalResult collectKernels(llm::ModelOp model, CollectedKernels &out) {
               addOp(g);
               return add(&op, {m.getGate(), m.getUp()});
             })
+            .Case([&](llmk::NormMoeOp m) {
+              // Routed on the host: the router's product, then each chosen
+              // expert's over the rows gathered for it.
+              if (m.getNorm())
+                norm(m.getX());
+              CudaOpSpec g;
+              g.kind = CudaOpSpec::Kind::Gate;
+              g.activation = m.getActivation() == llm::Activation::GELU ? Activation::GELU
+                                                                        : Activation::SiLU;
+              addOp(g);
+              CudaOpSpec rows;
+              rows.kind = CudaOpSpec::Kind::MoeRows;
+              addOp(rows);
+              return add(&op, {m.getRouter(), m.getGate(), m.getUp(), m.getDown()});
+            })
             .Case([&](llmk::MatmulAddOp m) {
               addOp(CudaOpSpec{}); // the residual add after the product
               return add(&op, {m.getWeight()});
@@ -220,6 +235,10 @@ public:
         e.update({{"kind", "rms_norm"}, {"cols", o.cols}});
       else if (o.kind == CudaOpSpec::Kind::Gate)
         e.update({{"kind", "gate"}, {"activation", std::string(spelling(o.activation))}});
+      else if (o.kind == CudaOpSpec::Kind::MoeRows)
+        e.update({{"kind", "moe_rows"},
+                  {"symbols", {"llmc_cu_moe_gather", "llmc_cu_moe_scatter_add",
+                               "llmc_cu_moe_fill"}}});
       else
         e["kind"] = "add";
       kernels.push_back(e);

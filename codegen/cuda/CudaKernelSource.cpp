@@ -445,6 +445,37 @@ std::string addKernel(const CudaOpSpec &s) {
          "}\n";
 }
 
+std::string moeRowsKernels() {
+  return R"(
+// an MoE layer's rows routed to one expert: gathered, and added back weighted
+extern "C" __global__ void llmc_cu_moe_gather(const float *x, long long ldx, const int *rows,
+                                              int n, float *y, long long ldy, long long cols) {
+  const int i = blockIdx.x;
+  if (i >= n)
+    return;
+  const float *src = x + (long long)rows[i] * ldx;
+  for (long long c = threadIdx.x; c < cols; c += blockDim.x)
+    y[(long long)i * ldy + c] = src[c];
+}
+extern "C" __global__ void llmc_cu_moe_scatter_add(const float *y, long long ldy, const int *rows,
+                                                   const float *w, int n, float *out,
+                                                   long long ldo, long long cols) {
+  const int i = blockIdx.x;
+  if (i >= n)
+    return;
+  float *dst = out + (long long)rows[i] * ldo;
+  const float wt = w[i];
+  for (long long c = threadIdx.x; c < cols; c += blockDim.x)
+    dst[c] += wt * y[(long long)i * ldy + c];
+}
+extern "C" __global__ void llmc_cu_moe_fill(const float *src, float *dst, long long n) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n)
+    dst[i] = src ? src[i] : 0.0f;
+}
+)";
+}
+
 } // namespace
 
 std::string CudaOpSpec::symbol() const {
@@ -455,6 +486,8 @@ std::string CudaOpSpec::symbol() const {
     return "llmc_cu_gate_" + std::string(spelling(activation));
   case Kind::Add:
     return "llmc_cu_add";
+  case Kind::MoeRows:
+    return "llmc_cu_moe_gather"; // with llmc_cu_moe_scatter_add and llmc_cu_moe_fill
   }
   return "";
 }
@@ -537,9 +570,10 @@ std::string cudaKernelSource(const std::vector<CudaMatvecSpec> &specs,
   for (const CudaOpSpec &o : ops) {
     if (!seen.insert(o.symbol()).second)
       continue;
-    out += o.kind == CudaOpSpec::Kind::RmsNorm ? rmsNormKernel(o)
-           : o.kind == CudaOpSpec::Kind::Gate  ? gateKernel(o)
-                                               : addKernel(o);
+    out += o.kind == CudaOpSpec::Kind::RmsNorm   ? rmsNormKernel(o)
+           : o.kind == CudaOpSpec::Kind::Gate    ? gateKernel(o)
+           : o.kind == CudaOpSpec::Kind::MoeRows ? moeRowsKernels()
+                                                 : addKernel(o);
   }
   return out;
 }

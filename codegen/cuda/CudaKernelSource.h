@@ -78,8 +78,18 @@ std::string cudaUnitDecodeText(DType dtype);
 ///   Gate: llmc_cu_gate_<silu|gelu>(float *g, const float *u, long long n):
 ///     g = act(g) * u in place, one element per thread (any grid covering n).
 ///   Add: llmc_cu_add(const float *a, const float *b, float *y, long long n).
+///   MoeRows (an MoE layer's rows routed to one expert), three kernels, one
+///     block per row (gridDim.x = n), any blockDim.x:
+///     llmc_cu_moe_gather(const float *x, long long ldx, const int *rows,
+///       int n, float *y, long long ldy, long long cols): y row i = x row
+///       rows[i];
+///     llmc_cu_moe_scatter_add(const float *y, long long ldy, const int
+///       *rows, const float *w, int n, float *out, long long ldo, long long
+///       cols): out row rows[i] += w[i] * y row i (rows distinct);
+///     llmc_cu_moe_fill(const float *src, float *dst, long long n): dst =
+///       src, or 0 where src is null (one element per thread).
 struct CudaOpSpec {
-  enum class Kind { RmsNorm, Gate, Add };
+  enum class Kind { RmsNorm, Gate, Add, MoeRows };
   Kind kind = Kind::Add;
   int64_t cols = 0;       // RmsNorm
   Activation activation = Activation::SiLU; // Gate

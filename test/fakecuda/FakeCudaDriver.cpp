@@ -128,6 +128,40 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto cnt = arg<ll>(a, 3);
     return [=, &m] { runKernel(m.set, grid, block, [&] { fn(x, b, y, cnt); }); };
   }
+  if (n == "llmc_cu_moe_gather") {
+    auto fn = reinterpret_cast<void (*)(const float *, ll, const int *, int, float *, ll, ll)>(
+        f.sym);
+    auto x = arg<const float *>(a, 0);
+    auto ldx = arg<ll>(a, 1);
+    auto rows = arg<const int *>(a, 2);
+    auto cnt = arg<int>(a, 3);
+    auto y = arg<float *>(a, 4);
+    auto ldy = arg<ll>(a, 5);
+    auto cols = arg<ll>(a, 6);
+    return [=, &m] { runKernel(m.set, grid, block, [&] { fn(x, ldx, rows, cnt, y, ldy, cols); }); };
+  }
+  if (n == "llmc_cu_moe_scatter_add") {
+    auto fn = reinterpret_cast<void (*)(const float *, ll, const int *, const float *, int,
+                                        float *, ll, ll)>(f.sym);
+    auto y = arg<const float *>(a, 0);
+    auto ldy = arg<ll>(a, 1);
+    auto rows = arg<const int *>(a, 2);
+    auto w = arg<const float *>(a, 3);
+    auto cnt = arg<int>(a, 4);
+    auto out = arg<float *>(a, 5);
+    auto ldo = arg<ll>(a, 6);
+    auto cols = arg<ll>(a, 7);
+    return [=, &m] {
+      runKernel(m.set, grid, block, [&] { fn(y, ldy, rows, w, cnt, out, ldo, cols); });
+    };
+  }
+  if (n == "llmc_cu_moe_fill") {
+    auto fn = reinterpret_cast<void (*)(const float *, float *, ll)>(f.sym);
+    auto src = arg<const float *>(a, 0);
+    auto dst = arg<float *>(a, 1);
+    auto cnt = arg<ll>(a, 2);
+    return [=, &m] { runKernel(m.set, grid, block, [&] { fn(src, dst, cnt); }); };
+  }
   if (startsWith(n, "llmc_cu_embed_")) {
     auto fn = reinterpret_cast<void (*)(const unsigned char *, ll, ll, const int *, int, float *,
                                         ll)>(f.sym);

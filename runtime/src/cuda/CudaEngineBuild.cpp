@@ -20,9 +20,19 @@ void CudaEngine::Impl::build(void *module) {
     packed.attach(t->name, w);
     return w;
   };
-  bind.slabs = [&](const std::string &, const std::string &ctx) -> std::vector<WeightMatrix> {
-    throw std::runtime_error(ctx + ": MoE layers have no CUDA kernels yet (run the artifact on "
-                             "the CPU)");
+  bind.slabs = [&](const std::string &name, const std::string &ctx) {
+    const TensorView *t = packed.find(name);
+    if (!t || t->shape.size() != 3)
+      throw std::runtime_error(ctx + ": weight '" + name + "' is not an expert tensor of " +
+                               art.path());
+    std::vector<WeightMatrix> v;
+    for (int64_t e = 0; e < t->shape[0]; ++e) {
+      WeightMatrix w = WeightMatrix::slab(
+          *t, e, needsAux(t->dtype) ? art.tensor(t->name + kAuxSuffix) : nullptr);
+      packed.attach(t->name, w, e);
+      v.push_back(w);
+    }
+    return v;
   };
   bind.vector = [&](const std::string &name, const std::string &ctx) {
     const TensorView *t = art.tensor(name);
@@ -76,8 +86,20 @@ void CudaEngine::Impl::build(void *module) {
     table[size_t(b)] = int32_t(b);
   blockTable = dev->alloc(table.size() * 4);
   dev->upload(blockTable, table.data(), table.size() * 4);
+  if (moe.any) {
+    const size_t t = size_t(T);
+    moe.logits = dev->alloc(t * size_t(moe.experts) * 4);
+    moe.rows = dev->alloc(t * size_t(moe.experts) * 4);
+    moe.weights = dev->alloc(t * size_t(moe.experts) * 4);
+    moe.x = dev->alloc(t * size_t(moe.width) * 4);
+    moe.g = dev->alloc(t * size_t(moe.ffn) * 4);
+    moe.u = dev->alloc(t * size_t(moe.ffn) * 4);
+    moe.y = dev->alloc(t * size_t(moe.outWidth) * 4);
+  }
   stats.arena_bytes = int64_t(arena.bytes() + logits.bytes() + normBuf.bytes() + tmpBuf.bytes() +
-                              part.bytes());
+                              part.bytes() + moe.logits.bytes() + moe.rows.bytes() +
+                              moe.weights.bytes() + moe.x.bytes() + moe.g.bytes() + moe.u.bytes() +
+                              moe.y.bytes());
   for (const PlanStep &s : plan->steps())
     if (s.kernel == PlanKernel::RopeKvAppend) {
       if (size_t(s.cache) >= kpool.size()) {
@@ -232,6 +254,17 @@ void CudaEngine::Impl::bindStep(void *module, const PlanStep &s, GpuStep &g) {
   case PlanKernel::MatmulAdd:
     g.add = kernel(module, "llmc_cu_add", ctx);
     tmpW = std::max(tmpW, s.out.width);
+    break;
+  case PlanKernel::NormMoe:
+    g.gate = kernel(module, std::string("llmc_cu_gate_") + std::string(spelling(s.act)), ctx);
+    g.moeGather = kernel(module, "llmc_cu_moe_gather", ctx);
+    g.moeScatter = kernel(module, "llmc_cu_moe_scatter_add", ctx);
+    g.moeFill = kernel(module, "llmc_cu_moe_fill", ctx);
+    moe.any = true;
+    moe.experts = std::max(moe.experts, s.moe.experts);
+    moe.width = std::max(moe.width, inW);
+    moe.ffn = std::max(moe.ffn, s.w[1].rows);
+    moe.outWidth = std::max(moe.outWidth, s.out.width);
     break;
   case PlanKernel::Add:
     g.add = kernel(module, "llmc_cu_add", ctx);

@@ -77,6 +77,7 @@ struct CudaEngine::Impl {
     void *rope = nullptr, *attend = nullptr, *combine = nullptr;
     int cache = -1;
     uint64_t signs = 0; // a PolyKV cache's rotation signs (its rope and combine read them)
+    void *moeGather = nullptr, *moeScatter = nullptr, *moeFill = nullptr; // norm_moe
   };
   std::vector<GpuStep> gsteps;
   std::map<const void *, DeviceBuffer> weights; // by host address: tied weights once
@@ -85,6 +86,18 @@ struct CudaEngine::Impl {
   std::vector<DeviceBuffer> kpool, vpool; // per cache
   DeviceBuffer arena, logits, normBuf, tmpBuf, part, tokensBuf, posBuf, seqBuf, blockTable;
   int64_t normW = 0, tmpW = 0;
+  /// MoE layers (norm_moe): routed on the host between launches (the
+  /// router's logits read back, each chosen expert run over the rows
+  /// gathered for it), so their decode steps run eagerly. Buffers for the
+  /// largest layer: logits [T, E], routed rows' indices and weights [T * E],
+  /// gathered rows [T, D], gate and up [T, F], the expert's output [T, W].
+  struct MoeBuffers {
+    bool any = false;
+    int64_t experts = 0, width = 0, ffn = 0, outWidth = 0;
+    DeviceBuffer logits, rows, weights, x, g, u, y;
+    std::vector<float> hostLogits, hostWeights;
+    std::vector<int32_t> hostRows;
+  } moe;
   int64_t maxHeads = 0, maxHeadDim = 0;
   std::vector<int32_t> hostTokens, hostPos, hostSeq;
   std::map<int64_t, CudaGraph> graphs; // decode step per batch bucket
@@ -199,6 +212,10 @@ struct CudaEngine::Impl {
   /// The device side of compaction (CudaKvPolicy.h) on this engine's pools.
   CudaKvBlockIo blockIo();
   void bindStep(void *module, const PlanStep &s, GpuStep &g);
+  /// A norm_moe step over `rows` rows of x (normalised) into out (starting
+  /// from res, the residual, when res != 0).
+  void runMoe(const PlanStep &s, const GpuStep &g, int64_t rows, uint64_t x, uint64_t res,
+              uint64_t out);
   uint64_t slotPtr(const PlanSlot &s, int64_t T) const {
     return s.offset < 0 ? logits.ptr() : arena.ptr() + uint64_t(s.offset * T) * 4;
   }

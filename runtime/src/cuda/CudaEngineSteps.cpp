@@ -3,6 +3,7 @@
 // replay) and logits download.
 //===----------------------------------------------------------------------===//
 #include "CudaEngineImpl.h"
+#include "../exec/MoeRouting.h"
 
 namespace llmc::cuda {
 
@@ -116,8 +117,12 @@ void CudaEngine::Impl::runStep(const PlanStep &s, const GpuStep &g, int64_t T, i
                          size_t(T * outW) * 4); // waited for by step()'s synchronize
     break;
   }
-  case PlanKernel::NormMoe: // refused when the plan is bound (bind.slabs)
-    throw std::runtime_error(s.desc + ": no CUDA kernel");
+  case PlanKernel::NormMoe: {
+    const uint64_t res =
+        s.in.size() == 2 ? slotPtr(s.in[1], T) + uint64_t(skip * outW) * 4 : 0;
+    runMoe(s, g, rowsOut, in, res, out);
+    break;
+  }
   case PlanKernel::Attend: {
     long long ldq = inW, ldo = outW;
     int nt = int(T), mb = int(maxBlocks), ns = int(nSplits), sl = kSplitLen;
@@ -134,6 +139,68 @@ void CudaEngine::Impl::runStep(const PlanStep &s, const GpuStep &g, int64_t T, i
     dev->launch(g.combine, unsigned(T * s.heads), 32, cargs);
     break;
   }
+  }
+}
+
+void CudaEngine::Impl::runMoe(const PlanStep &s, const GpuStep &g, int64_t rows, uint64_t x,
+                              uint64_t res, uint64_t out) {
+  const int64_t E = s.moe.experts, D = s.in[0].width, F = s.w[1].rows, W = s.out.width;
+  // The router (f32, as the CPU's: routing is a discrete choice), read back.
+  matvec(g.w[0], x, D, rows, moe.logits.ptr(), E);
+  moe.hostLogits.resize(size_t(rows * E));
+  dev->downloadAsync(moe.hostLogits.data(), moe.logits, 0, moe.hostLogits.size() * 4);
+  dev->synchronize();
+  // The CPU engine's routing; each expert's rows and weights, expert by
+  // expert, in one upload.
+  std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(E));
+  ops::RouteScratch scratch;
+  std::vector<std::pair<int64_t, float>> chosen;
+  for (int64_t t = 0; t < rows; ++t) {
+    ops::routeToken(s.moe, moe.hostLogits.data() + t * E, scratch, chosen);
+    for (const auto &[e, w] : chosen)
+      routed[size_t(e)].push_back({t, w});
+  }
+  moe.hostRows.clear();
+  moe.hostWeights.clear();
+  for (const auto &list : routed)
+    for (const auto &[t, w] : list) {
+      moe.hostRows.push_back(int32_t(t));
+      moe.hostWeights.push_back(w);
+    }
+  if (!moe.hostRows.empty()) {
+    dev->uploadAsync(moe.rows, 0, moe.hostRows.data(), moe.hostRows.size() * 4);
+    dev->uploadAsync(moe.weights, 0, moe.hostWeights.data(), moe.hostWeights.size() * 4);
+  }
+  // out = the residual (or 0), then each expert's weighted rows added.
+  {
+    uint64_t src = res, dst = out;
+    long long count = rows * W;
+    void *args[] = {&src, &dst, &count};
+    if (res != out)
+      dev->launch(g.moeFill, blocksFor(count, 256), 256, args);
+  }
+  int64_t at = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = int64_t(routed[size_t(e)].size());
+    if (n == 0)
+      continue;
+    uint64_t rowIdx = moe.rows.ptr() + uint64_t(at) * 4, wts = moe.weights.ptr() + uint64_t(at) * 4;
+    at += n;
+    uint64_t xs = x, xg = moe.x.ptr(), gp = moe.g.ptr(), up = moe.u.ptr(), yp = moe.y.ptr();
+    long long ldx = D, ldg = D, cols = D;
+    int nn = int(n);
+    void *gather[] = {&xs, &ldx, &rowIdx, &nn, &xg, &ldg, &cols};
+    dev->launch(g.moeGather, unsigned(n), 128, gather);
+    const size_t k = size_t(1 + 3 * e); // gate; up and down follow
+    matvec(g.w[k], xg, D, n, gp, F);
+    matvec(g.w[k + 1], xg, D, n, up, F);
+    long long count = n * F;
+    void *gate[] = {&gp, &up, &count};
+    dev->launch(g.gate, blocksFor(count, 256), 256, gate);
+    matvec(g.w[k + 2], gp, F, n, yp, W);
+    long long ldy = W, ldo = W, wcols = W;
+    void *scatter[] = {&yp, &ldy, &rowIdx, &wts, &nn, &out, &ldo, &wcols};
+    dev->launch(g.moeScatter, unsigned(n), 128, scatter);
   }
 }
 
@@ -172,7 +239,8 @@ void CudaEngine::Impl::step(int64_t T, bool bucket, bool allLogits, float *out) 
   phase("upload rows");
   // Decode-time eviction downloads each step's query rows from its RoPE
   // steps: those steps run eagerly.
-  if (bucket && opts.graphs && !kv->anyReplaysDecode()) {
+  // So do MoE layers (routed on the host).
+  if (bucket && opts.graphs && !kv->anyReplaysDecode() && !moe.any) {
     CudaGraph &g = graphs[T];
     if (!g) {
       g = dev->capture([&] { launchAll(T, true, false); });
