@@ -54,10 +54,10 @@ for art in "$DEV"/*.llmc; do
   fi
 done
 # The whole engine on the SmolLM2 cut (its kernels are the whole model's),
-# and on the generated PolyKV model (vocabulary 256).
-for art in "$DEV"/smollm2-*.llmc "$DEV"/*-polykv.llmc; do
+# and on the generated PolyKV and MoE models (vocabulary 256).
+for art in "$DEV"/smollm2-*.llmc "$DEV"/*-polykv.llmc "$DEV"/*-moe.llmc; do
   name=$(basename "$art" .llmc)
-  vocab=49152; [[ $name == *-polykv ]] && vocab=256
+  vocab=49152; [[ $name == *-polykv || $name == *-moe ]] && vocab=256
   say "engine check $name"
   if ! timeout "$STEP_S" python3 scripts/gpu_engine_check.py --rt "$DEV/llmc-rt" --artifact "$art" \
       --key "$DEV/signing.pub" --out "$OUT/engine" --prompt "$PROMPT" --tokens "$TOKENS" --vocab "$vocab" \

@@ -14,6 +14,8 @@
 #   llama-hd64-polykv.llmc   a generated two-layer llama (head size 64, 256
 #                            wide, f16 weights) under SnapKV + PolyKV: the
 #                            PolyKV kernels (llmc_cu_pkv_*) on the GPU
+#   mixtral-q8_0-moe.llmc    a generated Mixtral-style model (Q8_0, 4 experts,
+#                            top-2): MoE layers (llmc_cu_moe_*) on the GPU
 #   signing.pub              the public key that signed them
 # and .cache/device-bench/ (the speed benchmark; a second carry, since the
 # device tool takes at most 64 MiB a call, the working tree included) with
@@ -54,7 +56,7 @@ cp "$key.pub" "$DEV/signing.pub"
   --pipeline='llm-prune-depth{method=magnitude drop=28}' -q
 [[ -f $STORIES ]] && "$LLMC" compile "$STORIES" -o "$DEV/stories260K.llmc" --target cpu,cuda -q
 mkdir -p .cache/gpu-bench-src
-.venv/bin/python - .cache/gpu-bench-src/llama-hd64.gguf <<'PY'
+.venv/bin/python - .cache/gpu-bench-src/llama-hd64.gguf .cache/gpu-bench-src/mixtral-q8_0.gguf <<'PY'
 import sys
 sys.path.insert(0, "test/e2e/ref")
 import make_gguf_models, make_hf_models
@@ -62,7 +64,11 @@ cfg = make_hf_models.make_config("llama", "f32", head_dim=64)
 cfg.update({"head_dim": 64, "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2})
 make_gguf_models.write_gguf(sys.argv[1], cfg, make_hf_models.make_weights(cfg, 4103),
                             make_gguf_models.Q.F16)
+cfg = make_hf_models.make_config("mixtral", "f32", head_dim=32)
+make_gguf_models.write_gguf(sys.argv[2], cfg, make_hf_models.make_weights(cfg, 3101),
+                            make_gguf_models.Q.Q8_0)
 PY
+"$LLMC" compile .cache/gpu-bench-src/mixtral-q8_0.gguf -o "$DEV/mixtral-q8_0-moe.llmc" --target cpu,cuda -q
 "$LLMC" compile .cache/gpu-bench-src/llama-hd64.gguf -o "$DEV/llama-hd64-polykv.llmc" --target cpu,cuda \
   --pipeline='llm-kv-policy{method=snapkv budget=0.5 window=8 kv-quant=polykv}' -q
 mkdir -p "$BENCH"

@@ -122,7 +122,7 @@ void CudaEngine::Impl::build(void *module) {
   hostPos.resize(size_t(T));
   hostSeq.resize(size_t(T));
   seqPos.assign(size_t(maxSeqs), 0);
-  buildKvPolicies();
+  buildKvPolicies(module);
 }
 
 void CudaEngine::Impl::readKvPolicies() {
@@ -168,7 +168,7 @@ void CudaEngine::Impl::readKvPolicies() {
   }
 }
 
-void CudaEngine::Impl::buildKvPolicies() {
+void CudaEngine::Impl::buildKvPolicies(void *module) {
   std::vector<CudaKvLayer> layers = kvLayers;
   const std::vector<CudaKvLayer> layersCopy = layers;
   kv = std::make_unique<CudaKvPolicies>(std::move(layers), maxSeqs);
@@ -178,9 +178,20 @@ void CudaEngine::Impl::buildKvPolicies() {
   hostSlot.assign(size_t(kv->caches() * kCudaPrefillChunk), 0);
   tail.q.resize(size_t(kv->caches()));
   decodeQ.q.resize(size_t(kv->caches()));
+  decodeQ.dev.resize(size_t(kv->caches()));
+  int64_t widest = 0;
   for (const PlanStep &s : plan->steps()) // a decode step's q rows, [kCudaMaxBatch, width]
-    if (s.kernel == PlanKernel::RopeKvAppend && kv->replaysDecode(s.cache))
+    if (s.kernel == PlanKernel::RopeKvAppend && kv->replaysDecode(s.cache)) {
       decodeQ.q[size_t(s.cache)].assign(size_t(kCudaMaxBatch * s.out.width), 0.0f);
+      decodeQ.dev[size_t(s.cache)] = dev->alloc(decodeQ.q[size_t(s.cache)].size() * 4);
+      widest = std::max(widest, s.out.width);
+    }
+  if (widest > 0) {
+    const std::vector<float> zero(size_t(kCudaMaxBatch * widest), 0.0f);
+    decodeQ.zeros = dev->alloc(zero.size() * 4);
+    dev->upload(decodeQ.zeros, zero.data(), zero.size() * 4);
+    decodeQ.copy = kernel(module, "llmc_cu_add", "kv policy (decode-step queries)");
+  }
   holeBuf.resize(size_t(kv->caches()));
   hostHole.resize(size_t(kv->caches()));
   for (int c = 0; c < int(kv->caches()); ++c) {

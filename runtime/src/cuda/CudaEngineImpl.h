@@ -129,9 +129,15 @@ struct CudaEngine::Impl {
   } tail;
   /// While a decode step runs with caches that evict while decoding: per
   /// such cache, the step's query rows ([kCudaMaxBatch, heads * headDim]).
+  /// Each RoPE step copies its rows to `dev` (llmc_cu_add with `zeros`: x +
+  /// 0 is x; a launch, so decode graphs capture it), read back after the
+  /// step: such decode steps replay graphs too.
   struct DecodeQueries {
     bool on = false;
     std::vector<std::vector<float>> q;
+    std::vector<DeviceBuffer> dev;
+    DeviceBuffer zeros;
+    void *copy = nullptr; // llmc_cu_add
   } decodeQ;
   /// LLMC_CUDA_PROFILE=1: eager steps time each plan step on the GPU and
   /// step()'s host phases; the tables go to stderr when the engine closes.
@@ -191,7 +197,7 @@ struct CudaEngine::Impl {
   /// Each cache's kv_policy from the program (CudaKvPolicy.h) into kvLayers.
   void readKvPolicies();
   /// The policies' host side (kv) and device buffers (slots, holes).
-  void buildKvPolicies();
+  void buildKvPolicies(void *module);
   /// The device address of cache c's row slots (0: slots are positions).
   uint64_t cacheSlots(int c) const {
     return kv && kv->any() ? slotBuf.ptr() + uint64_t(c) * uint64_t(kCudaPrefillChunk) * 4 : 0;

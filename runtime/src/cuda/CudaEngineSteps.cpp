@@ -112,9 +112,12 @@ void CudaEngine::Impl::runStep(const PlanStep &s, const GpuStep &g, int64_t T, i
     dev->launch(g.rope, unsigned(T), kRopeThreads, args);
     if (tail.on && kv->compresses(g.cache))
       keepQueryTail(g.cache, out, T, outW);
-    if (decodeQ.on && kv->replaysDecode(g.cache)) // a decode step's rows (T <= 32)
-      dev->downloadAsync(decodeQ.q[size_t(g.cache)].data(), arena, size_t(out - arena.ptr()),
-                         size_t(T * outW) * 4); // waited for by step()'s synchronize
+    if (decodeQ.on && kv->replaysDecode(g.cache)) { // a decode step's rows (T <= 32)
+      uint64_t zeros = decodeQ.zeros.ptr(), dst = decodeQ.dev[size_t(g.cache)].ptr();
+      long long count = T * outW;
+      void *cargs[] = {&out, &zeros, &dst, &count}; // dst = q + 0: read back by step()
+      dev->launch(decodeQ.copy, blocksFor(count, 256), 256, cargs);
+    }
     break;
   }
   case PlanKernel::NormMoe: {
@@ -237,10 +240,8 @@ void CudaEngine::Impl::step(int64_t T, bool bucket, bool allLogits, float *out) 
   if (kv->any())
     dev->uploadAsync(slotBuf, 0, hostSlot.data(), hostSlot.size() * 4);
   phase("upload rows");
-  // Decode-time eviction downloads each step's query rows from its RoPE
-  // steps: those steps run eagerly.
-  // So do MoE layers (routed on the host).
-  if (bucket && opts.graphs && !kv->anyReplaysDecode() && !moe.any) {
+  // MoE layers (routed on the host) run eagerly.
+  if (bucket && opts.graphs && !moe.any) {
     CudaGraph &g = graphs[T];
     if (!g) {
       g = dev->capture([&] { launchAll(T, true, false); });
@@ -256,6 +257,11 @@ void CudaEngine::Impl::step(int64_t T, bool bucket, bool allLogits, float *out) 
   }
   if (out)
     dev->downloadAsync(out, logits, 0, size_t((allLogits ? T : 1) * vocab * 4));
+  if (decodeQ.on) // the decode step's query rows for the policies' shadows
+    for (int c = 0; c < int(kv->caches()); ++c)
+      if (kv->replaysDecode(c))
+        dev->downloadAsync(decodeQ.q[size_t(c)].data(), decodeQ.dev[size_t(c)], 0,
+                           size_t(T) * (decodeQ.q[size_t(c)].size() / kCudaMaxBatch) * 4);
   dev->synchronize(); // the staging vectors are rewritten by the next step
   phase("logits download + synchronize");
 }

@@ -19,8 +19,9 @@
 //
 // Policies that evict while decoding (mode=decode or both) or keep running
 // attention statistics (H2O, InertiaKV) get every decode step replayed into
-// their shadow: the step's query row (downloaded from its RoPE step, so
-// those steps run eagerly: no CUDA Graphs) and its new entry; the
+// their shadow: the step's query row (copied by its RoPE step to a staging
+// buffer, inside the decode step's CUDA Graph, and read back after it) and
+// its new entry; the
 // statistics come from the shadow's own attention over its entries (the
 // CPU engine's code, output discarded: the GPU's is the one used), a
 // prompt's from all its query rows; then the policy's decode hook, which
@@ -95,7 +96,7 @@ public:
     const kv::Policy &p = caches_[size_t(cache)].policy;
     return p.decode() || p.accumulates();
   }
-  /// Whether some cache does (its decode steps then run eagerly).
+  /// Whether some cache does (its decode steps' query rows are then read back).
   bool anyReplaysDecode() const { return anyDecode_; }
   int64_t caches() const { return int64_t(caches_.size()); }
   /// Query rows a compressing cache's policy reads of a step of n rows
