@@ -88,8 +88,10 @@ else
   echo "gpu-prepare: no llama.cpp CUDA peer (LLAMACPP_CUDA=1 LLAMACPP_JOBS=2 bash scripts/build_llamacpp.sh): the benchmark runs without it" >&2
 fi
 # The SmolLM2 cut (~37 MB, mostly its q8_0 LM head) packs to ~32 MB with
-# xz, leaving the working tree room in the carry; gpu-check.sh unpacks it.
-xz -T2 -6 "$DEV/smollm2-2blk.llmc"
+# xz, leaving the working tree room in the carry, and the generated models
+# (about 4 and 2 MB) pack too; gpu-check.sh unpacks them.
+xz -T2 -6 "$DEV/smollm2-2blk.llmc" "$DEV/llama-hd64-polykv.llmc" "$DEV/mixtral-q8_0-moe.llmc"
+[[ -f $DEV/stories260K.llmc ]] && xz -T2 -6 "$DEV/stories260K.llmc"
 tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
 for d in "$DEV" "$BENCH"; do
   total=$(( tree + $(du -sb "$d" | cut -f1) ))
