@@ -64,13 +64,13 @@ extern "C" __global__ void @ROPE@(const float *qkv, long long ldqkv, int T, cons
 )";
 
 const char *kAttendTemplate = R"(
-// Flash decoding over the paged f16 cache: @H@ heads, @KV@ KV heads of @HD@, one warp per
+// Flash decoding over the paged cache (@POOL@ rows): @H@ heads, @KV@ KV heads of @HD@, one warp per
 // (row, KV head, split), lane l holding dimensions l + 32 j (j < @D@); split s of
 // nSplits covers positions [s len, (s + 1) len) of 0..pos, len = max(splitLen,
 // ceil((pos + 1) / nSplits)), less the KV head's hole
 extern "C" __global__ void __launch_bounds__(32)
 @ATTEND@(const float *q, long long ldq, int T, const int *pos, const int *rowSeq,
-         const int *hole, const unsigned short *kpool, const unsigned short *vpool,
+         const int *hole, const @POOL@ *kpool, const @POOL@ *vpool,
          const int *blockTable, int maxBlocks, int nSplits, int splitLen, float *part) {
   const long long b = blockIdx.x;
   const int lane = threadIdx.x & 31;
@@ -110,13 +110,9 @@ extern "C" __global__ void __launch_bounds__(32)
       continue;
     }
     const long long blk = blockTable[(long long)seq * maxBlocks + pp / @BLK@];
-    const long long at = ((blk * @KV@ + kh) * @BLK@ + pp % @BLK@) * @HD@;
+    const long long ent = (blk * @KV@ + kh) * @BLK@ + pp % @BLK@; // the entry's row
     float kf[@D@], vf[@D@];
-#pragma unroll
-    for (int j = 0; j < @D@; ++j) {
-      kf[j] = llmcHalf(kpool[at + lane + 32 * j]);
-      vf[j] = llmcHalf(vpool[at + lane + 32 * j]);
-    }
+@LOAD@
 #pragma unroll
     for (int g = 0; g < @G@; ++g) {
       float s = 0.0f;
@@ -148,7 +144,7 @@ extern "C" __global__ void __launch_bounds__(32)
 
 // Merges the splits of each (row, head)
 extern "C" __global__ void __launch_bounds__(32)
-@COMBINE@(const float *part, int T, int nSplits, float *out, long long ldo) {
+@COMBINE@(const float *part, int T, int nSplits, float *out, long long ldo@COMBINE_ARGS@) {
   const long long b = blockIdx.x;
   const int lane = threadIdx.x & 31;
   const long long t = b / @H@;
@@ -175,11 +171,40 @@ extern "C" __global__ void __launch_bounds__(32)
     }
   }
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-#pragma unroll
-  for (int j = 0; j < @D@; ++j)
-    out[t * ldo + h * @HD@ + lane + 32 * j] = acc[j] * inv;
+@FINISH@
 }
 )";
+
+// The f16 entries' reads and the merge's last step.
+const char *kF16Load = R"(#pragma unroll
+    for (int j = 0; j < @D@; ++j) {
+      kf[j] = llmcHalf(kpool[ent * @HD@ + lane + 32 * j]);
+      vf[j] = llmcHalf(vpool[ent * @HD@ + lane + 32 * j]);
+    })";
+const char *kF16Finish = R"(#pragma unroll
+  for (int j = 0; j < @D@; ++j)
+    out[t * ldo + h * @HD@ + lane + 32 * j] = acc[j] * inv;)";
+
+// PolyKV's: int8 key codes times their block's f16 scale; the value's 3-bit
+// level times its norm / hd (the rotated domain); the merge rotates back.
+const char *kPolyKvLoad = R"(    const unsigned char *kr = kpool + ent * @KB@, *vr = vpool + ent * @VB@;
+    const float vn = llmcHalf(llmcU16(vr)) / (float)@HD@;
+#pragma unroll
+    for (int j = 0; j < @D@; ++j) {
+      kf[j] = (float)(signed char)kr[lane + 32 * j] * llmcHalf(llmcU16(kr + @HD@ + 2 * j));
+      const int bit = 96 * j + 3 * lane, sh = bit & 7;
+      unsigned bits = vr[2 + (bit >> 3)];
+      if (sh > 5)
+        bits |= (unsigned)vr[3 + (bit >> 3)] << 8;
+      vf[j] = vn * @PROPE@_level[(bits >> sh) & 7u];
+    })";
+const char *kPolyKvFinish = R"(#pragma unroll
+  for (int j = 0; j < @D@; ++j)
+    acc[j] *= inv;
+  @PROPE@_fwht(acc, lane);
+#pragma unroll
+  for (int j = 0; j < @D@; ++j)
+    out[t * ldo + h * @HD@ + lane + 32 * j] = acc[j] * signs[lane + 32 * j];)";
 
 const char *kPolyKvTemplate = R"(
 // PolyKV entries (runtime/src/kv/KvQuant.h) for @H@ heads, @KV@ KV heads of @HD@: a key is
@@ -190,7 +215,7 @@ namespace {
 __constant__ const double @PROPE@_freq[@HALF@] = {@FREQS@};
 __constant__ const float @PROPE@_thr[7] = {-1.7480f, -1.0500f, -0.5006f, 0.0f,
                                           0.5006f,  1.0500f,  1.7480f};
-__constant__ const float @PATTEND@_level[8] = {-2.1519f, -1.3439f, -0.7560f, -0.2451f,
+__constant__ const float @PROPE@_level[8] = {-2.1519f, -1.3439f, -0.7560f, -0.2451f,
                                               0.2451f,  0.7560f,  1.3439f,  2.1519f};
 } // namespace
 // In-register Walsh-Hadamard transform of a warp's @HD@ values (lane l, register j:
@@ -298,124 +323,6 @@ extern "C" __global__ void @PROPE@(const float *qkv, long long ldqkv, int T, con
   }
 }
 
-// @ATTEND@ over PolyKV entries: the same splits and holes; values accumulate in the
-// rotated domain, which @PCOMBINE@ rotates back
-extern "C" __global__ void __launch_bounds__(32)
-@PATTEND@(const float *q, long long ldq, int T, const int *pos, const int *rowSeq,
-          const int *hole, const unsigned char *kpool, const unsigned char *vpool,
-          const int *blockTable, int maxBlocks, int nSplits, int splitLen, float *part) {
-  const long long b = blockIdx.x;
-  const int lane = threadIdx.x & 31;
-  const int split = (int)(b % nSplits), kh = (int)((b / nSplits) % @KV@);
-  const long long t = b / ((long long)nSplits * @KV@);
-  if (t >= T)
-    return;
-  const int p = pos[t];
-  const int seq = rowSeq ? rowSeq[t] : 0;
-  const int per = (p + nSplits) / nSplits;
-  const int len = per > splitLen ? per : splitLen;
-  const int lo = split * len;
-  const int hi = lo + len < p + 1 ? lo + len : p + 1;
-  const int holeLo = hole ? hole[((long long)seq * @KV@ + kh) * 2] : 0;
-  const int holeHi = hole ? hole[((long long)seq * @KV@ + kh) * 2 + 1] : 0;
-  const float scale = @SCALE@f;
-  float qv[@G@][@D@], acc[@G@][@D@], m[@G@], l[@G@];
-#pragma unroll
-  for (int g = 0; g < @G@; ++g) {
-    m[g] = -3.0e38f;
-    l[g] = 0.0f;
-#pragma unroll
-    for (int j = 0; j < @D@; ++j) {
-      qv[g][j] = q[t * ldq + (kh * @G@ + g) * @HD@ + lane + 32 * j];
-      acc[g][j] = 0.0f;
-    }
-  }
-  for (int pp = lo; pp < hi; ++pp) {
-    if (pp >= holeLo && pp < holeHi) {
-      pp = holeHi - 1;
-      continue;
-    }
-    const long long blk = blockTable[(long long)seq * maxBlocks + pp / @BLK@];
-    const long long e = (blk * @KV@ + kh) * @BLK@ + pp % @BLK@;
-    const unsigned char *kr = kpool + e * @KB@, *vr = vpool + e * @VB@;
-    const float vn = llmcHalf(llmcU16(vr)) / (float)@HD@;
-    float kf[@D@], vf[@D@];
-#pragma unroll
-    for (int j = 0; j < @D@; ++j) {
-      kf[j] = (float)(signed char)kr[lane + 32 * j] * llmcHalf(llmcU16(kr + @HD@ + 2 * j));
-      const int bit = 96 * j + 3 * lane, sh = bit & 7;
-      unsigned bits = vr[2 + (bit >> 3)];
-      if (sh > 5)
-        bits |= (unsigned)vr[3 + (bit >> 3)] << 8;
-      vf[j] = vn * @PATTEND@_level[(bits >> sh) & 7u];
-    }
-#pragma unroll
-    for (int g = 0; g < @G@; ++g) {
-      float s = 0.0f;
-#pragma unroll
-      for (int j = 0; j < @D@; ++j)
-        s += qv[g][j] * kf[j];
-      s = llmcWarpAllSumF(s) * scale;
-      const float mNew = s > m[g] ? s : m[g];
-      const float corr = expf(m[g] - mNew), e2 = expf(s - mNew);
-      l[g] = l[g] * corr + e2;
-#pragma unroll
-      for (int j = 0; j < @D@; ++j)
-        acc[g][j] = acc[g][j] * corr + e2 * vf[j];
-      m[g] = mNew;
-    }
-  }
-#pragma unroll
-  for (int g = 0; g < @G@; ++g) {
-    float *dst = part + ((t * @H@ + kh * @G@ + g) * nSplits + split) * (@HD@ + 2);
-    if (lane == 0) {
-      dst[0] = m[g];
-      dst[1] = l[g];
-    }
-#pragma unroll
-    for (int j = 0; j < @D@; ++j)
-      dst[2 + lane + 32 * j] = acc[g][j];
-  }
-}
-
-// Merges the splits of each (row, head) and rotates the result back: D H acc
-extern "C" __global__ void __launch_bounds__(32)
-@PCOMBINE@(const float *part, int T, int nSplits, float *out, long long ldo,
-           const float *signs) {
-  const long long b = blockIdx.x;
-  const int lane = threadIdx.x & 31;
-  const long long t = b / @H@;
-  const int h = (int)(b % @H@);
-  if (t >= T)
-    return;
-  const float *src = part + b * nSplits * (@HD@ + 2);
-  float mMax = -3.0e38f;
-  for (int s = 0; s < nSplits; ++s)
-    if (src[s * (@HD@ + 2) + 1] > 0.0f && src[s * (@HD@ + 2)] > mMax)
-      mMax = src[s * (@HD@ + 2)];
-  float sum = 0.0f, acc[@D@];
-#pragma unroll
-  for (int j = 0; j < @D@; ++j)
-    acc[j] = 0.0f;
-  for (int s = 0; s < nSplits; ++s) {
-    const float *ps = src + s * (@HD@ + 2);
-    if (ps[1] > 0.0f) {
-      const float w = expf(ps[0] - mMax);
-      sum += w * ps[1];
-#pragma unroll
-      for (int j = 0; j < @D@; ++j)
-        acc[j] += w * ps[2 + lane + 32 * j];
-    }
-  }
-  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-#pragma unroll
-  for (int j = 0; j < @D@; ++j)
-    acc[j] *= inv;
-  @PROPE@_fwht(acc, lane);
-#pragma unroll
-  for (int j = 0; j < @D@; ++j)
-    out[t * ldo + h * @HD@ + lane + 32 * j] = acc[j] * signs[lane + 32 * j];
-}
 )";
 
 std::string exact(double v) {
@@ -499,21 +406,32 @@ std::string cudaAttentionSource(const CudaAttentionSpec &s) {
   std::string freqs;
   for (int64_t i = 0; i < half; ++i) // as ops::ropeFrequencies
     freqs += (i ? ", " : "") + exact(std::pow(s.theta, -2.0 * double(i) / double(s.headDim)));
-  std::string out = replaceAll(kRopeTemplate, "@FREQS@", freqs) + kAttendTemplate;
+  // The attention and merge kernels over f16 entries, and over PolyKV's.
+  auto attend = [](const std::string &attendName, const std::string &combineName,
+                   const char *pool, const char *load, const char *combineArgs,
+                   const char *finish) {
+    std::string k = replaceAll(kAttendTemplate, "@LOAD@", load);
+    k = replaceAll(k, "@FINISH@", finish);
+    k = replaceAll(k, "@ATTEND@", attendName);
+    k = replaceAll(k, "@COMBINE@", combineName);
+    k = replaceAll(k, "@COMBINE_ARGS@", combineArgs);
+    return replaceAll(k, "@POOL@", pool);
+  };
+  std::string out = replaceAll(kRopeTemplate, "@FREQS@", freqs) +
+                    attend(s.attendSymbol(), s.combineSymbol(), "unsigned short", kF16Load, "",
+                           kF16Finish);
   if (s.polyKv) {
     if (!canGenerateCudaPolyKv(s, &why))
       throw std::invalid_argument("no CUDA PolyKV kernels for head size " +
                                   std::to_string(s.headDim) + ": " + why);
-    out += replaceAll(kPolyKvTemplate, "@FREQS@", freqs);
+    out += replaceAll(kPolyKvTemplate, "@FREQS@", freqs) +
+           attend(s.polyKvAttendSymbol(), s.polyKvCombineSymbol(), "unsigned char", kPolyKvLoad,
+                  ", const float *signs", kPolyKvFinish);
     out = replaceAll(out, "@PROPE@", s.polyKvRopeSymbol());
-    out = replaceAll(out, "@PATTEND@", s.polyKvAttendSymbol());
-    out = replaceAll(out, "@PCOMBINE@", s.polyKvCombineSymbol());
     out = replaceAll(out, "@KB@", std::to_string(s.headDim + s.headDim / 16));
     out = replaceAll(out, "@VB@", std::to_string(2 + 3 * s.headDim / 8));
   }
   out = replaceAll(out, "@ROPE@", s.ropeSymbol());
-  out = replaceAll(out, "@ATTEND@", s.attendSymbol());
-  out = replaceAll(out, "@COMBINE@", s.combineSymbol());
   out = replaceAll(out, "@STYLE@", std::string(spelling(s.style)));
   out = replaceAll(out, "@INTERLEAVED@", s.style == RopeStyle::Interleaved ? "true" : "false");
   out = replaceAll(out, "@THETA@", exact(s.theta));

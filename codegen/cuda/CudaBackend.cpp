@@ -54,6 +54,12 @@ LogicalResult collectKernels(llm::ModelOp model, CollectedKernels &out) {
     o.cols = cast<RankedTensorType>(x.getType()).getDimSize(1);
     addOp(o);
   };
+  auto gate = [&](llm::Activation a) {
+    CudaOpSpec g;
+    g.kind = CudaOpSpec::Kind::Gate;
+    g.activation = a == llm::Activation::GELU ? Activation::GELU : Activation::SiLU;
+    addOp(g);
+  };
   auto add = [&](Operation *op, ValueRange weights) -> LogicalResult {
     for (Value v : weights) {
       auto t = dyn_cast<RankedTensorType>(v.getType());
@@ -79,11 +85,7 @@ LogicalResult collectKernels(llm::ModelOp model, CollectedKernels &out) {
             .Case([&](llmk::NormGatedMatmulOp m) {
               if (m.getNorm())
                 norm(m.getX());
-              CudaOpSpec g;
-              g.kind = CudaOpSpec::Kind::Gate;
-              g.activation = m.getActivation() == llm::Activation::GELU ? Activation::GELU
-                                                                        : Activation::SiLU;
-              addOp(g);
+              gate(m.getActivation());
               return add(&op, {m.getGate(), m.getUp()});
             })
             .Case([&](llmk::NormMoeOp m) {
@@ -91,11 +93,7 @@ LogicalResult collectKernels(llm::ModelOp model, CollectedKernels &out) {
               // expert's over the rows gathered for it.
               if (m.getNorm())
                 norm(m.getX());
-              CudaOpSpec g;
-              g.kind = CudaOpSpec::Kind::Gate;
-              g.activation = m.getActivation() == llm::Activation::GELU ? Activation::GELU
-                                                                        : Activation::SiLU;
-              addOp(g);
+              gate(m.getActivation());
               CudaOpSpec rows;
               rows.kind = CudaOpSpec::Kind::MoeRows;
               addOp(rows);

@@ -29,6 +29,7 @@
 #include <sstream>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using namespace llmc::cgtest;
@@ -62,6 +63,71 @@ std::string lastError;
 
 template <typename T> T arg(void **args, int i) { return *static_cast<T *>(args[i]); }
 bool startsWith(const std::string &s, const char *p) { return s.rfind(p, 0) == 0; }
+
+/// A RoPE + KV append kernel's launch: f16 pools (us), or PolyKV's (bytes,
+/// then the layer's signs; its warp-wide steps replayed).
+template <typename Pool>
+std::function<void()> bindRope(const Function &f, unsigned grid, unsigned block, void **a) {
+  constexpr bool polyKv = !std::is_same_v<Pool, us>;
+  Module &m = *f.m;
+  auto qkv = arg<const float *>(a, 0);
+  auto ld = arg<ll>(a, 1);
+  auto T = arg<int>(a, 2);
+  auto pos = arg<const int *>(a, 3);
+  auto slot = arg<const int *>(a, 4);
+  auto seq = arg<const int *>(a, 5);
+  auto q = arg<float *>(a, 6);
+  auto ldq = arg<ll>(a, 7);
+  auto k = arg<Pool *>(a, 8);
+  auto v = arg<Pool *>(a, 9);
+  auto table = arg<const int *>(a, 10);
+  auto mb = arg<int>(a, 11);
+  if constexpr (polyKv) {
+    auto fn = reinterpret_cast<void (*)(const float *, ll, int, const int *, const int *,
+                                        const int *, float *, ll, Pool *, Pool *, const int *,
+                                        int, const float *)>(f.sym);
+    auto signs = arg<const float *>(a, 12);
+    return [=, &m] {
+      runKernelReplay(m.set, m.play, m.deposited, grid, block,
+                      [&] { fn(qkv, ld, T, pos, slot, seq, q, ldq, k, v, table, mb, signs); });
+    };
+  } else {
+    auto fn = reinterpret_cast<void (*)(const float *, ll, int, const int *, const int *,
+                                        const int *, float *, ll, Pool *, Pool *, const int *,
+                                        int)>(f.sym);
+    return [=, &m] {
+      runKernel(m.set, grid, block,
+                [&] { fn(qkv, ld, T, pos, slot, seq, q, ldq, k, v, table, mb); });
+    };
+  }
+}
+
+/// An attention kernel's launch (its pools' rows of type Pool: f16 bits,
+/// or PolyKV's bytes): all-lane sums, replayed.
+template <typename Pool>
+std::function<void()> bindAttend(const Function &f, unsigned grid, unsigned block, void **a) {
+  Module &m = *f.m;
+  auto fn = reinterpret_cast<void (*)(const float *, ll, int, const int *, const int *,
+                                      const int *, const Pool *, const Pool *, const int *, int,
+                                      int, int, float *)>(f.sym);
+  auto q = arg<const float *>(a, 0);
+  auto ldq = arg<ll>(a, 1);
+  auto T = arg<int>(a, 2);
+  auto pos = arg<const int *>(a, 3);
+  auto seq = arg<const int *>(a, 4);
+  auto hole = arg<const int *>(a, 5);
+  auto k = arg<const Pool *>(a, 6);
+  auto v = arg<const Pool *>(a, 7);
+  auto table = arg<const int *>(a, 8);
+  auto mb = arg<int>(a, 9);
+  auto ns = arg<int>(a, 10);
+  auto sl = arg<int>(a, 11);
+  auto part = arg<float *>(a, 12);
+  return [=, &m] {
+    runKernelReplay(m.set, m.play, m.deposited, grid, block,
+                    [&] { fn(q, ldq, T, pos, seq, hole, k, v, table, mb, ns, sl, part); });
+  };
+}
 
 /// The launch of f with these arguments' values, as a closure.
 std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned block, void **a) {
@@ -174,50 +240,10 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto ldo = arg<ll>(a, 6);
     return [=, &m] { runKernel(m.set, grid, block, [&] { fn(t, stride, vocab, tok, T, out, ldo); }); };
   }
-  if (startsWith(n, "llmc_cu_rope_kv_")) { // ABI 3: the rows' cache slots beside positions
-    auto fn = reinterpret_cast<void (*)(const float *, ll, int, const int *, const int *,
-                                        const int *, float *, ll, us *, us *, const int *, int)>(
-        f.sym);
-    auto qkv = arg<const float *>(a, 0);
-    auto ld = arg<ll>(a, 1);
-    auto T = arg<int>(a, 2);
-    auto pos = arg<const int *>(a, 3);
-    auto slot = arg<const int *>(a, 4);
-    auto seq = arg<const int *>(a, 5);
-    auto q = arg<float *>(a, 6);
-    auto ldq = arg<ll>(a, 7);
-    auto k = arg<us *>(a, 8);
-    auto v = arg<us *>(a, 9);
-    auto table = arg<const int *>(a, 10);
-    auto mb = arg<int>(a, 11);
-    return [=, &m] {
-      runKernel(m.set, grid, block,
-                [&] { fn(qkv, ld, T, pos, slot, seq, q, ldq, k, v, table, mb); });
-    };
-  }
-  if (startsWith(n, "llmc_cu_pkv_rope_")) { // PolyKV: encoded by warp-wide steps (replayed)
-    using uc = unsigned char;
-    auto fn = reinterpret_cast<void (*)(const float *, ll, int, const int *, const int *,
-                                        const int *, float *, ll, uc *, uc *, const int *, int,
-                                        const float *)>(f.sym);
-    auto qkv = arg<const float *>(a, 0);
-    auto ld = arg<ll>(a, 1);
-    auto T = arg<int>(a, 2);
-    auto pos = arg<const int *>(a, 3);
-    auto slot = arg<const int *>(a, 4);
-    auto seq = arg<const int *>(a, 5);
-    auto q = arg<float *>(a, 6);
-    auto ldq = arg<ll>(a, 7);
-    auto k = arg<uc *>(a, 8);
-    auto v = arg<uc *>(a, 9);
-    auto table = arg<const int *>(a, 10);
-    auto mb = arg<int>(a, 11);
-    auto signs = arg<const float *>(a, 12);
-    return [=, &m] {
-      runKernelReplay(m.set, m.play, m.deposited, grid, block,
-                      [&] { fn(qkv, ld, T, pos, slot, seq, q, ldq, k, v, table, mb, signs); });
-    };
-  }
+  if (startsWith(n, "llmc_cu_rope_kv_")) // ABI 3: the rows' cache slots beside positions
+    return bindRope<us>(f, grid, block, a);
+  if (startsWith(n, "llmc_cu_pkv_rope_")) // PolyKV: encoded by warp-wide steps (replayed)
+    return bindRope<unsigned char>(f, grid, block, a);
   if (startsWith(n, "llmc_cu_pkv_combine_")) {
     auto fn = reinterpret_cast<void (*)(const float *, int, int, float *, ll, const float *)>(
         f.sym);
@@ -232,29 +258,8 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
                       [&] { fn(part, T, ns, out, ldo, signs); });
     };
   }
-  if (startsWith(n, "llmc_cu_pkv_attend_")) {
-    using uc = unsigned char;
-    auto fn = reinterpret_cast<void (*)(const float *, ll, int, const int *, const int *,
-                                        const int *, const uc *, const uc *, const int *, int,
-                                        int, int, float *)>(f.sym);
-    auto q = arg<const float *>(a, 0);
-    auto ldq = arg<ll>(a, 1);
-    auto T = arg<int>(a, 2);
-    auto pos = arg<const int *>(a, 3);
-    auto seq = arg<const int *>(a, 4);
-    auto hole = arg<const int *>(a, 5);
-    auto k = arg<const uc *>(a, 6);
-    auto v = arg<const uc *>(a, 7);
-    auto table = arg<const int *>(a, 8);
-    auto mb = arg<int>(a, 9);
-    auto ns = arg<int>(a, 10);
-    auto sl = arg<int>(a, 11);
-    auto part = arg<float *>(a, 12);
-    return [=, &m] {
-      runKernelReplay(m.set, m.play, m.deposited, grid, block,
-                      [&] { fn(q, ldq, T, pos, seq, hole, k, v, table, mb, ns, sl, part); });
-    };
-  }
+  if (startsWith(n, "llmc_cu_pkv_attend_")) // PolyKV rows: bytes
+    return bindAttend<unsigned char>(f, grid, block, a);
   if (startsWith(n, "llmc_cu_attend_combine_")) {
     auto fn = reinterpret_cast<void (*)(const float *, int, int, float *, ll)>(f.sym);
     auto part = arg<const float *>(a, 0);
@@ -264,28 +269,8 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto ldo = arg<ll>(a, 4);
     return [=, &m] { runKernel(m.set, grid, block, [&] { fn(part, T, ns, out, ldo); }); };
   }
-  if (startsWith(n, "llmc_cu_attend_")) { // ABI 3: a hole of slots per (sequence, KV head)
-    auto fn = reinterpret_cast<void (*)(const float *, ll, int, const int *, const int *,
-                                        const int *, const us *, const us *, const int *, int,
-                                        int, int, float *)>(f.sym);
-    auto q = arg<const float *>(a, 0);
-    auto ldq = arg<ll>(a, 1);
-    auto T = arg<int>(a, 2);
-    auto pos = arg<const int *>(a, 3);
-    auto seq = arg<const int *>(a, 4);
-    auto hole = arg<const int *>(a, 5);
-    auto k = arg<const us *>(a, 6);
-    auto v = arg<const us *>(a, 7);
-    auto table = arg<const int *>(a, 8);
-    auto mb = arg<int>(a, 9);
-    auto ns = arg<int>(a, 10);
-    auto sl = arg<int>(a, 11);
-    auto part = arg<float *>(a, 12);
-    return [=, &m] {
-      runKernelReplay(m.set, m.play, m.deposited, grid, block,
-                      [&] { fn(q, ldq, T, pos, seq, hole, k, v, table, mb, ns, sl, part); });
-    };
-  }
+  if (startsWith(n, "llmc_cu_attend_")) // ABI 3: a hole of slots per (sequence, KV head)
+    return bindAttend<us>(f, grid, block, a);
 
   return nullptr;
 }

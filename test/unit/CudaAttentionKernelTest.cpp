@@ -9,6 +9,7 @@
 // with splits that end inside, at and past a row's own position.
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/CudaKernelSource.h"
+#include "CudaAttentionHoles.h"
 #include "CudaEmulatedObject.h"
 #include "GeneratedObject.h"
 #include "llmc/dtype.h"
@@ -217,16 +218,9 @@ TEST(CudaKernels, EmulatedFlashDecodingMatchesSoftmaxAttention) {
     // Holes: slots a KV policy left empty on some heads ([lo, hi) per
     // (sequence, KV head); sequence 0's head 0 has none). Their entries are
     // NaN once the no-hole pass is done: a read of one shows.
-    std::vector<int> hole(size_t(2 * KV * 2));
-    for (int q = 0; q < 2; ++q)
-      for (int64_t kh = 0; kh < KV; ++kh) {
-        const bool none = q == 0 && kh == 0;
-        hole[size_t((q * KV + kh) * 2)] = none ? 0 : int(3 + 5 * kh + q);
-        hole[size_t((q * KV + kh) * 2 + 1)] = none ? 0 : int(20 + 4 * kh + 9 * q);
-      }
-    auto inHole = [&](int q, int64_t kh, int p) {
-      return p >= hole[size_t((q * KV + kh) * 2)] && p < hole[size_t((q * KV + kh) * 2 + 1)];
-    };
+    const cgtest::TestHoles holeSet(KV);
+    const std::vector<int> &hole = holeSet.lohi;
+    auto inHole = [&](int q, int64_t kh, int p) { return holeSet.contains(q, kh, p); };
     for (bool holes : {false, true})
     for (auto [splitLen, nSplits] : splitCases) {
       if (holes && splitLen == 20) // poison the holes once

@@ -9,6 +9,7 @@
 // split lengths as in the f16 kernels' test.
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/CudaKernelSource.h"
+#include "CudaAttentionHoles.h"
 #include "CudaEmulatedObject.h"
 #include "llmc/dtype.h"
 #include "runtime/src/kv/KvQuant.h"
@@ -217,16 +218,9 @@ TEST(CudaKernels, EmulatedPolyKvAttentionMatchesAttentionOverDecodedEntries) {
     const int T = int(pos.size());
     const int64_t ldq = H * hd + 2, ldo = H * hd + 1;
     const std::vector<float> qv = randoms(rng, size_t(T * ldq), 1.0f);
-    std::vector<int> hole(size_t(2 * KV * 2));
-    for (int q = 0; q < 2; ++q)
-      for (int64_t kh = 0; kh < KV; ++kh) {
-        const bool none = q == 0 && kh == 0;
-        hole[size_t((q * KV + kh) * 2)] = none ? 0 : int(3 + 5 * kh + q);
-        hole[size_t((q * KV + kh) * 2 + 1)] = none ? 0 : int(20 + 4 * kh + 9 * q);
-      }
-    auto inHole = [&](int q, int64_t kh, int p) {
-      return p >= hole[size_t((q * KV + kh) * 2)] && p < hole[size_t((q * KV + kh) * 2 + 1)];
-    };
+    const cgtest::TestHoles holeSet(KV);
+    const std::vector<int> &hole = holeSet.lohi;
+    auto inHole = [&](int q, int64_t kh, int p) { return holeSet.contains(q, kh, p); };
     const std::pair<int, int> splitCases[] = {{20, 4}, {4, 3}};
     for (bool holes : {false, true})
       for (auto [splitLen, nSplits] : splitCases) {

@@ -21,18 +21,7 @@ void CudaEngine::Impl::build(void *module) {
     return w;
   };
   bind.slabs = [&](const std::string &name, const std::string &ctx) {
-    const TensorView *t = packed.find(name);
-    if (!t || t->shape.size() != 3)
-      throw std::runtime_error(ctx + ": weight '" + name + "' is not an expert tensor of " +
-                               art.path());
-    std::vector<WeightMatrix> v;
-    for (int64_t e = 0; e < t->shape[0]; ++e) {
-      WeightMatrix w = WeightMatrix::slab(
-          *t, e, needsAux(t->dtype) ? art.tensor(t->name + kAuxSuffix) : nullptr);
-      packed.attach(t->name, w, e);
-      v.push_back(w);
-    }
-    return v;
+    return packed.expertSlabs(name, ctx);
   };
   bind.vector = [&](const std::string &name, const std::string &ctx) {
     const TensorView *t = art.tensor(name);

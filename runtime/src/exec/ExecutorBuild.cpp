@@ -385,14 +385,7 @@ void Executor::Impl::buildPlan(const ExecutorOptions &o) {
     return matrixOf(*t);
   };
   bind.slabs = [&](const std::string &name, const std::string &ctx) {
-    const TensorView *t = packed.find(name);
-    if (!t || t->shape.size() != 3)
-      throw std::runtime_error(ctx + ": weight '" + name + "' is not an expert tensor of " +
-                               art.path());
-    std::vector<WeightMatrix> v;
-    for (int64_t e = 0; e < t->shape[0]; ++e)
-      v.push_back(slabOf(*t, e));
-    return v;
+    return packed.expertSlabs(name, ctx);
   };
   bind.vector = [&](const std::string &name, const std::string &ctx) {
     const TensorView *t = art.tensor(name);

@@ -78,4 +78,20 @@ void PackedWeights::attach(const std::string &name, WeightMatrix &w, int64_t sla
   w.rows8Type = it->second.format;
 }
 
+std::vector<WeightMatrix> PackedWeights::expertSlabs(const std::string &name,
+                                                    const std::string &ctx) const {
+  const TensorView *t = find(name);
+  if (!t || t->shape.size() != 3)
+    throw std::runtime_error(ctx + ": weight '" + name + "' is not an expert tensor of " +
+                             art_.path());
+  std::vector<WeightMatrix> v;
+  for (int64_t e = 0; e < t->shape[0]; ++e) {
+    WeightMatrix w =
+        WeightMatrix::slab(*t, e, needsAux(t->dtype) ? art_.tensor(t->name + kAuxSuffix) : nullptr);
+    attach(t->name, w, e);
+    v.push_back(w);
+  }
+  return v;
+}
+
 } // namespace llmc

@@ -16,6 +16,7 @@
 #include "llmc/artifact.h"
 #include <map>
 #include <string>
+#include <vector>
 
 namespace llmc {
 
@@ -30,6 +31,10 @@ public:
   /// Points `w` (weight `name`, or slab `slab` of an expert tensor) at its
   /// packed layout, when it has one.
   void attach(const std::string &name, WeightMatrix &w, int64_t slab = 0) const;
+  /// Each expert's slab of the expert tensor `name` ([experts, rows, cols])
+  /// as a matrix, its packed layout attached; std::runtime_error naming ctx
+  /// when the artifact has no such tensor.
+  std::vector<WeightMatrix> expertSlabs(const std::string &name, const std::string &ctx) const;
   bool empty() const { return packed_.empty(); }
 
 private:
