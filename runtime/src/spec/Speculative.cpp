@@ -3,6 +3,8 @@
 
 #include "llmc/artifact.h"
 #include "../exec/Matmul.h"
+#include "../kernels/dot_quant.h"
+#include "llmc/dtype.h"
 
 #include <algorithm>
 #include <chrono>
@@ -156,6 +158,20 @@ MedusaDrafter::MedusaDrafter(const Artifact &art, Executor &exec, double min_con
   vocabRows_.resize(vocab_.size() * size_t(width_));
   for (size_t i = 0; i < vocab_.size(); ++i)
     exec.lmHeadRow(vocab_[i], vocabRows_.data() + i * size_t(width_));
+  if (width_ % 32 != 0 || !kernels::hasFusedDot(DType::Q8_0))
+    return;
+  q8Dot_ = kernels::dotKernel(DType::Q8_0, 1);
+  headRowBytes_ = rowBytes(DType::Q8_0, 2 * width_);
+  vocabRowBytes_ = rowBytes(DType::Q8_0, width_);
+  headsQ8_.resize(size_t(heads_ * width_ * headRowBytes_));
+  for (int64_t r = 0; r < heads_ * width_; ++r)
+    quantizeRowRef(DType::Q8_0, w_ + r * 2 * width_, headsQ8_.data() + r * headRowBytes_,
+                   2 * width_);
+  vocabQ8_.resize(vocab_.size() * size_t(vocabRowBytes_));
+  for (size_t i = 0; i < vocab_.size(); ++i)
+    quantizeRowRef(DType::Q8_0, vocabRows_.data() + i * size_t(width_),
+                   vocabQ8_.data() + i * size_t(vocabRowBytes_), width_);
+  std::vector<float>().swap(vocabRows_);
 }
 
 std::vector<int32_t> MedusaDrafter::draft(const std::vector<int32_t> &context, int max_draft,
@@ -170,13 +186,23 @@ std::vector<int32_t> MedusaDrafter::draft(const std::vector<int32_t> &context, i
   int32_t fed = context.back(); // the token the model chose after `hidden`
   for (int64_t h = 0; h < k; ++h) {
     exec_.embeddingRow(fed, in_.data() + D);
-    const float *W = w_ + h * D * 2 * D;
-    for (int64_t i = 0; i < D; ++i)
-      y_[size_t(i)] = b_[h * D + i] + dot(W + i * 2 * D, in_.data(), 2 * D);
+    float s = 0;
+    for (int64_t i = 0; i < D; ++i) {
+      if (q8Dot_)
+        q8Dot_(headsQ8_.data() + (h * D + i) * headRowBytes_, 2 * D, in_.data(), 0, nullptr, 0,
+               &s, 1);
+      else
+        s = dot(w_ + (h * D + i) * 2 * D, in_.data(), 2 * D);
+      y_[size_t(i)] = b_[h * D + i] + s;
+    }
     logits_.resize(vocab_.size());
     int64_t best = 0;
     for (size_t r = 0; r < vocab_.size(); ++r) {
-      logits_[r] = dot(vocabRows_.data() + r * size_t(D), y_.data(), D);
+      if (q8Dot_)
+        q8Dot_(vocabQ8_.data() + r * size_t(vocabRowBytes_), D, y_.data(), 0, nullptr, 0,
+               &logits_[r], 1);
+      else
+        logits_[r] = dot(vocabRows_.data() + r * size_t(D), y_.data(), D);
       if (logits_[r] > logits_[size_t(best)])
         best = int64_t(r);
     }
