@@ -158,9 +158,7 @@ void CudaEngine::Impl::readKvPolicies() {
 }
 
 void CudaEngine::Impl::buildKvPolicies(void *module) {
-  std::vector<CudaKvLayer> layers = kvLayers;
-  const std::vector<CudaKvLayer> layersCopy = layers;
-  kv = std::make_unique<CudaKvPolicies>(std::move(layers), maxSeqs);
+  kv = std::make_unique<CudaKvPolicies>(kvLayers, maxSeqs);
   if (!kv->any())
     return;
   slotBuf = dev->alloc(size_t(kv->caches() * kCudaPrefillChunk * 4));
@@ -186,7 +184,7 @@ void CudaEngine::Impl::buildKvPolicies(void *module) {
   for (int c = 0; c < int(kv->caches()); ++c) {
     if (!kv->compresses(c))
       continue;
-    const CudaKvLayer &l = layersCopy[size_t(c)];
+    const CudaKvLayer &l = kvLayers[size_t(c)];
     hostHole[size_t(c)].assign(size_t((maxSeqs + 1) * l.kvHeads * 2), 0);
     holeBuf[size_t(c)] = dev->alloc(hostHole[size_t(c)].size() * 4);
     dev->upload(holeBuf[size_t(c)], hostHole[size_t(c)].data(), hostHole[size_t(c)].size() * 4);

@@ -14,6 +14,7 @@
 #include "llmc/dtype.h"
 #include "llmc/program.h"
 #include "../exec/KernelPlan.h"
+#include "../exec/MoeRouting.h"
 #include "../exec/PackedWeights.h"
 #include "CudaStepProfile.h"
 #include "CudaKvPolicy.h"
@@ -97,6 +98,10 @@ struct CudaEngine::Impl {
     DeviceBuffer logits, rows, weights, x, g, u, y;
     std::vector<float> hostLogits, hostWeights;
     std::vector<int32_t> hostRows;
+    // Routing scratch, reused by every step: each expert's (row, weight).
+    std::vector<std::vector<std::pair<int64_t, float>>> routed;
+    std::vector<std::pair<int64_t, float>> chosen;
+    ops::RouteScratch scratch;
   } moe;
   int64_t maxHeads = 0, maxHeadDim = 0;
   std::vector<int32_t> hostTokens, hostPos, hostSeq;

@@ -3,7 +3,6 @@
 // replay) and logits download.
 //===----------------------------------------------------------------------===//
 #include "CudaEngineImpl.h"
-#include "../exec/MoeRouting.h"
 
 namespace llmc::cuda {
 
@@ -155,12 +154,13 @@ void CudaEngine::Impl::runMoe(const PlanStep &s, const GpuStep &g, int64_t rows,
   dev->synchronize();
   // The CPU engine's routing; each expert's rows and weights, expert by
   // expert, in one upload.
-  std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(E));
-  ops::RouteScratch scratch;
-  std::vector<std::pair<int64_t, float>> chosen;
+  std::vector<std::vector<std::pair<int64_t, float>>> &routed = moe.routed;
+  routed.resize(size_t(E));
+  for (auto &list : routed)
+    list.clear();
   for (int64_t t = 0; t < rows; ++t) {
-    ops::routeToken(s.moe, moe.hostLogits.data() + t * E, scratch, chosen);
-    for (const auto &[e, w] : chosen)
+    ops::routeToken(s.moe, moe.hostLogits.data() + t * E, moe.scratch, moe.chosen);
+    for (const auto &[e, w] : moe.chosen)
       routed[size_t(e)].push_back({t, w});
   }
   moe.hostRows.clear();

@@ -10,10 +10,10 @@
 namespace llmc::cuda {
 
 int64_t CudaKvLayer::keyRowBytes() const {
-  return polyKv() ? kv::PolyKV(headDim, 0).keyBytes() : 2 * headDim;
+  return polyKv() ? kv::PolyKV::keyBytesFor(headDim) : 2 * headDim;
 }
 int64_t CudaKvLayer::valueRowBytes() const {
-  return polyKv() ? kv::PolyKV(headDim, 0).valueBytes() : 2 * headDim;
+  return polyKv() ? kv::PolyKV::valueBytesFor(headDim) : 2 * headDim;
 }
 
 CudaKvPolicies::CudaKvPolicies(std::vector<CudaKvLayer> caches, int64_t sequences)

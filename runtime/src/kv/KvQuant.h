@@ -21,8 +21,11 @@ struct PolyKV {
   PolyKV() = default;
   PolyKV(int64_t head_dim, uint64_t seed);
 
-  int64_t keyBytes() const { return hd + 2 * (hd / 32); }
-  int64_t valueBytes() const { return 2 + (hd * 3 + 7) / 8; }
+  /// Bytes of a stored key and value row at head size head_dim.
+  static int64_t keyBytesFor(int64_t head_dim) { return head_dim + 2 * (head_dim / 32); }
+  static int64_t valueBytesFor(int64_t head_dim) { return 2 + (head_dim * 3 + 7) / 8; }
+  int64_t keyBytes() const { return keyBytesFor(hd); }
+  int64_t valueBytes() const { return valueBytesFor(hd); }
 
   void encodeKey(const float *k, uint8_t *dst) const;
   /// q . k for a stored key.
