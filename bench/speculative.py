@@ -11,7 +11,8 @@ data/calib/default.txt) or on the model's own answers (self-distillation:
 data/calib/chat-prompts.txt, 256 tokens each, the prompt and answer ids one
 calibration sequence each; disjoint from the prompts below), and prompt
 lookup with the self-distilled heads as fallback (`--speculate hybrid`),
-a draft model (the target with 4 blocks removed, `--speculate draft`) and
+both of these with draft trees (`--tree 8`: up to 8 drafts in a tree,
+verified in one pass with tree attention), a draft model (the target with 4 blocks removed, `--speculate draft`) and
 self-speculation (the target's plan skipping those 4 blocks, `--speculate
 self`).
 
@@ -157,6 +158,9 @@ DRAFTERS = [  # (name, artifact key, llmc run flags)
     ("Medusa, text-fitted", "text", ["--speculate", "medusa"]),
     ("Medusa, self-distilled", "self", ["--speculate", "medusa"]),
     ("prompt lookup, then self-distilled Medusa", "self", ["--speculate", "hybrid"]),
+    ("Medusa, self-distilled, trees of 8", "self", ["--speculate", "medusa", "--tree", "8"]),
+    ("prompt lookup, then self-distilled Medusa trees of 8", "self",
+     ["--speculate", "hybrid", "--tree", "8"]),
     ("draft model: 4 of 30 blocks removed", "plain",
      ["--speculate", "draft", "--draft-model", "{draft}"]),
     ("self-speculation: 4 of 30 blocks skipped", "selfspec", ["--speculate", "self"]),
@@ -237,6 +241,12 @@ def main():
          "32768 tokens; disjoint from the prompts below);",
          "  - prompt lookup, then Medusa: `--speculate hybrid` (prompt lookup where a suffix of "
          "2 or 3 tokens recurs, the self-distilled heads elsewhere);",
+         f"  - trees of 8: `--tree 8` with the self-distilled heads (alone, and after prompt "
+         f"lookup): up to 8 drafts in a tree, at most {args.draft} deep (head d scores the "
+         "children of the two likeliest candidates of depth d; the 8 likeliest candidates by "
+         "their path's product of draft probabilities form the tree), verified in one target "
+         "pass where each row attends to its own path only; the KV entries of the accepted path "
+         "are kept, the rest dropped (a fixed size: no adaptation);",
          "  - draft model: `--speculate draft --draft-model D`, D the same model with 4 of its 30 "
          "blocks removed by `llm-prune-depth{method=angular drop=4}` (4096 calibration tokens of "
          "data/calib/default.txt; quantized like the target), drafting greedily one token per "

@@ -176,6 +176,8 @@ private:
                         {"max_draft", sp.getMaxDraft()}};
     if (sp.getMethod() == llm::SpecMethod::Ngram)
       j["ngram"] = sp.getNgram();
+    if (sp.getTreeNodes() > 0)
+      j["tree_nodes"] = sp.getTreeNodes();
     if (auto skip = sp.getSkipBlocksAttr())
       j["skip_blocks"] = std::vector<int64_t>(skip.asArrayRef().begin(), skip.asArrayRef().end());
     if (sp.getHeads()) {

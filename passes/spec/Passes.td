@@ -63,6 +63,7 @@ def SpecAttachPass : Pass<"llm-spec-attach", "mlir::ModuleOp"> {
     Option<"heads", "heads", "int64_t", "4", "medusa: heads (tokens t+2..t+heads+1), in [1, 8]">,
     Option<"draft", "draft", "int64_t", "0", "default draft length (0: heads for medusa, 4 for ngram)">,
     Option<"ngram", "ngram", "int64_t", "3", "ngram: longest context suffix matched, in [1, 16]">,
+    Option<"tree", "tree", "int64_t", "0", "medusa: draft trees of up to this many tokens, verified in one pass with tree attention (0: chains), in [0, 64]">,
     Option<"draftVocab", "draft-vocab", "int64_t", "4096", "medusa: the tokens heads may draft (the most frequent in the calibration text)">,
     Option<"ridge", "ridge", "double", "0.01", "medusa: ridge weight x the mean eigenvalue (> 0; x 0.1, 1, 10 tried)">,
     Option<"holdout", "holdout", "double", "0.1", "medusa: share of calibration sequences held out, in (0, 0.5]">,

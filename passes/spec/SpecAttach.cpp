@@ -156,6 +156,10 @@ private:
                   " heads");
     if (ngram < 1 || ngram > 16)
       return fail("ngram must be in [1, 16]");
+    if (tree < 0 || tree > 64)
+      return fail("tree must be in [0, 64] (0: chains)");
+    if (tree > 0 && method_ != llm::SpecMethod::Medusa)
+      return fail("tree= belongs to method=medusa");
     if (draftVocab < 1)
       return fail("draft-vocab must be >= 1");
     if (!(ridge > 0.0))
@@ -388,7 +392,7 @@ private:
     auto fitAttr = cast<DictionaryAttr>(jsonToAttribute(b, fitJson(f)));
     llm::SpeculateOp::create(b, loc, method_, head.getX(), wOp.getResult(), bOp.getResult(),
                              maxDraft, ngram, b.getDenseI32ArrayAttr(f.vocab), fitAttr,
-                             DenseI64ArrayAttr());
+                             DenseI64ArrayAttr(), tree);
   }
 };
 

@@ -1,8 +1,11 @@
 """End-to-end: sampling with drafts (`llmc run --speculate ngram --temp T`,
-and `--speculate medusa` with heads llm-spec-attach fitted on
-data/calib/stories260k.ids) draws every token from the same distribution
-as plain sampling: the lossless rule keeps a draft d with probability p(d)
-and otherwise draws from p with d removed.
+and `--speculate medusa --tree 8` with heads llm-spec-attach fitted on
+data/calib/stories260k.ids, drafting trees) draws every token from the
+same distribution as plain sampling: the lossless rule keeps a draft d
+with probability p(d) and otherwise draws from p with d removed; over a
+tree's children c1, c2, ... of one node it keeps c_i with its probability
+under p with c1..c_(i-1) removed, and draws from p with all of them
+removed when none is kept.
 
 On stories260K (vocabulary 512): a fixed 5-token prompt, 6 tokens at
 temperature 0.9 with top-k 200 and top-p 0.98, --ignore-eos, 1500 seeds in
@@ -12,7 +15,7 @@ each compared with a chi-square test of homogeneity (tokens seen at least
 p >= 0.0005 (0.001 over the two). A rule that keeps every draft gave
 p = 0.002 at 600 seeds; at 1500 it fails (checked). The speculative runs
 must have had drafts both accepted and rejected, so the rule was
-exercised. Plain and speculative runs of one seed draw
+exercised (and the tree runs must have verified branching trees). Plain and speculative runs of one seed draw
 differently (the rule uses extra draws): only the distributions are
 compared, and the two modes use disjoint seeds so the samples are
 independent. Deterministic: fixed seeds, so the statistic is the same on
@@ -38,6 +41,7 @@ SPEC_SEED0 = 100000
 SAMPLING = ["--temp", "0.9", "--top-k", "200", "--top-p", "0.98"]
 POSITIONS = (3, 5)  # 0-based: the 4th and the 6th generated token
 STATS = re.compile(r"(\d+) target passes with a draft, (\d+) of (\d+) drafts accepted")
+TREE = re.compile(r"(\d+) passes over a branching tree")
 
 
 def chi2_sf(x, k):
@@ -67,15 +71,16 @@ def homogeneity(a, b, min_count=10):
     return stat, df, chi2_sf(stat, df)
 
 
-def tokens_at(art, sampling, spec, seed0=0):
-    """Token counts at POSITIONS over SEEDS runs from seed0; spec: the
-    drafter's name (None: plain sampling)."""
-    counts, accepted, rejected = {i: Counter() for i in POSITIONS}, 0, 0
+def tokens_at(art, sampling, spec, seed0=0, extra=()):
+    """Token counts at POSITIONS over SEEDS runs from seed0, drafts accepted
+    and rejected, passes over branching trees; spec: the drafter's name
+    (None: plain sampling)."""
+    counts, accepted, rejected, trees = {i: Counter() for i in POSITIONS}, 0, 0, 0
     for seed in range(seed0, seed0 + SEEDS):
         args = ["run", art, "--prompt-tokens", PROMPT, "-n", "6", "--ignore-eos", "--print-ids",
                 "-t", "1", "--seed", str(seed), *sampling]
         if spec:
-            args += ["--speculate", spec, "--draft", "4"]
+            args += ["--speculate", spec, "--draft", "4", *extra]
         p = harness.run_llmc(args, timeout=120)
         ids = p.stdout.split()
         if len(ids) != 6:
@@ -86,7 +91,9 @@ def tokens_at(art, sampling, spec, seed0=0):
         if m:
             accepted += int(m[2])
             rejected += int(m[3]) - int(m[2])
-    return counts, accepted, rejected
+        t = TREE.search(p.stderr)
+        trees += int(t[1]) if t else 0
+    return counts, accepted, rejected, trees
 
 
 def main():
@@ -102,12 +109,16 @@ def main():
                             f"llm-spec-attach{{method=medusa heads=4 calib={calib} "
                             "calib-tokens=2048 calib-seq=512 holdout=0.25}", "stories260K + Medusa heads")
     name = " ".join(SAMPLING)
-    plain, _, _ = tokens_at(art, SAMPLING, None)
+    plain, _, _, _ = tokens_at(art, SAMPLING, None)
     # Disjoint seeds per mode: the samples are independent.
-    for drafter, model, seed0 in (("ngram", art, SPEC_SEED0), ("medusa", med, 2 * SPEC_SEED0)):
-        spec, acc, rej = tokens_at(model, SAMPLING, drafter, seed0)
+    for drafter, model, seed0, extra in (("ngram", art, SPEC_SEED0, ()),
+                                         ("medusa", med, 2 * SPEC_SEED0, ("--tree", "8"))):
+        spec, acc, rej, trees = tokens_at(model, SAMPLING, drafter, seed0, extra)
         checks.check(acc > 0 and rej > 0, f"{drafter} {name}: drafts accepted and rejected",
                      f"{acc} accepted, {rej} rejected over {SEEDS} runs")
+        if extra:
+            checks.check(trees > 0, f"{drafter} {' '.join(extra)}: branching trees verified",
+                         f"{trees} passes over a branching tree")
         for i in POSITIONS:
             stat, df, p = homogeneity(plain[i], spec[i])
             checks.check(p >= 0.0005, f"{drafter} {name}: token {i + 1} distributed alike "

@@ -379,6 +379,8 @@ std::string specJson(const BenchResult &r) {
                       {"drafted", s.stats.drafted},
                       {"accepted", s.stats.accepted},
                       {"draft_ms", s.stats.draft_seconds * 1e3},
+                      {"tree_nodes", s.treeNodes},
+                      {"tree_passes", s.stats.tree_passes},
                       {"tokens_identical", true}};
   return j.dump();
 }

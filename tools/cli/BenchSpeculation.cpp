@@ -41,6 +41,7 @@ SpecBenchResult measureSpeculation(Executor &exec, const Artifact &art,
   std::unique_ptr<spec::Drafter> drafter = choice.makeDrafter(art, exec, opts);
   r.drafter = drafter->name();
   r.maxDraft = opts.max_draft;
+  r.treeNodes = opts.tree_nodes;
   for (int rep = 0; rep < reps; ++rep) {
     double plainS = 0;
     const std::vector<int32_t> want = plainDecode(exec, prompt, n, plainS);

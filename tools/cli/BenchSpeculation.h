@@ -17,6 +17,7 @@ namespace llmc::tool {
 struct SpecBenchResult {
   std::string drafter;
   int maxDraft = 0;
+  int treeNodes = 0; // --tree (0: chains)
   int64_t promptTokens = 0;
   std::vector<double> plain, speculative; // tokens/s of each repetition
   spec::SpecStats stats;                  // summed over the repetitions

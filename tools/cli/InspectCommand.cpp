@@ -67,10 +67,15 @@ void printSpeculation(const nlohmann::json &m) {
         list += (list.empty() ? "" : ",") + b.dump();
     printf(", the model without blocks %s\n", list.c_str());
   } else
-    printf(", %lld heads over a draft vocabulary of %zu tokens\n",
+    printf(", %lld heads over a draft vocabulary of %zu tokens%s\n",
            (long long)s.value("heads", (int64_t)0),
            s.contains("draft_vocab") && s["draft_vocab"].is_array() ? s["draft_vocab"].size()
-                                                                     : size_t(0));
+                                                                     : size_t(0),
+           s.contains("tree_nodes") && s["tree_nodes"].is_number_integer()
+               ? (", trees of up to " + std::to_string(s["tree_nodes"].get<int64_t>()) +
+                  " tokens")
+                     .c_str()
+               : "");
   if (!s.contains("fit") || !s["fit"].is_object())
     return;
   const nlohmann::json &f = s["fit"];

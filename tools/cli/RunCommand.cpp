@@ -375,10 +375,14 @@ int runGeneration(const RunArgs &a) {
     fprintf(stderr,
             "[llmc] speculative (%s, up to %d drafts): %lld target passes with a "
             "draft, %lld of %lld drafts accepted, mean accepted length %.2f tokens per pass, "
-            "drafting %.1f ms\n",
+            "drafting %.1f ms%s\n",
             drafter->name(), specOpts.max_draft, (long long)specStats.passes,
             (long long)specStats.accepted, (long long)specStats.drafted,
-            specStats.meanAccepted(), specStats.draft_seconds * 1e3);
+            specStats.meanAccepted(), specStats.draft_seconds * 1e3,
+            specStats.tree_passes
+                ? (", " + std::to_string(specStats.tree_passes) + " passes over a branching tree")
+                      .c_str()
+                : "");
   return kOk;
 }
 } // namespace

@@ -28,6 +28,13 @@ void addSpeculationOptions(CLI::App *cmd, SpeculationChoice &c) {
                   "draft tokens per target pass at most (--speculate; default: the artifact's "
                   "max_draft, else 4)")
       ->check(CLI::Range(1, 16));
+  cmd->add_option("--tree", c.tree,
+                  "--speculate medusa or hybrid: draft a tree of up to this many tokens (the "
+                  "heads' likeliest continuations, --draft deep at most) and verify it in one "
+                  "target pass with tree attention (0: a chain; default: the artifact's "
+                  "tree_nodes, else 0; needs the full KV policy over f32 or paged entries and "
+                  "the generated kernels, a chain otherwise)")
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--min-confidence", c.minConfidence,
                   "--speculate medusa or draft: stop drafting at the first draft with a lower "
                   "probability (default: the artifact's, fitted by llm-spec-attach)")
@@ -61,6 +68,7 @@ std::unique_ptr<spec::Drafter> SpeculationChoice::makeDrafter(const Artifact &ar
   }
   opts = spec;
   opts.max_draft = draft > 0 ? draft : (c ? c->max_draft : 4);
+  opts.tree_nodes = tree >= 0 ? tree : (c ? c->tree_nodes : 0);
   if (c && c->method == SpecMethod::Ngram && speculate == SpecChoice::Auto)
     opts.max_n = c->ngram;
   if ((choice == SpecChoice::Draft) != !draftModel.empty())
@@ -69,6 +77,9 @@ std::unique_ptr<spec::Drafter> SpeculationChoice::makeDrafter(const Artifact &ar
                                  : "--draft-model applies to --speculate draft");
   if (draftMask >= 0 && choice != SpecChoice::Draft)
     throw std::runtime_error("--draft-mask applies to --speculate draft");
+  if (tree > 0 && choice != SpecChoice::Medusa && choice != SpecChoice::Hybrid)
+    throw std::runtime_error("--tree applies to Medusa heads (--speculate medusa, hybrid, or "
+                             "auto on an artifact with heads)");
   if (choice == SpecChoice::Draft) {
     return std::make_unique<spec::ModelDrafter>(
         loadModelOrArtifact(draftModel, "", "", /*quiet=*/true, /*verifyWeights=*/false),

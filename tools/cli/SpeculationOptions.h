@@ -20,6 +20,7 @@ struct SpeculationChoice {
   SpecChoice speculate = SpecChoice::None;
   spec::SpecOptions spec;
   int draft = 0;             // --draft (0: the artifact's max_draft, else 4)
+  int tree = -1;             // --tree (< 0: the artifact's tree_nodes, else 0)
   double minConfidence = -1; // --min-confidence (< 0: the artifact's)
   std::string draftModel;    // --draft-model (--speculate draft)
   int32_t draftMask = -1;    // --draft-mask: PARD-style parallel drafting

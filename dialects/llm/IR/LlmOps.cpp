@@ -317,6 +317,10 @@ LogicalResult SpeculateOp::verify() {
     return emitOpError("max_draft must be in [1, 64], got ") << getMaxDraft();
   if (getSkipBlocksAttr() && getMethod() != SpecMethod::Self)
     return emitOpError("skip_blocks belongs to method 'self'");
+  if (getTreeNodes() < 0 || getTreeNodes() > 64)
+    return emitOpError("tree_nodes must be in [0, 64], got ") << getTreeNodes();
+  if (getTreeNodes() > 0 && getMethod() != SpecMethod::Medusa)
+    return emitOpError("tree_nodes belongs to method 'medusa'");
   if (getMethod() == SpecMethod::Self) {
     if (getHidden() || getHeads() || getBias() || getDraftVocabAttr())
       return emitOpError("method 'self' drafts with the model's own blocks and takes no "

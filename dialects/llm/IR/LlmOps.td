@@ -280,6 +280,10 @@ def Llm_SpeculateOp : Llm_Op<"speculate", [AttrSizedOperandSegments, HasParent<"
     indices of this model; chosen by llm-prune-depth's scores), sharing
     every weight, with its own KV cache.
 
+    `tree_nodes` (medusa only; 0: chains): the runtime drafts trees of up
+    to this many tokens (the heads' likeliest continuations, `max_draft`
+    deep at most) and verifies each in one pass with tree attention.
+
     ```mlir
     llm.speculate medusa (%hn : tensor<?x576xf32>) heads(%w, %b : tensor<4x576x1152xf32>, tensor<4x576xf32>) {draft_vocab = array<i32: 0, 1, 5>, max_draft = 4 : i64}
     llm.speculate self {max_draft = 4 : i64, skip_blocks = array<i64: 4, 8, 13, 15>}
@@ -291,7 +295,8 @@ def Llm_SpeculateOp : Llm_Op<"speculate", [AttrSizedOperandSegments, HasParent<"
                        DefaultValuedAttr<I64Attr, "3">:$ngram,
                        OptionalAttr<DenseI32ArrayAttr>:$draft_vocab,
                        OptionalAttr<DictionaryAttr>:$fit,
-                       OptionalAttr<DenseI64ArrayAttr>:$skip_blocks);
+                       OptionalAttr<DenseI64ArrayAttr>:$skip_blocks,
+                       DefaultValuedAttr<I64Attr, "0">:$tree_nodes);
   let assemblyFormat = [{
     $method (`(` $hidden^ `:` type($hidden) `)`)?
     (`heads` `(` $heads^ `,` $bias `:` type($heads) `,` type($bias) `)`)? attr-dict

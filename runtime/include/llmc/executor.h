@@ -184,6 +184,9 @@ public:
   /// vocabulary's rows, the embedding of a drafted token). Throws
   /// std::runtime_error for an id out of range.
   void lmHeadRow(int32_t id, float *out) const;
+  /// The executor's worker threads (a drafter's products run on them
+  /// between target passes).
+  ThreadPool &threadPool();
   void embeddingRow(int32_t id, float *out) const;
   /// "kernels" or "reference": the engine forward() uses.
   const char *engineName() const;
@@ -236,6 +239,23 @@ public:
   /// the caches as plain decoding of the kept tokens would.
   /// std::runtime_error unless rewindable().
   std::vector<float> verify(const std::vector<int32_t> &tokens);
+  /// Tree verification: whether verifyTree() can run (the kernel plan, the
+  /// full KV policy over f32 or paged entries, the generated attention
+  /// kernels over row addresses).
+  bool treeVerifiable() const;
+  /// One pass over a draft tree: row 0 (tokens[0]) follows the tokens fed
+  /// so far, row t > 0 follows row parent[t] < t (parent[0] is ignored),
+  /// at position pos() + its depth, seeing only its own path. Returns every
+  /// row's logits [T, vocab] (and keeps every row's hidden state with
+  /// keep_hidden), each plain decoding's of its path. The caches hold the
+  /// whole tree until acceptTreePath(), which must come next (other calls
+  /// throw until then). std::runtime_error unless treeVerifiable().
+  std::vector<float> verifyTree(const std::vector<int32_t> &tokens,
+                                const std::vector<int32_t> &parent);
+  /// After verifyTree(): keep the tree rows `path` (ascending, starting at
+  /// row 0, each the next one's parent) as the next positions and drop the
+  /// others, as if only the path had been fed.
+  void acceptTreePath(const std::vector<int32_t> &path);
 
   /// KV-policy sweeps: the caches and position, to try several policies on
   /// one prefill (restoreKv puts them back exactly).

@@ -15,6 +15,7 @@
 #include "llmc/executor.h"
 #include "llmc/ir_enums.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -38,6 +39,28 @@ std::vector<int32_t> ngramDraft(const std::vector<int32_t> &context, int max_dra
 /// the token that results (d if kept, else next) is distributed as p.
 bool verifyDraft(Sampler &sampler, const float *row, int64_t vocab, int32_t d, int32_t &next);
 
+/// The verdict on m distinct candidates for one position (a draft tree's
+/// children of one node, in the drafter's order) at one row of the
+/// target's logits: the index of the one kept, or -1 with `next` the token
+/// to go on with. Greedy: the candidate equal to the target's choice.
+/// Sampling: candidate i is kept with its probability under the target's
+/// distribution with candidates 0..i-1 removed (renormalized); when all
+/// are rejected, `next` is drawn with all of them removed. The token that
+/// results is distributed as the target's (sequential rejection against
+/// point proposals), so a tree is as lossless as a chain.
+int verifyCandidates(Sampler &sampler, const float *row, int64_t vocab, const int32_t *cand,
+                     int m, int32_t &next);
+
+/// Draft tokens in a tree: node i is token[i], following node parent[i]
+/// (< i), or the context's last token when parent[i] is -1. Siblings are
+/// in the drafter's order of preference.
+struct DraftTree {
+  std::vector<int32_t> token, parent;
+  size_t size() const { return token.size(); }
+  /// A chain: node i follows node i - 1.
+  static DraftTree chain(const std::vector<int32_t> &tokens);
+};
+
 /// Proposes the tokens that may follow the context.
 class Drafter {
 public:
@@ -49,6 +72,14 @@ public:
                                      const float *hidden) = 0;
   /// Whether draft() reads `hidden` (the executor must keep_hidden).
   virtual bool needsHidden() const { return false; }
+  /// Whether draftTree() branches (otherwise it is draft()'s chain).
+  virtual bool branches() const { return false; }
+  /// A tree of up to max_nodes drafts at most max_depth deep (the default:
+  /// draft()'s chain of min(max_nodes, max_depth) tokens).
+  virtual DraftTree draftTree(const std::vector<int32_t> &context, int max_nodes, int max_depth,
+                              const float *hidden) {
+    return DraftTree::chain(draft(context, std::min(max_nodes, max_depth), hidden));
+  }
   virtual const char *name() const = 0;
 };
 
@@ -81,6 +112,14 @@ public:
   std::vector<int32_t> draft(const std::vector<int32_t> &context, int max_draft,
                              const float *hidden) override;
   bool needsHidden() const override { return true; }
+  bool branches() const override { return true; }
+  /// Depth by depth from the context's last token: head d scores the
+  /// children of the few likeliest candidates of depth d (one product for
+  /// them all), each keyed by its path's product of draft probabilities;
+  /// the max_nodes likeliest candidates of all depths form the tree
+  /// (SpecTree.cpp).
+  DraftTree draftTree(const std::vector<int32_t> &context, int max_nodes, int max_depth,
+                      const float *hidden) override;
   const char *name() const override { return "medusa heads"; }
   int64_t heads() const { return heads_; }
   int64_t vocabSize() const { return int64_t(vocab_.size()); }
@@ -97,14 +136,17 @@ private:
   std::vector<float> vocabRows_;            // their LM head rows [vocab, width]
   std::vector<float> in_, y_, logits_;
   // The heads' rows and the draft vocabulary's LM-head rows in Q8_0 when
-  // the width allows (a multiple of 32): a draft reads about 3.8x fewer
-  // bytes than in f32 (drafts may differ at near ties; verification keeps
-  // the output the target's). Empty otherwise: the f32 rows are read.
-  using RowDot = void (*)(const uint8_t *row, int64_t n, const float *x, int64_t ldx,
-                          const float *sums, int64_t lds, float *out, int64_t ldo);
-  RowDot q8Dot_ = nullptr;
+  // the width allows (a multiple of 32), multiplied by the int8 kernels: a
+  // draft reads about 3.8x fewer bytes than in f32 (drafts may differ at
+  // near ties; verification keeps the output the target's). Empty
+  // otherwise: the f32 rows are read.
   std::vector<uint8_t> headsQ8_, vocabQ8_;
   int64_t headRowBytes_ = 0, vocabRowBytes_ = 0;
+  /// Head h's scores over the draft vocabulary for `rows` inputs at once
+  /// (one product over the rows, on the executor's threads): from `hidden`
+  /// and the embedding of fed[i] (the token before its draft) into row i
+  /// of logits_ [rows, draft vocabulary].
+  void headLogits(int64_t h, const float *hidden, const int32_t *fed, int64_t rows);
 };
 
 /// Prompt lookup where the context repeats (a suffix of at least min_n
@@ -117,6 +159,13 @@ public:
                              const float *hidden) override {
     std::vector<int32_t> d = lookup_.draft(context, max_draft, hidden);
     return d.empty() ? fallback_->draft(context, max_draft, hidden) : d;
+  }
+  bool branches() const override { return fallback_->branches(); }
+  DraftTree draftTree(const std::vector<int32_t> &context, int max_nodes, int max_depth,
+                      const float *hidden) override {
+    std::vector<int32_t> d = lookup_.draft(context, std::min(max_nodes, max_depth), hidden);
+    return d.empty() ? fallback_->draftTree(context, max_nodes, max_depth, hidden)
+                     : DraftTree::chain(d);
   }
   bool needsHidden() const override { return fallback_->needsHidden(); }
   const char *name() const override { return "prompt lookup, then medusa heads"; }
@@ -178,6 +227,7 @@ struct SpecConfig {
   int max_draft = 4;
   int ngram = 3;
   int64_t heads = 0;
+  int tree_nodes = 0;               // medusa: draft trees of up to this many tokens (0: chains)
   std::vector<int64_t> skip_blocks; // self: the blocks the drafter skips
 };
 std::optional<SpecConfig> specConfigOf(const Artifact &art);
@@ -187,6 +237,11 @@ struct SpecOptions {
                      // halved after a pass that keeps none, doubled after one that keeps all)
   int max_n = 3;     // longest suffix matched
   int min_n = 1;     // shortest
+  /// > 0: a branching drafter (Medusa heads) drafts a tree of up to this
+  /// many tokens, verified in one pass with tree attention, where the
+  /// executor can (Executor::treeVerifiable; a chain otherwise). The tree
+  /// is max_draft deep at most.
+  int tree_nodes = 0;
 };
 
 struct SpecStats {
@@ -194,6 +249,7 @@ struct SpecStats {
   int64_t drafted = 0;  // draft tokens scored
   int64_t accepted = 0; // draft tokens kept
   double draft_seconds = 0; // time in the drafter (its overhead)
+  int64_t tree_passes = 0; // passes that verified a branching tree
   /// Tokens each drafted target pass yields (accepted drafts + the target's own).
   double meanAccepted() const { return passes ? double(accepted + passes) / double(passes) : 0.0; }
 };

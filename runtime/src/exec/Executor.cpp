@@ -104,6 +104,7 @@ std::string Executor::activationsInfo() const {
 }
 void Executor::reset() {
   impl->pos = 0;
+  impl->treeRows = 0;
   for (kv::LayerCache &c : impl->caches)
     c.reset();
 }
@@ -114,6 +115,8 @@ bool Executor::rewindable() const {
   return true;
 }
 void Executor::rewind(int64_t pos) {
+  if (impl->treeRows)
+    throw std::runtime_error("Executor::rewind: a draft tree awaits acceptTreePath");
   if (pos < 0 || pos > impl->pos)
     throw std::runtime_error("Executor::rewind: position " + std::to_string(pos) +
                              " is outside 0.." + std::to_string(impl->pos));
@@ -134,6 +137,63 @@ std::vector<float> Executor::verify(const std::vector<int32_t> &tokens) {
   for (kv::LayerCache &c : m.caches)
     c.setStepKind(kv::StepKind::Verification); // throws unless rewindable
   return m.step(tokens, /*all_logits=*/true);
+}
+ThreadPool &Executor::threadPool() { return impl->pool; }
+bool Executor::treeVerifiable() const {
+  const Impl &m = *impl;
+  if (!m.plan || m.hook || m.stopAfterBlock >= 0)
+    return false;
+  for (const kv::LayerCache &c : m.caches)
+    if (!c.treeVerifiable())
+      return false;
+  for (const PlanStep &s : m.plan->steps()) {
+    if (s.kernel != PlanKernel::Attend)
+      continue;
+    const codegen::AttendKernels &g = s.genAttend;
+    switch (m.caches[size_t(s.cache)].rowType()) {
+    case KvRowType::F16:
+      if (!g.rowsGroupF16)
+        return false;
+      break;
+    case KvRowType::Q8:
+      if (!g.rowsGroupQ8)
+        return false;
+      break;
+    case KvRowType::F32:
+      if (!g.rowsGroup)
+        return false;
+      break;
+    }
+  }
+  return true;
+}
+std::vector<float> Executor::verifyTree(const std::vector<int32_t> &tokens,
+                                        const std::vector<int32_t> &parent) {
+  Impl &m = *impl;
+  if (m.treeRows)
+    throw std::runtime_error("Executor::verifyTree: the last tree awaits acceptTreePath");
+  if (!treeVerifiable())
+    throw std::runtime_error("Executor::verifyTree: draft trees need the kernel plan, the full "
+                             "KV policy over f32 or paged entries and the generated attention "
+                             "kernels");
+  if (parent.size() != tokens.size())
+    throw std::runtime_error("Executor::verifyTree: one parent per token");
+  m.checkTokens(tokens, m.pos);
+  m.plan->run(m.pool, m.caches, tokens, m.pos, /*allLogits=*/true, m.planLogits,
+              m.keepHidden ? &m.hidden : nullptr, parent.data());
+  m.treeRows = int64_t(tokens.size());
+  return m.planLogits;
+}
+void Executor::acceptTreePath(const std::vector<int32_t> &path) {
+  Impl &m = *impl;
+  if (!m.treeRows)
+    throw std::runtime_error("Executor::acceptTreePath: no draft tree to accept from");
+  if (path.empty() || path[0] != 0)
+    throw std::runtime_error("Executor::acceptTreePath: the path starts at row 0");
+  for (kv::LayerCache &c : m.caches)
+    c.keepTreePath(m.treeRows, path);
+  m.pos += int64_t(path.size());
+  m.treeRows = 0;
 }
 int64_t Executor::vocabSize() const { return impl->widths[size_t(impl->output)]; }
 int64_t Executor::maxContext() const { return impl->maxCtx; }

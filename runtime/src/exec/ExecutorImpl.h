@@ -65,6 +65,7 @@ struct Executor::Impl {
   ThreadPool pool;
   int64_t maxCtx = 0;
   int64_t pos = 0;
+  int64_t treeRows = 0; // verifyTree's rows awaiting acceptTreePath (0: none)
   std::vector<Node> nodes;
   int output = -1;
   std::vector<int64_t> widths; // by value id

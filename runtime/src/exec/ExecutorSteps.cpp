@@ -218,6 +218,8 @@ void Executor::Impl::checkTokens(const std::vector<int32_t> &tokens, int64_t pos
 std::vector<float> Executor::Impl::step(const std::vector<int32_t> &tokens, bool all_logits) {
   Impl &m = *this;
   const int64_t n = int64_t(tokens.size());
+  if (m.treeRows)
+    throw std::runtime_error("Executor: a draft tree awaits acceptTreePath");
   if (m.plan) {
     m.plan->run(m.pool, m.caches, tokens, m.pos, all_logits, m.planLogits,
                 m.keepHidden ? &m.hidden : nullptr);

@@ -430,8 +430,9 @@ MatmulPaths PlanEngine::paths(const PlanStep &s) const {
 
 void PlanEngine::run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
                      const std::vector<int32_t> &tokens, int64_t pos, bool allLogits,
-                     std::vector<float> &logits, std::vector<float> *hidden) {
-  const PlanSegment one{&caches, tokens.data(), int64_t(tokens.size()), pos};
+                     std::vector<float> &logits, std::vector<float> *hidden,
+                     const int32_t *treeParent) {
+  const PlanSegment one{&caches, tokens.data(), int64_t(tokens.size()), pos, treeParent};
   runBatch(pool, {one}, allLogits, logits, hidden);
 }
 
@@ -493,6 +494,11 @@ void PlanEngine::runBatch(ThreadPool &pool, const std::vector<PlanSegment> &segm
   const int64_t S = int64_t(segments.size());
   if (arena_.size() < size_t(arenaPerToken_ * R))
     arena_.resize(size_t(arenaPerToken_ * R)); // grows to the largest step, once
+  beginTree(segments, R);
+  struct ClearTree { // the tree is this step's only
+    const int32_t *&p;
+    ~ClearTree() { p = nullptr; }
+  } clearTree{treeParent_};
   const int32_t *tokens = segments[0].tokens;
   if (S > 1) { // the embedding reads the tokens of every segment in a row
     batchTokens_.clear();
@@ -594,6 +600,10 @@ void PlanEngine::runStep(ThreadPool &pool, std::vector<kv::LayerCache> *caches,
     break;
   case PlanKernel::Attend: {
     kv::LayerCache &c = (*caches)[size_t(s.cache)];
+    if (treeParent_) { // the full policy: nothing to do after the step
+      c.attendTree(pool, io.in(s, 0), rows, treeParent_, out, s.genAttend);
+      break;
+    }
     c.attend(pool, io.in(s, 0), rows, out, s.genAttend);
     c.afterStep(io.in(s, 0), rows, pos);
     break;
@@ -634,32 +644,6 @@ void PlanEngine::runNormMatmul(ThreadPool &pool, const PlanStep &s, const StepIO
   const MatmulJob jobs[2] = {{&s.w[0], out, W, nullptr}, {&s.w[1], up, W, nullptr}};
   const RowEpilogue act = gateEpilogue(s, out, up, rows, W);
   matmulMany(pool, jobs, 2, x, rows, D, &act, paths(s));
-}
-
-void PlanEngine::runRopeKvAppend(ThreadPool &pool, kv::LayerCache &cache, const PlanStep &s,
-                                 int64_t pos, const StepIO &io) {
-  const int64_t T = io.rows;
-  const int64_t hd = s.headDim, qd = s.heads * hd, kvd = s.kvHeads * hd;
-  const int64_t Win = s.in[0].width;
-  const float *qkv = io.in(s, 0);
-  float *out = io.out;
-  float *kv = kv_.data() + io.first * 2 * kvd; // sized by runBatch: a row per step row
-  pool.parallelFor(0, T, 0, [&](int64_t lo, int64_t hi) {
-    if (s.genRope) {
-      s.genRope(qkv + lo * Win, Win, out + lo * qd, kv + lo * 2 * kvd, hi - lo, pos + lo);
-      return;
-    }
-    std::vector<float> cs(static_cast<size_t>(hd));
-    for (int64_t t = lo; t < hi; ++t) {
-      const float *src = qkv + t * Win;
-      float *q = out + t * qd, *k = kv + t * 2 * kvd;
-      std::copy(src, src + qd, q);
-      std::copy(src + qd, src + qd + 2 * kvd, k);
-      ops::applyRope(q, s.heads, hd, pos + t, s.invFreq, s.rope, cs.data());
-      ops::applyRope(k, s.kvHeads, hd, pos + t, s.invFreq, s.rope, cs.data());
-    }
-  });
-  cache.append(kv, kv + kvd, T, 2 * kvd, pos);
 }
 
 } // namespace llmc

@@ -98,6 +98,11 @@ struct PlanSegment {
   const int32_t *tokens = nullptr;
   int64_t n = 0;
   int64_t pos = 0;
+  /// A draft tree (speculative verification; the only segment of its
+  /// step): row t > 0 follows row parent[t] < t and sits at position pos +
+  /// its depth; row t attends to its path only (LayerCache::attendTree).
+  /// Null: rows one after another at pos, pos + 1, ...
+  const int32_t *parent = nullptr;
 };
 
 /// `plan` without the steps of blocks `skip` (self-speculation's drafter):
@@ -118,7 +123,8 @@ public:
   /// step's input after its norm) [T, hidden width].
   void run(ThreadPool &pool, std::vector<kv::LayerCache> &caches,
            const std::vector<int32_t> &tokens, int64_t pos, bool allLogits,
-           std::vector<float> &logits, std::vector<float> *hidden = nullptr);
+           std::vector<float> &logits, std::vector<float> *hidden = nullptr,
+           const int32_t *treeParent = nullptr);
   /// The logits step's products alone (no norm) on rows x [rows, width]:
   /// logits [rows, vocab].
   void lmHead(ThreadPool &pool, const float *x, int64_t rows, std::vector<float> &logits) const;
@@ -211,7 +217,12 @@ private:
   /// norm_matmul and norm_gated_matmul: the optional fused RMSNorm, then
   /// the products (with the gated activation as their epilogue).
   void runNormMatmul(ThreadPool &pool, const PlanStep &s, const StepIO &io);
-  /// rope_kv_append: RoPE on Q and K, then K and V into the layer's cache.
+  /// The step's draft tree, if its segment has one (KernelPlanTree.cpp):
+  /// checked (the only segment; each row after its parent), treeParent_
+  /// and treeDepth_ set; none: treeParent_ null.
+  void beginTree(const std::vector<PlanSegment> &segments, int64_t R);
+  /// rope_kv_append (KernelPlanTree.cpp): RoPE on Q and K, then K and V
+  /// into the layer's cache.
   void runRopeKvAppend(ThreadPool &pool, kv::LayerCache &cache, const PlanStep &s, int64_t pos,
                        const StepIO &io);
   /// norm_moe (KernelPlanMoe.cpp): the optional norm, the router, each
@@ -226,6 +237,10 @@ private:
     ops::RouteScratch route;
   } moe_;
   std::vector<int32_t> batchTokens_;
+  // The draft tree of the step running (PlanSegment::parent; null
+  // otherwise) and its rows' depths.
+  const int32_t *treeParent_ = nullptr;
+  std::vector<int32_t> treeDepth_;
 };
 
 /// Whether the artifact's manifest carries a kernel plan.

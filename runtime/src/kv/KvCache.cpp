@@ -222,7 +222,8 @@ template <typename V> void growFor(V &vec, size_t more, size_t minChunk) {
 constexpr size_t kGrowEntries = 16;
 } // namespace
 
-void LayerCache::append(const float *k, const float *v, int64_t T, int64_t stride, int64_t p0) {
+void LayerCache::append(const float *k, const float *v, int64_t T, int64_t stride, int64_t p0,
+                        const int32_t *depth) {
   const size_t grow = T == 1 ? kGrowEntries : 1; // minimum growth, in entries
   for (int64_t g = 0; g < KV_; ++g) {
     HeadCache &c = heads_[size_t(g)];
@@ -261,7 +262,7 @@ void LayerCache::append(const float *k, const float *v, int64_t T, int64_t strid
         c.k.insert(c.k.end(), kr, kr + hd_);
         c.v.insert(c.v.end(), vr, vr + hd_);
       }
-      c.pos.push_back(int32_t(p0 + t));
+      c.pos.push_back(int32_t(p0 + (depth ? depth[t] : t)));
       if (accumulating()) // an InertiaKV decode entry is unscored (< 0) until its first EMA step
         c.acc.push_back(policy_.method == Method::InertiaKV && T == 1 ? -1.0f : 0.0f);
       ++c.n;

@@ -68,8 +68,9 @@ public:
              int64_t head_dim, int64_t window_limit, int64_t D, const RowLoader &wo_row);
 
   /// Append T rows (k, v: [T, stride] with the KV heads side by side) at
-  /// positions p0.. .
-  void append(const float *k, const float *v, int64_t T, int64_t stride, int64_t p0);
+  /// positions p0.. (row t at p0 + t; a draft tree's rows at p0 + depth[t]).
+  void append(const float *k, const float *v, int64_t T, int64_t stride, int64_t p0,
+              const int32_t *depth = nullptr);
   /// append() of entries already in PolyKV's form (the GPU engine's, read
   /// back): keys [T][kv_heads][keyBytes], values [T][kv_heads][valueBytes]
   /// as PolyKV encodes them. std::runtime_error unless quantized().
@@ -96,6 +97,25 @@ public:
                                policy_.method != KvMethod::RdKV)) &&
            !record_ && !rdStored_;
   }
+  /// Whether a draft tree can be verified over this cache (attendTree,
+  /// keepTreePath): rewindable under the full policy, recording nothing,
+  /// f32 entries or a paged pool's rows (not PolyKV, not RDKV).
+  bool treeVerifiable() const {
+    return rewindable() && policy_.full() && !record_ && !quantized() && !rdStored_;
+  }
+  /// Attention of the T rows of a draft tree just appended (row 0 follows
+  /// the cache's earlier entries, row t > 0 follows row parent[t] < t):
+  /// row t sees the earlier entries and the rows on its path from row 0,
+  /// in entry order, through the generated GQA-group kernel over row
+  /// addresses (gen.rowsGroup, or the f16 / Q8 one of a paged pool), so
+  /// each row's output is plain decoding's bit for bit. std::runtime_error
+  /// unless treeVerifiable() and that kernel is there.
+  void attendTree(ThreadPool &pool, const float *q, int64_t T, const int32_t *parent, float *out,
+                  const codegen::AttendKernels &gen) const;
+  /// After a draft tree of T rows: keep rows `path` of it (ascending, each
+  /// the next one's parent, starting at row 0) as consecutive entries and
+  /// drop the others, as if only the path had been fed.
+  void keepTreePath(int64_t T, const std::vector<int32_t> &path);
   /// Drop every entry at position >= pos (they are the newest: entries stay
   /// in position order), and the window queries of those positions.
   /// std::runtime_error unless rewindable().

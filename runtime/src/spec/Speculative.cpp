@@ -1,9 +1,10 @@
 //===- Speculative.cpp - Prompt-lookup drafts, greedy verification --------===//
 #include "llmc/speculative.h"
+#include "SpecTree.h"
 
 #include "llmc/artifact.h"
 #include "../exec/Matmul.h"
-#include "../kernels/dot_quant.h"
+#include "../exec/WeightMatrix.h"
 #include "llmc/dtype.h"
 
 #include <algorithm>
@@ -32,39 +33,10 @@ std::vector<int32_t> ngramDraft(const std::vector<int32_t> &context, int max_dra
 }
 
 bool verifyDraft(Sampler &sampler, const float *row, int64_t vocab, int32_t d, int32_t &next) {
-  if (sampler.greedy()) {
-    next = sampler.sample(row, vocab);
-    return next == d;
-  }
-  thread_local std::vector<int32_t> ids;
-  thread_local std::vector<double> w;
-  const double total = sampler.distribution(row, vocab, ids, w);
-  if (ids.empty()) { // no finite logit: sample() is greedy there too
-    next = sampler.sample(row, vocab);
-    return next == d;
-  }
-  double pd = 0;
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (ids[i] == d)
-      pd = w[i];
-  if (sampler.uniform01() * total < pd)
-    return true;
-  const double rest = total - pd;
-  double r = sampler.uniform01() * rest;
-  size_t last = ids.size();
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] == d || w[i] <= 0)
-      continue;
-    last = i;
-    r -= w[i];
-    if (r < 0) {
-      next = ids[i];
-      return false;
-    }
-  }
-  // Rounding left r >= 0 (or only d had mass, which pd < 1 rules out).
-  next = last < ids.size() ? ids[last] : d;
-  return false;
+  if (verifyCandidates(sampler, row, vocab, &d, 1, next) < 0)
+    return false;
+  next = d;
+  return true;
 }
 
 std::optional<SpecConfig> specConfigOf(const Artifact &art) {
@@ -93,6 +65,7 @@ std::optional<SpecConfig> specConfigOf(const Artifact &art) {
   c.max_draft = int(integer("max_draft", 1, 64, 4));
   c.ngram = int(integer("ngram", 1, 16, 3));
   c.heads = integer("heads", 0, 64, 0);
+  c.tree_nodes = int(integer("tree_nodes", 0, 64, 0));
   if (c.method == SpecMethod::Medusa && c.heads < 1)
     throw bad("method 'medusa' needs 'heads' >= 1");
   if (c.method == SpecMethod::Self) {
@@ -158,9 +131,8 @@ MedusaDrafter::MedusaDrafter(const Artifact &art, Executor &exec, double min_con
   vocabRows_.resize(vocab_.size() * size_t(width_));
   for (size_t i = 0; i < vocab_.size(); ++i)
     exec.lmHeadRow(vocab_[i], vocabRows_.data() + i * size_t(width_));
-  if (width_ % 32 != 0 || !kernels::hasFusedDot(DType::Q8_0))
+  if (width_ % 32 != 0)
     return;
-  q8Dot_ = kernels::dotKernel(DType::Q8_0, 1);
   headRowBytes_ = rowBytes(DType::Q8_0, 2 * width_);
   vocabRowBytes_ = rowBytes(DType::Q8_0, width_);
   headsQ8_.resize(size_t(heads_ * width_ * headRowBytes_));
@@ -174,38 +146,45 @@ MedusaDrafter::MedusaDrafter(const Artifact &art, Executor &exec, double min_con
   std::vector<float>().swap(vocabRows_);
 }
 
+void MedusaDrafter::headLogits(int64_t h, const float *hidden, const int32_t *fed,
+                               int64_t rows) {
+  const int64_t D = width_, V = int64_t(vocab_.size());
+  in_.resize(size_t(rows * 2 * D));
+  y_.resize(size_t(rows * D));
+  logits_.resize(size_t(rows * V));
+  for (int64_t i = 0; i < rows; ++i) {
+    std::copy(hidden, hidden + D, in_.begin() + i * 2 * D);
+    exec_.embeddingRow(fed[i], in_.data() + i * 2 * D + D);
+  }
+  const bool q8 = !headsQ8_.empty();
+  WeightMatrix head, lm;
+  if (q8) {
+    head = {headsQ8_.data() + h * D * headRowBytes_, DType::Q8_0, D, 2 * D, headRowBytes_};
+    lm = {vocabQ8_.data(), DType::Q8_0, V, D, vocabRowBytes_};
+  } else {
+    head = {reinterpret_cast<const uint8_t *>(w_ + h * D * 2 * D), DType::F32, D, 2 * D,
+            int64_t(2 * D * sizeof(float))};
+    lm = {reinterpret_cast<const uint8_t *>(vocabRows_.data()), DType::F32, V, D,
+          int64_t(D * sizeof(float))};
+  }
+  MatmulPaths paths;
+  paths.int8 = q8;
+  const MatmulJob toY{&head, y_.data(), D, b_ + h * D};
+  matmulMany(exec_.threadPool(), &toY, 1, in_.data(), rows, 2 * D, nullptr, paths);
+  const MatmulJob toLogits{&lm, logits_.data(), V, nullptr};
+  matmulMany(exec_.threadPool(), &toLogits, 1, y_.data(), rows, D, nullptr, paths);
+}
+
 std::vector<int32_t> MedusaDrafter::draft(const std::vector<int32_t> &context, int max_draft,
                                           const float *hidden) {
-  const int64_t k = std::min<int64_t>(heads_, max_draft), D = width_;
+  const int64_t k = std::min<int64_t>(heads_, max_draft);
   if (k <= 0 || !hidden || context.empty())
     return {};
-  in_.resize(size_t(2 * D));
-  y_.resize(size_t(D));
-  std::copy(hidden, hidden + D, in_.begin());
   std::vector<int32_t> out;
   int32_t fed = context.back(); // the token the model chose after `hidden`
   for (int64_t h = 0; h < k; ++h) {
-    exec_.embeddingRow(fed, in_.data() + D);
-    float s = 0;
-    for (int64_t i = 0; i < D; ++i) {
-      if (q8Dot_)
-        q8Dot_(headsQ8_.data() + (h * D + i) * headRowBytes_, 2 * D, in_.data(), 0, nullptr, 0,
-               &s, 1);
-      else
-        s = dot(w_ + (h * D + i) * 2 * D, in_.data(), 2 * D);
-      y_[size_t(i)] = b_[h * D + i] + s;
-    }
-    logits_.resize(vocab_.size());
-    int64_t best = 0;
-    for (size_t r = 0; r < vocab_.size(); ++r) {
-      if (q8Dot_)
-        q8Dot_(vocabQ8_.data() + r * size_t(vocabRowBytes_), D, y_.data(), 0, nullptr, 0,
-               &logits_[r], 1);
-      else
-        logits_[r] = dot(vocabRows_.data() + r * size_t(D), y_.data(), D);
-      if (logits_[r] > logits_[size_t(best)])
-        best = int64_t(r);
-    }
+    headLogits(h, hidden, &fed, 1);
+    const int64_t best = std::max_element(logits_.begin(), logits_.end()) - logits_.begin();
     if (minConfidence_ > 0) { // the draft's softmax probability
       double z = 0;
       for (float l : logits_)
@@ -231,6 +210,9 @@ int64_t generate(Executor &exec, Drafter &drafter, std::vector<int32_t> context,
                  std::vector<float> logits, int64_t n, const std::vector<int32_t> &stops,
                  const SpecOptions &opts, Sampler &sampler,
                  const std::function<bool(int32_t)> &emit, SpecStats &stats) {
+  if (opts.tree_nodes > 0 && drafter.branches() && exec.treeVerifiable())
+    return generateTree(exec, drafter, std::move(context), std::move(logits), n, stops, opts,
+                        sampler, emit, stats);
   const int64_t width = exec.hiddenSize();
   if (drafter.needsHidden() && (width <= 0 || exec.hidden().size() < size_t(width)))
     throw std::runtime_error(std::string(drafter.name()) +

@@ -370,7 +370,8 @@ _SPEC_STATS = None
 def run_speculative(model, prompt_args, n, extra=()):
     """`llmc run MODEL PROMPT_ARGS -n N --print-ids --ignore-eos -t 2 EXTRA`:
     the run, its token ids (None on failure) and the speculative statistics
-    line as {passes, accepted, drafted, mean} (None without one)."""
+    line as {passes, accepted, drafted, mean, tree_passes} (None without
+    one; tree_passes: passes that verified a branching draft tree)."""
     import re
     global _SPEC_STATS
     if _SPEC_STATS is None:
@@ -380,5 +381,6 @@ def run_speculative(model, prompt_args, n, extra=()):
                   "-t", "2", *extra], timeout=600, check=False)
     ids = [int(t) for t in p.stdout.split()] if p.returncode == 0 else None
     m = _SPEC_STATS.search(p.stderr)
+    tree = re.search(r"(\d+) passes over a branching tree", p.stderr)
     return p, ids, (m and {"passes": int(m[1]), "accepted": int(m[2]), "drafted": int(m[3]),
-                           "mean": float(m[4])})
+                           "mean": float(m[4]), "tree_passes": int(tree[1]) if tree else 0})

@@ -480,6 +480,34 @@ llm.model @m config {} {
 
 // -----
 
+// llm.speculate: draft trees belong to Medusa heads.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x4xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x4xf32> -> tensor<?x4xf32>
+  %l = llm.lm_head %x, %e : (tensor<?x4xf32>, tensor<8x4xf32>) -> tensor<?x8xf32>
+  // expected-error @+1 {{tree_nodes belongs to method 'medusa'}}
+  llm.speculate ngram {max_draft = 2 : i64, tree_nodes = 4 : i64}
+  llm.return %l : tensor<?x8xf32>
+}
+
+// -----
+
+// llm.speculate: at most 64 tree nodes.
+llm.model @m config {} {
+^bb0(%t: tensor<?xi32>):
+  %e = llm.weight "e" : tensor<8x4xf32>
+  %x = llm.embed %t, %e : tensor<?xi32>, tensor<8x4xf32> -> tensor<?x4xf32>
+  %l = llm.lm_head %x, %e : (tensor<?x4xf32>, tensor<8x4xf32>) -> tensor<?x8xf32>
+  %h = llm.weight "h" : tensor<2x4x8xf32>
+  %b = llm.weight "b" : tensor<2x4xf32>
+  // expected-error @+1 {{tree_nodes must be in [0, 64], got 65}}
+  llm.speculate medusa(%x : tensor<?x4xf32>) heads(%h, %b : tensor<2x4x8xf32>, tensor<2x4xf32>) {draft_vocab = array<i32: 1, 2>, max_draft = 2 : i64, tree_nodes = 65 : i64}
+  llm.return %l : tensor<?x8xf32>
+}
+
+// -----
+
 llm.model @m config {} {
 ^bb0(%t: tensor<?xi32>):
   %e = llm.weight "e" : tensor<8x4xf32>

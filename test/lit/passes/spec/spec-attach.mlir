@@ -19,6 +19,16 @@
 // RUN: diff %t/plain.txt %t/medusa.txt
 // RUN: diff %t/plain.txt %t/auto.txt
 // RUN: llmc run %t/m.llmc --prompt-tokens 1,2,3 -n 40 --speculate auto 2>&1 >/dev/null | FileCheck %s --check-prefix=DRAFTED
+// Draft trees (tree=6): carried into the manifest, used by the artifact's
+// drafter, lossless; --tree 0 turns them off, --tree on prompt lookup is refused.
+// RUN: llmc compile %t/hf/llama-f32 -o %t/tree.llmc -q --pipeline 'llm-spec-attach{method=medusa heads=2 tree=6 calib=%t/calib.ids calib-tokens=2048 calib-seq=128 draft-vocab=64}'
+// RUN: llmc inspect %t/tree.llmc | FileCheck %s --check-prefix=TREEINSPECT
+// RUN: llmc inspect %t/tree.llmc --ir | FileCheck %s --check-prefix=TREEIR
+// RUN: llmc run %t/tree.llmc --prompt-tokens 1,2,3 -n 40 -q --print-ids --speculate auto > %t/tree.txt
+// RUN: diff %t/plain.txt %t/tree.txt
+// RUN: llmc run %t/tree.llmc --prompt-tokens 1,2,3 -n 40 --speculate auto 2>&1 >/dev/null | FileCheck %s --check-prefix=TREEDRAFTED
+// RUN: llmc run %t/tree.llmc --prompt-tokens 1,2,3 -n 40 --speculate auto --tree 0 2>&1 >/dev/null | FileCheck %s --check-prefix=NOTREE
+// RUN: not llmc run %t/tree.llmc --prompt-tokens 1,2,3 -n 4 -q --speculate ngram --tree 4 2>&1 | FileCheck %s --check-prefix=TREENGRAM
 // Two attaches: the second replaces the first (one op, the ngram drafter's).
 // RUN: llmc compile %t/hf/llama-f32 -o %t/ng.llmc -q --pipeline 'llm-spec-attach{method=medusa heads=2 calib=%t/calib.ids calib-tokens=2048 calib-seq=128},llm-spec-attach{method=ngram ngram=2 draft=6}'
 // RUN: llmc inspect %t/ng.llmc | FileCheck %s --check-prefix=NGRAM
@@ -34,6 +44,7 @@
 // RUN: not llmc compile %t/hf/llama-f32 -o %t/bad.llmc -q --pipeline 'llm-spec-attach{heads=2}' 2>&1 | FileCheck %s --check-prefix=NOMETHOD
 // RUN: not llmc compile %t/hf/llama-f32 -o %t/bad.llmc -q --pipeline 'llm-spec-attach{method=eagle}' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not llmc compile %t/hf/llama-f32 -o %t/bad.llmc -q --pipeline 'llm-spec-attach{method=medusa heads=2 draft=3}' 2>&1 | FileCheck %s --check-prefix=DRAFT
+// RUN: not llmc compile %t/hf/llama-f32 -o %t/bad.llmc -q --pipeline 'llm-spec-attach{method=ngram tree=4}' 2>&1 | FileCheck %s --check-prefix=TREEMETHOD
 // RUN: not llmc compile %t/hf/llama-f32 -o %t/bad.llmc -q --pipeline 'llm-spec-attach{method=medusa heads=2 calib=%t/calib.ids calib-tokens=200 calib-seq=128}' 2>&1 | FileCheck %s --check-prefix=FEW
 // RUN: not test -e %t/bad.llmc
 
@@ -58,6 +69,15 @@
 // REPORT: heads 2 vocab 64 top1 2 seqs 16 held 2 better than copying True
 
 // DRAFTED: [llmc] speculative (medusa heads, up to 2 drafts): {{[0-9]+}} target passes with a draft
+// DRAFTED-NOT: branching tree
+
+// TREEINSPECT: speculation:   medusa, drafts of up to 2 tokens, 2 heads over a draft vocabulary of 64 tokens, trees of up to 6 tokens
+// TREEIR: llm.speculate medusa
+// TREEIR-SAME: tree_nodes = 6 : i64
+// TREEDRAFTED: [llmc] speculative (medusa heads, up to 2 drafts): {{[0-9]+}} target passes with a draft, {{.*}} {{[1-9][0-9]*}} passes over a branching tree
+// NOTREE: [llmc] speculative (medusa heads, up to 2 drafts)
+// NOTREE-NOT: branching tree
+// TREENGRAM: --tree applies to Medusa heads
 
 // NGRAM: speculation:   ngram, drafts of up to 6 tokens, suffixes of up to 2 tokens
 // NGRAM-NOT: spec.medusa
@@ -72,4 +92,5 @@
 // NOMETHOD: llm-spec-attach: option 'method' is required (ngram, medusa or self)
 // UNKNOWN: llm-spec-attach: unknown method 'eagle'
 // DRAFT: llm-spec-attach: draft 3 exceeds the 2 heads
+// TREEMETHOD: llm-spec-attach: tree= belongs to method=medusa
 // FEW: llm-spec-attach: calib-tokens must cover at least two sequences
