@@ -17,6 +17,7 @@
 #include "llmc/dtype.h"
 #include "llmc/executor.h"
 #include "TinyModel.h"
+#include "Gaussian.h"
 
 #include <gtest/gtest.h>
 
@@ -32,18 +33,7 @@ using llmc::kv::LayerCache;
 using llmc::kv::Method;
 using llmc::kv::Policy;
 
-namespace {
-
-std::vector<float> gaussian(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = d(rng);
-  return v;
-}
-
-} // namespace
+using llmc::testutil::gaussian;
 
 TEST(KvBlockPool, CountsReferencesAndReusesFreedBlocks) {
   KvBlockPool pool(4, 8, 3);

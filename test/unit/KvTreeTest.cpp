@@ -12,6 +12,7 @@
 #include "codegen/cpu/CpuKernelSource.h"
 #include "codegen/cpu/CpuOpKernels.h"
 #include "GeneratedObject.h"
+#include "Gaussian.h"
 #include "llmc/kv_row_type.h"
 
 #include <gtest/gtest.h>
@@ -30,14 +31,7 @@ namespace {
 
 constexpr int64_t kH = 6, kKV = 2, kHd = 32, kGroup = kH / kKV;
 
-std::vector<float> gaussian(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = d(rng);
-  return v;
-}
+using llmc::testutil::gaussian;
 
 /// The group kernels (contiguous, and over f32, f16 and Q8 row addresses)
 /// for kGroup x kHd, built for this CPU once.

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 using llmc::spec::ngramDraft;
 using V = std::vector<int32_t>;
@@ -42,11 +43,10 @@ TEST(NgramDraft, StopsAtTheContextEndAndNeedsMinN) {
 
 namespace {
 
-/// Frequencies of the token verifyDraft() yields (the draft if kept, else
-/// its replacement) over `trials` against the sampler's own distribution:
-/// the largest absolute difference of probabilities.
-double verifyDeviation(const std::vector<float> &logits, int32_t draft, llmc::SamplerOptions o,
-                       int trials) {
+/// The largest absolute difference between the sampler's own distribution
+/// and the frequencies of the tokens `draw` yields over `trials` draws.
+double deviation(const std::vector<float> &logits, llmc::SamplerOptions o, int trials,
+                 const std::function<int32_t(llmc::Sampler &, const float *, int64_t)> &draw) {
   llmc::Sampler s(o);
   const int64_t V = int64_t(logits.size());
   std::vector<int32_t> ids;
@@ -55,43 +55,36 @@ double verifyDeviation(const std::vector<float> &logits, int32_t draft, llmc::Sa
   std::vector<double> p(size_t(V), 0.0), seen(size_t(V), 0.0);
   for (size_t i = 0; i < ids.size(); ++i)
     p[size_t(ids[i])] = w[i] / total;
-  for (int t = 0; t < trials; ++t) {
-    int32_t next = -1;
-    const int32_t got = llmc::spec::verifyDraft(s, logits.data(), V, draft, next) ? draft : next;
-    seen[size_t(got)] += 1.0 / trials;
-  }
+  for (int t = 0; t < trials; ++t)
+    seen[size_t(draw(s, logits.data(), V))] += 1.0 / trials;
   double worst = 0;
   for (int64_t v = 0; v < V; ++v)
     worst = std::max(worst, std::abs(seen[size_t(v)] - p[size_t(v)]));
   return worst;
 }
 
-/// verifyDeviation() of verifyCandidates() over several candidates (a
-/// draft tree's children of one node).
+/// deviation() of the token verifyDraft() yields (the draft if kept, else
+/// its replacement).
+double verifyDeviation(const std::vector<float> &logits, int32_t draft, llmc::SamplerOptions o,
+                       int trials) {
+  return deviation(logits, o, trials, [&](llmc::Sampler &s, const float *row, int64_t V) {
+    int32_t next = -1;
+    return llmc::spec::verifyDraft(s, row, V, draft, next) ? draft : next;
+  });
+}
+
+/// deviation() of verifyCandidates() over several candidates (a draft
+/// tree's children of one node); a replacement is never a candidate.
 double candidatesDeviation(const std::vector<float> &logits, const std::vector<int32_t> &cand,
                            llmc::SamplerOptions o, int trials) {
-  llmc::Sampler s(o);
-  const int64_t V = int64_t(logits.size());
-  std::vector<int32_t> ids;
-  std::vector<double> w;
-  const double total = s.distribution(logits.data(), V, ids, w);
-  std::vector<double> p(size_t(V), 0.0), seen(size_t(V), 0.0);
-  for (size_t i = 0; i < ids.size(); ++i)
-    p[size_t(ids[i])] = w[i] / total;
-  for (int t = 0; t < trials; ++t) {
+  return deviation(logits, o, trials, [&](llmc::Sampler &s, const float *row, int64_t V) {
     int32_t next = -1;
-    const int k = llmc::spec::verifyCandidates(s, logits.data(), V, cand.data(), int(cand.size()),
-                                               next);
-    const int32_t got = k >= 0 ? cand[size_t(k)] : next;
-    if (k < 0) { // a replacement is never one of the candidates
+    const int k = llmc::spec::verifyCandidates(s, row, V, cand.data(), int(cand.size()), next);
+    if (k < 0) {
       EXPECT_EQ(std::find(cand.begin(), cand.end(), next), cand.end());
     }
-    seen[size_t(got)] += 1.0 / trials;
-  }
-  double worst = 0;
-  for (int64_t v = 0; v < V; ++v)
-    worst = std::max(worst, std::abs(seen[size_t(v)] - p[size_t(v)]));
-  return worst;
+    return k >= 0 ? cand[size_t(k)] : next;
+  });
 }
 
 } // namespace

@@ -227,19 +227,14 @@ int64_t generateTree(Executor &exec, Drafter &drafter, std::vector<int32_t> cont
                              "(ExecutorOptions::keep_hidden) and have fed the prompt");
   // The hidden row whose logits chose `next` (as in the chain's loop).
   int64_t hiddenRow = drafter.needsHidden() ? int64_t(exec.hidden().size()) / width - 1 : -1;
-  auto isStop = [&](int32_t t) { return std::find(stops.begin(), stops.end(), t) != stops.end(); };
-  int64_t emitted = 0;
+  Emission out{n, stops, emit, context};
   int32_t next = sampler.sample(logits.data(), vocab);
-  while (emitted < n) {
-    if (isStop(next) || !emit(next))
+  while (out.more()) {
+    if (!out.take(next) || !out.more())
       break;
-    ++emitted;
-    context.push_back(next);
-    if (emitted == n)
-      break;
-    // Nodes past the tokens still wanted or the context are not scored:
-    // a tree's rows take cache room even where its depth is small.
-    const int64_t room = std::min(n - emitted, exec.maxContext() - exec.pos() - 1);
+    // Nodes past the room are not scored: a tree's rows take cache room
+    // even where its depth is small.
+    const int64_t room = out.room(exec);
     const auto t0 = std::chrono::steady_clock::now();
     const float *hidden = hiddenRow >= 0 ? exec.hidden().data() + hiddenRow * width : nullptr;
     const DraftTree tree =
@@ -268,13 +263,8 @@ int64_t generateTree(Executor &exec, Drafter &drafter, std::vector<int32_t> cont
         ++stats.tree_passes;
         break;
       }
-    const TreeVerdict v = walkTree(tree, logits, vocab, sampler, [&](int32_t t) {
-      if (isStop(t) || !emit(t))
-        return false;
-      ++emitted;
-      context.push_back(t);
-      return true;
-    });
+    const TreeVerdict v =
+        walkTree(tree, logits, vocab, sampler, [&](int32_t t) { return out.take(t); });
     exec.acceptTreePath(v.path); // before stopping too: the executor stays usable
     stats.accepted += int64_t(v.path.size()) - 1;
     if (v.stopped)
@@ -282,7 +272,7 @@ int64_t generateTree(Executor &exec, Drafter &drafter, std::vector<int32_t> cont
     hiddenRow = hiddenRow >= 0 ? int64_t(v.path.back()) : -1;
     next = v.next;
   }
-  return emitted;
+  return out.emitted;
 }
 
 } // namespace llmc::spec

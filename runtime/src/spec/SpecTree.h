@@ -2,7 +2,33 @@
 #pragma once
 #include "llmc/speculative.h"
 
+#include <algorithm>
+
 namespace llmc::spec {
+
+/// What the chain's and the tree's generation loops share: the tokens
+/// emitted so far, each appended to the context as it goes out.
+struct Emission {
+  int64_t n; // tokens wanted
+  const std::vector<int32_t> &stops;
+  const std::function<bool(int32_t)> &emit;
+  std::vector<int32_t> &context;
+  int64_t emitted = 0;
+  /// Emits t: false (nothing emitted) for a stop token or when emit refuses.
+  bool take(int32_t t) {
+    if (std::find(stops.begin(), stops.end(), t) != stops.end() || !emit(t))
+      return false;
+    ++emitted;
+    context.push_back(t);
+    return true;
+  }
+  bool more() const { return emitted < n; }
+  /// Draft tokens worth scoring: past the tokens still wanted or the
+  /// context's room they are not.
+  int64_t room(const Executor &exec) const {
+    return std::min(n - emitted, exec.maxContext() - exec.pos() - 1);
+  }
+};
 
 /// generate() with a branching drafter's trees, each verified in one
 /// target pass with tree attention (Executor::verifyTree); the executor

@@ -231,22 +231,16 @@ int64_t generate(Executor &exec, Drafter &drafter, std::vector<int32_t> context,
                              "state");
   const int64_t vocab = exec.vocabSize();
   auto row = [&](size_t i) { return logits.data() + int64_t(i) * vocab; };
-  auto isStop = [&](int32_t t) { return std::find(stops.begin(), stops.end(), t) != stops.end(); };
-  int64_t emitted = 0;
+  Emission out{n, stops, emit, context};
   int32_t next = sampler.sample(row(0), vocab);
   // Adaptive draft length: halved after a pass that kept no draft, doubled
   // after one that kept them all (between 1 and max_draft), so text the
   // context does not predict costs little more than plain decoding.
   int64_t draftLen = std::max(1, opts.max_draft);
-  while (emitted < n) {
-    if (isStop(next) || !emit(next))
+  while (out.more()) {
+    if (!out.take(next) || !out.more())
       break;
-    ++emitted;
-    context.push_back(next);
-    if (emitted == n)
-      break;
-    // Drafts past the tokens still wanted or the context are not scored.
-    const int64_t room = std::min(n - emitted, exec.maxContext() - exec.pos() - 1);
+    const int64_t room = out.room(exec);
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<int32_t> draft =
         room > 0 ? drafter.draft(context, int(std::min<int64_t>(draftLen, room)), hiddenOf())
@@ -275,12 +269,10 @@ int64_t generate(Executor &exec, Drafter &drafter, std::vector<int32_t> context,
         rejected = true;
         break;
       }
-      if (isStop(draft[kept]) || !emit(draft[kept])) {
+      if (!out.take(draft[kept])) {
         stopped = true;
         break;
       }
-      ++emitted;
-      context.push_back(draft[kept]);
     }
     stats.accepted += int64_t(kept);
     if (stopped)
@@ -294,7 +286,7 @@ int64_t generate(Executor &exec, Drafter &drafter, std::vector<int32_t> context,
     else if (kept == draft.size())
       draftLen = std::min<int64_t>(std::max(1, opts.max_draft), draftLen * 2);
   }
-  return emitted;
+  return out.emitted;
 }
 
 } // namespace llmc::spec
