@@ -146,25 +146,9 @@ bool Executor::treeVerifiable() const {
   for (const kv::LayerCache &c : m.caches)
     if (!c.treeVerifiable())
       return false;
-  for (const PlanStep &s : m.plan->steps()) {
-    if (s.kernel != PlanKernel::Attend)
-      continue;
-    const codegen::AttendKernels &g = s.genAttend;
-    switch (m.caches[size_t(s.cache)].rowType()) {
-    case KvRowType::F16:
-      if (!g.rowsGroupF16)
-        return false;
-      break;
-    case KvRowType::Q8:
-      if (!g.rowsGroupQ8)
-        return false;
-      break;
-    case KvRowType::F32:
-      if (!g.rowsGroup)
-        return false;
-      break;
-    }
-  }
+  for (const PlanStep &s : m.plan->steps())
+    if (s.kernel == PlanKernel::Attend && !m.caches[size_t(s.cache)].treeVerifiable(s.genAttend))
+      return false;
   return true;
 }
 std::vector<float> Executor::verifyTree(const std::vector<int32_t> &tokens,

@@ -477,26 +477,8 @@ void LayerCache::keep(int64_t g, const std::vector<int64_t> &idx, int64_t headro
   HeadCache &c = heads_[size_t(g)];
   const int64_t m = int64_t(idx.size());
   const int64_t kb = poly_.keyBytes(), vb = poly_.valueBytes();
-  for (int64_t i = 0; i < m; ++i) {
-    const int64_t j = idx[size_t(i)]; // ascending, so j >= i
-    if (paged()) {
-      if (i != j) {
-        const int32_t id = c.paged.writable(size_t(i / blockEntries_));
-        const int64_t row = (i % blockEntries_) * pool_->rowBytes();
-        std::memcpy(pool_->keyBytes(id) + row, pagedKey(c, j), size_t(pool_->rowBytes()));
-        std::memcpy(pool_->valueBytes(id) + row, pagedValue(c, j), size_t(pool_->rowBytes()));
-      }
-    } else if (quantized()) {
-      std::copy_n(c.kq.data() + j * kb, kb, c.kq.data() + i * kb);
-      std::copy_n(c.vq.data() + j * vb, vb, c.vq.data() + i * vb);
-    } else {
-      std::copy_n(c.k.data() + j * hd_, hd_, c.k.data() + i * hd_);
-      std::copy_n(c.v.data() + j * hd_, hd_, c.v.data() + i * hd_);
-    }
-    c.pos[size_t(i)] = c.pos[size_t(j)];
-    if (!c.acc.empty())
-      c.acc[size_t(i)] = c.acc[size_t(j)];
-  }
+  for (int64_t i = 0; i < m; ++i)
+    moveEntry(c, idx[size_t(i)], i); // ascending, so idx[i] >= i
   c.n = m;
   // Give the memory back: reallocate at the kept size plus room for the
   // entries appended before the next eviction.

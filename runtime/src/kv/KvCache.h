@@ -103,6 +103,9 @@ public:
   bool treeVerifiable() const {
     return rewindable() && policy_.full() && !record_ && !quantized() && !rdStored_;
   }
+  /// treeVerifiable() with `gen` holding the row-address group kernel for
+  /// its entries' row type (attendTree's kernel).
+  bool treeVerifiable(const codegen::AttendKernels &gen) const;
   /// Attention of the T rows of a draft tree just appended (row 0 follows
   /// the cache's earlier entries, row t > 0 follows row parent[t] < t):
   /// row t sees the earlier entries and the rows on its path from row 0,
@@ -235,6 +238,12 @@ private:
                        int64_t T, int64_t g, codegen::AttendGroupFn group, float *out,
                        std::vector<float> &w, float *sum) const;
   void appendPaged(HeadCache &c, const float *kr, const float *vr);
+  /// Entry `from`'s rows (in whatever form the cache stores them), position
+  /// and statistic copied over entry `to` (KvRewind.cpp).
+  void moveEntry(HeadCache &c, int64_t from, int64_t to);
+  /// Entries n.. dropped: their rows, positions and statistics (the
+  /// vectors keep their capacity; a paged cache's spare blocks go back).
+  void truncateEntries(HeadCache &c, int64_t n);
   /// keep() of a paged cache: entries idx (ascending) moved to the front.
   void keepPaged(HeadCache &c, const std::vector<int64_t> &idx);
 

@@ -6,6 +6,7 @@
 #include "KvCache.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -26,6 +27,43 @@ void LayerCache::trimWindow(int64_t keep) {
   winPos_.erase(winPos_.begin(), winPos_.begin() + extra);
 }
 
+void LayerCache::moveEntry(HeadCache &c, int64_t from, int64_t to) {
+  if (from == to)
+    return;
+  if (paged()) {
+    const int32_t id = c.paged.writable(size_t(to / blockEntries_));
+    const int64_t row = (to % blockEntries_) * pool_->rowBytes();
+    std::memcpy(pool_->keyBytes(id) + row, pagedKey(c, from), size_t(pool_->rowBytes()));
+    std::memcpy(pool_->valueBytes(id) + row, pagedValue(c, from), size_t(pool_->rowBytes()));
+  } else if (quantized()) {
+    const int64_t kb = poly_.keyBytes(), vb = poly_.valueBytes();
+    std::copy_n(c.kq.data() + from * kb, kb, c.kq.data() + to * kb);
+    std::copy_n(c.vq.data() + from * vb, vb, c.vq.data() + to * vb);
+  } else {
+    std::copy_n(c.k.data() + from * hd_, hd_, c.k.data() + to * hd_);
+    std::copy_n(c.v.data() + from * hd_, hd_, c.v.data() + to * hd_);
+  }
+  c.pos[size_t(to)] = c.pos[size_t(from)];
+  if (!c.acc.empty())
+    c.acc[size_t(to)] = c.acc[size_t(from)];
+}
+
+void LayerCache::truncateEntries(HeadCache &c, int64_t n) {
+  c.pos.resize(size_t(n));
+  if (!c.acc.empty())
+    c.acc.resize(size_t(n));
+  if (paged()) {
+    c.paged.truncate(size_t((n + blockEntries_ - 1) / blockEntries_));
+  } else if (quantized()) {
+    c.kq.resize(size_t(n * poly_.keyBytes()));
+    c.vq.resize(size_t(n * poly_.valueBytes()));
+  } else {
+    c.k.resize(size_t(n * hd_));
+    c.v.resize(size_t(n * hd_));
+  }
+  c.n = n;
+}
+
 void LayerCache::dropFrom(int64_t pos) {
   if (!rewindable())
     throw std::runtime_error("kv cache of layer " + std::to_string(layer_) +
@@ -44,21 +82,8 @@ void LayerCache::dropFrom(int64_t pos) {
     int64_t n = c.n;
     while (n > 0 && c.pos[size_t(n - 1)] >= pos)
       --n;
-    if (n == c.n)
-      continue;
-    c.pos.resize(size_t(n));
-    if (!c.acc.empty())
-      c.acc.resize(size_t(n));
-    if (paged()) {
-      c.paged.truncate(size_t((n + blockEntries_ - 1) / blockEntries_));
-    } else if (quantized()) {
-      c.kq.resize(size_t(n * poly_.keyBytes()));
-      c.vq.resize(size_t(n * poly_.valueBytes()));
-    } else {
-      c.k.resize(size_t(n * hd_));
-      c.v.resize(size_t(n * hd_));
-    }
-    c.n = n;
+    if (n != c.n)
+      truncateEntries(c, n);
   }
   size_t w = winPos_.size(); // the window queries of the dropped positions
   while (w > 0 && winPos_[w - 1] >= pos)

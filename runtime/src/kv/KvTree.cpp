@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -44,14 +43,11 @@ void LayerCache::attendTree(ThreadPool &pool, const float *q, int64_t T, const i
   if (!treeVerifiable())
     throw std::runtime_error("kv cache of layer " + std::to_string(layer_) +
                              ": draft trees need the full KV policy over f32 or paged entries");
-  const KvRowType type = rowType();
-  const bool haveKernel = type == KvRowType::F16 ? gen.rowsGroupF16 != nullptr
-                          : type == KvRowType::Q8 ? gen.rowsGroupQ8 != nullptr
-                                                  : gen.rowsGroup != nullptr;
-  if (!haveKernel)
+  if (!treeVerifiable(gen))
     throw std::runtime_error("kv cache of layer " + std::to_string(layer_) +
                              ": draft trees need the generated attention kernel over row "
                              "addresses for its entries");
+  const KvRowType type = rowType();
   for (int64_t t = 1; t < T; ++t)
     if (parent[t] < 0 || parent[t] >= t)
       throw std::runtime_error("draft tree: row " + std::to_string(t) +
@@ -103,6 +99,20 @@ void LayerCache::attendTree(ThreadPool &pool, const float *q, int64_t T, const i
   });
 }
 
+bool LayerCache::treeVerifiable(const codegen::AttendKernels &gen) const {
+  if (!treeVerifiable())
+    return false;
+  switch (rowType()) {
+  case KvRowType::F16:
+    return gen.rowsGroupF16 != nullptr;
+  case KvRowType::Q8:
+    return gen.rowsGroupQ8 != nullptr;
+  case KvRowType::F32:
+    return gen.rowsGroup != nullptr;
+  }
+  return false;
+}
+
 void LayerCache::keepTreePath(int64_t T, const std::vector<int32_t> &path) {
   if (!treeVerifiable())
     throw std::runtime_error("kv cache of layer " + std::to_string(layer_) +
@@ -116,31 +126,9 @@ void LayerCache::keepTreePath(int64_t T, const std::vector<int32_t> &path) {
     const int64_t base = c.n - T, m = int64_t(path.size());
     // Row path[i] >= i moves down to row i: sources are never overwritten
     // before they are read.
-    for (int64_t i = 0; i < m; ++i) {
-      const int64_t from = base + path[size_t(i)], to = base + i;
-      if (from != to) {
-        if (paged()) {
-          const int32_t id = c.paged.writable(size_t(to / blockEntries_));
-          const int64_t row = (to % blockEntries_) * pool_->rowBytes();
-          std::memmove(pool_->keyBytes(id) + row, pagedKey(c, from), size_t(pool_->rowBytes()));
-          std::memmove(pool_->valueBytes(id) + row, pagedValue(c, from),
-                       size_t(pool_->rowBytes()));
-        } else {
-          std::copy_n(c.k.data() + from * hd_, hd_, c.k.data() + to * hd_);
-          std::copy_n(c.v.data() + from * hd_, hd_, c.v.data() + to * hd_);
-        }
-      }
-      c.pos[size_t(to)] = c.pos[size_t(from)];
-    }
-    const int64_t n = base + m;
-    c.pos.resize(size_t(n));
-    if (paged()) {
-      c.paged.truncate(size_t((n + blockEntries_ - 1) / blockEntries_));
-    } else {
-      c.k.resize(size_t(n * hd_));
-      c.v.resize(size_t(n * hd_));
-    }
-    c.n = n;
+    for (int64_t i = 0; i < m; ++i)
+      moveEntry(c, base + path[size_t(i)], base + i);
+    truncateEntries(c, base + m);
   }
   updateMeter();
 }

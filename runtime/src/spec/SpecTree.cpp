@@ -34,23 +34,20 @@ DraftTree DraftTree::chain(const std::vector<int32_t> &tokens) {
 
 int verifyCandidates(Sampler &sampler, const float *row, int64_t vocab, const int32_t *cand,
                      int m, int32_t &next) {
-  if (sampler.greedy()) {
+  // Greedy (or no finite logit, where sample() is greedy too): the
+  // candidate equal to the target's choice.
+  auto greedyVerdict = [&]() {
     next = sampler.sample(row, vocab);
-    for (int i = 0; i < m; ++i)
-      if (cand[i] == next)
-        return i;
-    return -1;
-  }
+    const int i = int(std::find(cand, cand + m, next) - cand);
+    return i < m ? i : -1;
+  };
+  if (sampler.greedy())
+    return greedyVerdict();
   thread_local std::vector<int32_t> ids;
   thread_local std::vector<double> w;
   const double total = sampler.distribution(row, vocab, ids, w);
-  if (ids.empty()) { // no finite logit: sample() is greedy there too
-    next = sampler.sample(row, vocab);
-    for (int i = 0; i < m; ++i)
-      if (cand[i] == next)
-        return i;
-    return -1;
-  }
+  if (ids.empty())
+    return greedyVerdict();
   auto tried = [&](int32_t id, int upTo) {
     for (int i = 0; i < upTo; ++i)
       if (cand[i] == id)
@@ -221,12 +218,8 @@ int64_t generateTree(Executor &exec, Drafter &drafter, std::vector<int32_t> cont
                      const SpecOptions &opts, Sampler &sampler,
                      const std::function<bool(int32_t)> &emit, SpecStats &stats) {
   const int64_t width = exec.hiddenSize(), vocab = exec.vocabSize();
-  if (drafter.needsHidden() && (width <= 0 || exec.hidden().size() < size_t(width)))
-    throw std::runtime_error(std::string(drafter.name()) +
-                             " draft from the final hidden state: the executor must keep it "
-                             "(ExecutorOptions::keep_hidden) and have fed the prompt");
   // The hidden row whose logits chose `next` (as in the chain's loop).
-  int64_t hiddenRow = drafter.needsHidden() ? int64_t(exec.hidden().size()) / width - 1 : -1;
+  int64_t hiddenRow = promptHiddenRow(exec, drafter);
   Emission out{n, stops, emit, context};
   int32_t next = sampler.sample(logits.data(), vocab);
   while (out.more()) {

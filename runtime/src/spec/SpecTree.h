@@ -30,6 +30,12 @@ struct Emission {
   }
 };
 
+/// The hidden row (of the executor's last step) whose logits chose the
+/// first token: the prompt's last; -1 when the drafter reads no hidden
+/// state. std::runtime_error when it does and the executor keeps none
+/// (Speculative.cpp).
+int64_t promptHiddenRow(const Executor &exec, const Drafter &drafter);
+
 /// generate() with a branching drafter's trees, each verified in one
 /// target pass with tree attention (Executor::verifyTree); the executor
 /// must be treeVerifiable() (SpecTree.cpp).

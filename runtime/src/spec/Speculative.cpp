@@ -198,6 +198,17 @@ std::vector<int32_t> MedusaDrafter::draft(const std::vector<int32_t> &context, i
   return out;
 }
 
+int64_t promptHiddenRow(const Executor &exec, const Drafter &drafter) {
+  if (!drafter.needsHidden())
+    return -1;
+  const int64_t width = exec.hiddenSize();
+  if (width <= 0 || exec.hidden().size() < size_t(width))
+    throw std::runtime_error(std::string(drafter.name()) +
+                             " draft from the final hidden state: the executor must keep it "
+                             "(ExecutorOptions::keep_hidden) and have fed the prompt");
+  return int64_t(exec.hidden().size()) / width - 1;
+}
+
 int64_t generate(Executor &exec, std::vector<int32_t> context, std::vector<float> logits,
                  int64_t n, const std::vector<int32_t> &stops, const SpecOptions &opts,
                  Sampler &sampler, const std::function<bool(int32_t)> &emit, SpecStats &stats) {
@@ -214,13 +225,9 @@ int64_t generate(Executor &exec, Drafter &drafter, std::vector<int32_t> context,
     return generateTree(exec, drafter, std::move(context), std::move(logits), n, stops, opts,
                         sampler, emit, stats);
   const int64_t width = exec.hiddenSize();
-  if (drafter.needsHidden() && (width <= 0 || exec.hidden().size() < size_t(width)))
-    throw std::runtime_error(std::string(drafter.name()) +
-                             " draft from the final hidden state: the executor must keep it "
-                             "(ExecutorOptions::keep_hidden) and have fed the prompt");
   // The hidden row whose logits chose `next`: the prompt's last, then the
   // row of the last kept token of each pass.
-  int64_t hiddenRow = drafter.needsHidden() ? int64_t(exec.hidden().size()) / width - 1 : -1;
+  int64_t hiddenRow = promptHiddenRow(exec, drafter);
   auto hiddenOf = [&]() -> const float * {
     return hiddenRow >= 0 ? exec.hidden().data() + hiddenRow * width : nullptr;
   };
