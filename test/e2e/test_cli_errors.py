@@ -193,6 +193,22 @@ def main():
                  ["run", good_art, "--prompt-tokens", "1,999999", "-n", "1", "-q"], [], must_contain=("999999",))
     expect_error("run: non-integer token id", ["run", good_art, "--prompt-tokens", "1,x", "-n", "1", "-q"], [],
                  must_contain=("x",))
+    # --samples N: continuation i is the one a run with --seed S + i draws
+    # (test_speculative_sampling counts on it), plain and with drafts.
+    sampled = ["--prompt-tokens", "1,2,3", "-n", "5", "--print-ids", "-q", "--temp", "1",
+               "--ignore-eos", "-t", "1"]
+    for spec in ([], ["--speculate", "ngram"]):
+        alone = [harness.run_llmc(["run", good_art, *sampled, *spec, "--seed", str(40 + i)],
+                                  check=False).stdout.strip() for i in range(3)]
+        together = harness.run_llmc(["run", good_art, *sampled, *spec, "--seed", "40",
+                                     "--samples", "3"], check=False).stdout.split("\n")[:3]
+        checks.check(all(alone) and together == alone and len(set(alone)) > 1,
+                     f"run --samples 3 {' '.join(spec)}: the runs of seeds 40, 41, 42, in order",
+                     f"{together} vs {alone}")
+    expect_error("run: --samples 0", ["run", good_art, *run_args, "--samples", "0"], [], code=2)
+    expect_error("run: --samples with --dump-logits",
+                 ["run", good_art, *run_args, "--samples", "2", "--dump-logits",
+                  os.path.join(work, "samples.npy")], [], code=2)
     nodir_npy = os.path.join(work, "no-such-dir", "logits.npy")
     expect_error("run: --dump-logits into a missing folder",
                  ["run", good_art, *run_args, "--dump-logits", nodir_npy], [nodir_npy], out=None)

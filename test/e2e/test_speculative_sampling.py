@@ -8,12 +8,17 @@ under p with c1..c_(i-1) removed, and draws from p with all of them
 removed when none is kept.
 
 On stories260K (vocabulary 512): a fixed 5-token prompt, 6 tokens at
-temperature 0.9 with top-k 200 and top-p 0.98, --ignore-eos, 1500 seeds in
-each mode. The 4th and the 6th token's frequencies in the two modes are
+temperature 0.9 with top-k 200 and top-p 0.98, --ignore-eos, 5000 seeds in
+each mode (one `llmc run --samples 5000` per mode: continuation i is drawn
+with seed + i, as a run with that seed draws it; test_cli_errors checks
+that equality). The 4th and the 6th token's frequencies in the two modes are
 each compared with a chi-square test of homogeneity (tokens seen at least
 10 times in all are bins of their own, the rest one bin); each passes at
 p >= 0.0005 (0.001 over the two). A rule that keeps every draft gave
-p = 0.002 at 600 seeds; at 1500 it fails (checked). The speculative runs
+p = 0.002 at 600 seeds and failed at 1500; at 5000 a residual draw that
+does not remove the rejected drafts fails all four (p 1e-10 to 4e-31,
+checked). The unit test VerifyCandidates catches subtler slips (a
+sibling kept with p(d) instead of p(d) / the mass left). The speculative runs
 must have had drafts both accepted and rejected, so the rule was
 exercised (and the tree runs must have verified branching trees). Plain and speculative runs of one seed draw
 differently (the rule uses extra draws): only the distributions are
@@ -32,7 +37,7 @@ import harness  # noqa: E402
 
 STORIES = os.path.join(harness.shared_dir(), "models", "stories260K.bin")
 PROMPT = "1,365,155,263,431"
-SEEDS = 1500
+SEEDS = 5000
 # The speculative runs use seeds SPEC_SEED0.. so the two samples are
 # independent: with equal seeds the two modes share their first draws and
 # the test's statistic comes out near zero (chi2 8.7 on df 39), which would
@@ -76,23 +81,28 @@ def tokens_at(art, sampling, spec, seed0=0, extra=()):
     and rejected, passes over branching trees; spec: the drafter's name
     (None: plain sampling)."""
     counts, accepted, rejected, trees = {i: Counter() for i in POSITIONS}, 0, 0, 0
-    for seed in range(seed0, seed0 + SEEDS):
-        args = ["run", art, "--prompt-tokens", PROMPT, "-n", "6", "--ignore-eos", "--print-ids",
-                "-t", "1", "--seed", str(seed), *sampling]
-        if spec:
-            args += ["--speculate", spec, "--draft", "4", *extra]
-        p = harness.run_llmc(args, timeout=120)
-        ids = p.stdout.split()
+    # One process draws all SEEDS continuations (--samples: continuation i
+    # with seed seed0 + i, as a run with that seed draws it).
+    args = ["run", art, "--prompt-tokens", PROMPT, "-n", "6", "--ignore-eos", "--print-ids",
+            "-t", "1", "--seed", str(seed0), "--samples", str(SEEDS), *sampling]
+    if spec:
+        args += ["--speculate", spec, "--draft", "4", *extra]
+    p = harness.run_llmc(args, timeout=600)
+    lines = p.stdout.splitlines()
+    if len(lines) != SEEDS:
+        raise RuntimeError(f"{len(lines)} lines for {SEEDS} samples: {p.stderr[-300:]}")
+    for k, line in enumerate(lines):
+        ids = line.split()
         if len(ids) != 6:
-            raise RuntimeError(f"seed {seed}: {len(ids)} tokens: {p.stdout!r} {p.stderr[-300:]}")
+            raise RuntimeError(f"seed {seed0 + k}: {len(ids)} tokens: {line!r}")
         for i in POSITIONS:
             counts[i][int(ids[i])] += 1
-        m = STATS.search(p.stderr)
-        if m:
-            accepted += int(m[2])
-            rejected += int(m[3]) - int(m[2])
-        t = TREE.search(p.stderr)
-        trees += int(t[1]) if t else 0
+    m = STATS.search(p.stderr)
+    if m:
+        accepted += int(m[2])
+        rejected += int(m[3]) - int(m[2])
+    t = TREE.search(p.stderr)
+    trees += int(t[1]) if t else 0
     return counts, accepted, rejected, trees
 
 

@@ -20,6 +20,7 @@ enum class RunDevice { Cpu, Cuda };
 struct RunArgs {
   std::string input, prompt, promptTokens, dumpLogits, dumpDecodeLogits, pipeline, tokenizer;
   int n = 64, threads = 0;
+  int samples = 1; // --samples: independent continuations, sample i seeded seed + i
   PromptChoice p;
   bool quiet = false, noBos = false, ignoreEos = false, printIds = false;
   int64_t ctx = 0, prefillChunk = 0;
@@ -86,6 +87,11 @@ void declareRunOptions(CLI::App &app, RunArgs &a) {
                   "comma-separated token ids, bypassing the tokenizer");
   cmd->add_option("-n,--tokens", a.n, "tokens to generate")->check(CLI::NonNegativeNumber);
   addPromptOptions(cmd, a.p, "the prompt", "random seed for sampling");
+  cmd->add_option("--samples", a.samples,
+                  "draw N independent continuations of the prompt, continuation i sampled "
+                  "with --seed + i (as N runs with those seeds would), one line each; the "
+                  "statistics are summed (default 1; not with --device cuda or the logit dumps)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("-t,--threads", a.threads, "worker threads (0: all cores)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-c,--ctx", a.ctx, "maximum context (0: model's, capped at 4096)")
@@ -233,7 +239,7 @@ void printRunStats(const RunArgs &a, const Executor &exec, double loadS, size_t 
           "[llmc] load %.2f s | prompt %zu tokens, %.1f tok/s | generated %d tokens, "
           "%.1f tok/s\n",
           loadS, promptTokens, promptTokens / std::max(prefillS, 1e-9), generated,
-          generated > 1 ? (generated - 1) / std::max(decodeS, 1e-9) : 0.0);
+          generated > a.samples ? (generated - a.samples) / std::max(decodeS, 1e-9) : 0.0);
   fprintf(stderr, "[llmc] engine %s | generated kernels: %s | activations: %s\n",
           exec.engineName(), exec.generatedKernelsInfo().c_str(),
           exec.activationsInfo().c_str());
@@ -326,6 +332,10 @@ int runGeneration(const RunArgs &a) {
   if (a.spec.on() && !a.dumpDecodeLogits.empty())
     return usage("--dump-decode-logits does not apply with --speculate (the target verifies "
                  "several tokens per step)");
+  if (a.samples > 1 && (a.device == RunDevice::Cuda || !a.dumpLogits.empty() ||
+                        !a.dumpDecodeLogits.empty()))
+    return usage("--samples applies to the CPU engine without --dump-logits and "
+                 "--dump-decode-logits");
   if (a.device == RunDevice::Cuda)
     return runOnCuda(a);
   if (a.noGraphs)
@@ -348,29 +358,36 @@ int runGeneration(const RunArgs &a) {
   std::vector<int32_t> stops;
   if (tok && !a.ignoreEos)
     stops = tok->stopTokens();
-  Sampler sampler(a.p.sampling);
   int64_t vocab = exec.vocabSize();
 
-  auto tp = std::chrono::steady_clock::now();
-  bool all = !a.dumpLogits.empty();
-  std::vector<float> logits = exec.forward(ids, all);
-  double prefillS = secondsSince(tp);
-  if (all)
-    dumpLogits(a, logits, int64_t(ids.size()), vocab);
   if (!a.quiet && !tok && !a.printIds)
     fprintf(stderr, "[llmc] no tokenizer: printing token ids\n");
-
   spec::SpecOptions specOpts;
   std::unique_ptr<spec::Drafter> drafter;
   if (a.spec.on())
     drafter = a.spec.forCommand(a.engine, a.threads).makeDrafter(*model.artifact, exec, specOpts);
-  auto td = std::chrono::steady_clock::now();
   spec::SpecStats specStats;
-  int generated = !drafter
-                      ? generateTokens(a, exec, tok.get(), stops, sampler, std::move(logits))
-                      : generateSpeculative(a, exec, *drafter, specOpts, tok.get(), stops, ids,
-                                            sampler, std::move(logits), specStats);
-  printRunStats(a, exec, loadS, ids.size(), prefillS, generated, secondsSince(td));
+  double prefillS = 0, decodeS = 0;
+  int generated = 0;
+  for (int s = 0; s < a.samples; ++s) { // --samples: each from an empty cache
+    if (s > 0)
+      exec.reset();
+    SamplerOptions so = a.p.sampling;
+    so.seed += uint64_t(s);
+    Sampler sampler(so);
+    auto tp = std::chrono::steady_clock::now();
+    const bool all = !a.dumpLogits.empty();
+    std::vector<float> logits = exec.forward(ids, all);
+    prefillS += secondsSince(tp);
+    if (all)
+      dumpLogits(a, logits, int64_t(ids.size()), vocab);
+    auto td = std::chrono::steady_clock::now();
+    generated += !drafter ? generateTokens(a, exec, tok.get(), stops, sampler, std::move(logits))
+                          : generateSpeculative(a, exec, *drafter, specOpts, tok.get(), stops,
+                                                ids, sampler, std::move(logits), specStats);
+    decodeS += secondsSince(td);
+  }
+  printRunStats(a, exec, loadS, ids.size() * size_t(a.samples), prefillS, generated, decodeS);
   if (drafter && !a.quiet)
     fprintf(stderr,
             "[llmc] speculative (%s, up to %d drafts): %lld target passes with a "
