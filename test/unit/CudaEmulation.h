@@ -44,7 +44,17 @@ static int llmcAnswered;               // all-sums answered in this play
 static int llmcDeposited;              // whether this play deposited a new one
 static int llmcAllCalls[32];           // [lane] all-sums called in this play
 static double llmcAllParts[kLlmcMaxAllSums][32];
-extern "C" void llmc_emu_play(int answered) { llmcAnswered = answered; llmcDeposited = 0; }
+// Answered all-sums' results for every lane, worked out once per warp (the
+// plays of one warp answer the same calls again and again): valid where
+// llmcAllSumsWarp[call] is the current warp's number.
+static double llmcAllSums[kLlmcMaxAllSums][32];
+static unsigned llmcAllSumsWarp[kLlmcMaxAllSums], llmcWarpNumber = 1;
+extern "C" void llmc_emu_play(int answered) {
+  if (answered == 0) // a warp's first play: new deposits
+    ++llmcWarpNumber;
+  llmcAnswered = answered;
+  llmcDeposited = 0;
+}
 extern "C" int llmc_emu_deposited() { return llmcDeposited; }
 extern "C" void llmc_emu_set(unsigned block, unsigned thread, unsigned threads) {
   blockIdx.x = block;
@@ -69,17 +79,18 @@ float llmcHalf(unsigned short h) {
   std::memcpy(&f, &bits, 4);
   return f;
 }
-// Lane `lane`'s value after shfl_xor 16, 8, 4, 2, 1 over the 32 lanes' values.
+// Lane `lane`'s value after shfl_xor 16, 8, 4, 2, 1 over the 32 lanes' values,
+// computing only the 31 additions that reach that lane: after the round of
+// offset o, a[m] holds lane (lane ^ m)'s value for m < o, which is
+// a[m] + a[m + o] of the round before (lane l adds lane l ^ o's value).
 template <typename T> T llmcButterfly(const T (&lanes)[32], int lane) {
-  T x[32];
-  std::memcpy(x, lanes, sizeof x);
-  for (int o = 16; o > 0; o >>= 1) {
-    T y[32];
-    for (int i = 0; i < 32; ++i)
-      y[i] = x[i] + x[i ^ o];
-    std::memcpy(x, y, sizeof x);
-  }
-  return x[lane];
+  T a[32];
+  for (int m = 0; m < 32; ++m)
+    a[m] = lanes[lane ^ m];
+  for (int o = 16; o > 0; o >>= 1)
+    for (int m = 0; m < o; ++m)
+      a[m] = a[m] + a[m + o];
+  return a[0];
 }
 float llmcWarpSum(float v) {
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
@@ -115,10 +126,15 @@ template <typename T> T llmcAllSum(T v) {
   if (call >= kLlmcMaxAllSums)
     return T(0);
   if (call < llmcAnswered) {
-    T x[32];
-    for (int i = 0; i < 32; ++i)
-      x[i] = T(llmcAllParts[call][i]);
-    return llmcButterfly(x, lane);
+    if (llmcAllSumsWarp[call] != llmcWarpNumber) {
+      T x[32];
+      for (int i = 0; i < 32; ++i)
+        x[i] = T(llmcAllParts[call][i]);
+      for (int i = 0; i < 32; ++i)
+        llmcAllSums[call][i] = double(llmcButterfly(x, i));
+      llmcAllSumsWarp[call] = llmcWarpNumber;
+    }
+    return T(llmcAllSums[call][lane]);
   }
   if (call == llmcAnswered) {
     llmcAllParts[call][lane] = double(v);
