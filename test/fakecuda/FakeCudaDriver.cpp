@@ -343,10 +343,14 @@ std::string hostBuild(const std::string &program) {
                           std::to_string(getuid());
   char key[32];
   snprintf(key, sizeof key, "%016llx", (unsigned long long)fnv1a(compiler + '\n' + program));
-  const std::string so = dir + "/" + key + ".so";
-  if (access(so.c_str(), R_OK) == 0)
-    return so;
   mkdir(dir.c_str(), 0700);
+  // Only a folder of our own that nobody else can write is trusted.
+  struct stat st;
+  const bool cacheOk = stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+                       st.st_uid == getuid() && !(st.st_mode & (S_IWGRP | S_IWOTH));
+  const std::string so = cacheOk ? dir + "/" + key + ".so" : "";
+  if (cacheOk && access(so.c_str(), R_OK) == 0)
+    return so;
   char work[] = "/tmp/llmc-fakecuda-XXXXXX";
   if (!mkdtemp(work)) {
     lastError = "fake CUDA driver: no temporary folder";
@@ -358,14 +362,17 @@ std::string hostBuild(const std::string &program) {
   const int rc = std::system(cmd.c_str());
   unlink(cpp.c_str());
   // Renamed into place whole, so a concurrent process never loads half a file.
-  const bool ok = rc == 0 && std::rename(built.c_str(), so.c_str()) == 0;
-  unlink(built.c_str());
-  rmdir(work);
-  if (!ok) {
+  if (rc == 0 && cacheOk && std::rename(built.c_str(), so.c_str()) == 0) {
+    rmdir(work);
+    return so;
+  }
+  if (rc != 0) {
+    unlink(built.c_str());
+    rmdir(work);
     lastError = "fake CUDA driver: the host build of the CUDA source failed: " + cmd;
     return "";
   }
-  return so;
+  return built; // no cache: loaded from the work folder (left behind)
 }
 
 int cuModuleLoadData(void **module, const void *) {
