@@ -15,6 +15,14 @@ On SmolLM2-135M-Instruct compiled with --target cuda, three prompts of 20,
 - `llmc-rt serve --device cuda`: two concurrent completions (token-id
   prompts) answer the same texts as the CPU's generate, /metrics shows the
   GPU's KV blocks in use going back to 0, SIGTERM exits 0;
+- the KV block pool: `generate --device cuda --kv-pool 1` (2 blocks of 16
+  positions, where three whole contexts of 128 take 24) admits requests as
+  their blocks fit and answers the CPU's tokens (so does the CPU with
+  --kv-pool 2); a request larger than the pool exits 1; `run --device
+  cuda` with the 20-token prompt ends holding 2 blocks under the full
+  cache (10 tokens), 1 under SnapKV (4 tokens: the compressed prompt's
+  second block given back) and 1 under StreamingLLM evicting while
+  decoding (10 tokens), 2 at most in each, with the CPU's tokens;
 - bad flags exit 2 (-t, --kv-type with --device cuda; --no-graphs without
   it), no driver exits 4.
 Skipped without NVRTC, the stand-in driver or the model (failed under
@@ -23,6 +31,7 @@ CI=true).
 import concurrent.futures
 import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref"))
@@ -122,6 +131,73 @@ def flag_checks(checks, art, env, prompts_file, work):
                  "generate --device cuda without a driver: exit 4", p.stderr.strip()[-200:])
 
 
+# SmolLM2's KV block on the GPU: 16 positions x 30 layers x 3 KV heads x
+# (64 + 64) f16 values = 368640 bytes, so --kv-pool 1 holds 2 blocks.
+POOL_BLOCKS_1MIB = 2
+LONG_PROMPT = ",".join(str(3 + (37 * i) % 9000) for i in range(40))
+
+
+def pool_checks(checks, work, art, env, prompts_file, cpu_rows):
+    """The GPU engine's KV block pool: smaller than every sequence's whole
+    context, sequences draw blocks as they grow, and a policy's evictions
+    give blocks back."""
+    want = [r["tokens"] for r in cpu_rows]
+    gpu, rows = generate(art, prompts_file, ["--max-batch", "3", "--device", "cuda",
+                                             "--kv-pool", "1", "--stats-json"], env)
+    st = stats_line(gpu.stderr)
+    checks.check(gpu.returncode == 0 and [r["tokens"] for r in rows] == want and
+                 st.get("kv_pool_blocks") == POOL_BLOCKS_1MIB and
+                 0 < st.get("kv_blocks_peak", 0) <= POOL_BLOCKS_1MIB and st.get("peak_batch", 9) < 3,
+                 f"generate --device cuda --kv-pool 1: a pool of {POOL_BLOCKS_1MIB} blocks (three "
+                 "whole contexts would take 24) answers the CPU's tokens, requests admitted as "
+                 "their blocks fit", f"exit {gpu.returncode}: {json.dumps(st)[:300]} "
+                 f"{[r['tokens'] for r in rows]} {gpu.stderr.strip()[-300:]}")
+    cpu, rows = generate(art, prompts_file, ["--max-batch", "3", "--kv-pool", "2",
+                                             "--exact-activations", "--kv-type", "f16", "-q"])
+    checks.check(cpu.returncode == 0 and [r["tokens"] for r in rows] == want,
+                 "generate --kv-pool 2 on the CPU: the same tokens",
+                 f"exit {cpu.returncode}: {cpu.stderr.strip()[-300:]}")
+    big = os.path.join(work, "long-prompt.txt")
+    with open(big, "w") as f:
+        f.write(LONG_PROMPT + "\n")
+    p, _ = generate(art, big, ["--device", "cuda", "--kv-pool", "1"], env)
+    checks.check(p.returncode == 1 and "needs 1.05 MiB of KV cache; the pool has 1.00 MiB" in p.stderr and not p.stdout.strip(),
+                 "generate --device cuda --kv-pool 1: a request larger than the pool exits 1 "
+                 "with a message", f"exit {p.returncode}: {p.stderr.strip()[-300:]}")
+    # The 20-token prompt, 10 tokens (9 decode steps): the full cache holds
+    # 21 positions after the first step and 29 at the end (2 blocks);
+    # SnapKV (budget 0.5), 4 tokens, compresses the prompt to 10 (its
+    # second block given back) and ends at 13 (1 block); StreamingLLM evicting while
+    # decoding (12 entries whenever 16 are reached) keeps the prompt whole,
+    # then falls to 12 at the first step (1 block) and stays below 17.
+    held = {}
+    for name, pipeline, n in (("full", "", 10), ("snapkv", "method=snapkv budget=0.5 window=8", 4),
+                              ("streaming", "method=streaming budget=12 window=4 sink=4 "
+                                            "mode=decode refresh=4", 10)):
+        a = os.path.join(work, f"smollm2-pool-{name}.llmc")
+        harness.run_llmc(["compile", harness.SMOLLM2_GGUF, "-o", a, "--target", "cpu,cuda", "-q"] +
+                         (["--pipeline", f"llm-kv-policy{{{pipeline}}}"] if pipeline else []),
+                         timeout=900)
+        args = ["run", a, "--prompt-tokens", PROMPT, "-n", str(n), "--print-ids", "--ignore-eos"]
+        g = harness.run_llmc(args + ["--device", "cuda"], check=False, timeout=900,
+                             env=emulation_env(a))
+        c = harness.run_llmc(args + ["--exact-activations", "--kv-type", "f16", "-q"], check=False,
+                             timeout=900)
+        m = re.search(r"kv pool: (\d+) blocks of 16 positions, (\d+) in use at most, (\d+) now",
+                      g.stderr)
+        held[name] = (int(m[2]), int(m[3])) if m else None
+        checks.check(g.returncode == 0 and g.stdout.split() == c.stdout.split() and m,
+                     f"run --device cuda ({name}): the CPU's tokens, the pool reported",
+                     f"exit {g.returncode}: {g.stdout.split()} vs {c.stdout.split()} "
+                     f"{g.stderr.strip()[-300:]}")
+    checks.check(held.get("full") == (2, 2) and held.get("snapkv") == (2, 1) and
+                 held.get("streaming") == (2, 1),
+                 "the GPU's KV blocks (most at once, at the end): full cache 2 and 2, SnapKV's "
+                 "compressed prompt 2 and 1, StreamingLLM evicting while decoding 2 and 1 "
+                 "(blocks given back)",
+                 str(held))
+
+
 def main():
     checks = harness.Checks("continuous batching on the GPU engine (host-emulating driver)")
     require_emulation(smollm2=True)
@@ -137,6 +213,7 @@ def main():
     cpu_rows = generate_checks(checks, art, env, prompts_file)
     if cpu_rows:
         serve_checks(checks, art, env, cpu_rows)
+        pool_checks(checks, work, art, env, prompts_file, cpu_rows)
     flag_checks(checks, art, env, prompts_file, work)
     checks.finish()
 

@@ -59,7 +59,7 @@ GenerationModel openForGeneration(const std::string &path, const std::string &pi
 BatchModel openForBatching(const std::string &path, const std::string &pipeline,
                            const std::string &tokenizer, bool quiet, const EngineChoice &engine,
                            ExecutorOptions eo, const DeviceChoice &device, int64_t sequences,
-                           const char *command) {
+                           const char *command, int64_t kvPoolBytes) {
   BatchModel m;
   if (!device.cuda) {
     GenerationModel g = openForGeneration(path, pipeline, tokenizer, quiet, engine, eo);
@@ -71,7 +71,7 @@ BatchModel openForBatching(const std::string &path, const std::string &pipeline,
   }
   m.artifact = loadModelOrArtifact(path, pipeline, tokenizer, quiet, engine.verifyWeights);
   m.gpu = openCudaEngine(*m.artifact, engine, eo.max_context, !device.noGraphs, sequences,
-                         command);
+                         command, kvPoolBytes);
   if (!m.gpu)
     return m;
   m.engine = cuda::makeCudaBatchEngine(*m.gpu);
@@ -116,8 +116,10 @@ void EngineChoice::apply(ExecutorOptions &eo) const {
 
 std::unique_ptr<cuda::CudaEngine> openCudaEngine(const Artifact &art, const EngineChoice &choice,
                                                  int64_t maxContext, bool graphs,
-                                                 int64_t sequences, const char *command) {
+                                                 int64_t sequences, const char *command,
+                                                 int64_t kvPoolBytes) {
   cuda::CudaEngineOptions co;
+  co.kv_pool_bytes = kvPoolBytes;
   co.max_context = maxContext;
   co.graphs = graphs;
   co.max_sequences = sequences;

@@ -98,7 +98,8 @@ void addEngineOptions(CLI::App *cmd, EngineChoice &choice);
 /// kNoDevice then).
 std::unique_ptr<cuda::CudaEngine> openCudaEngine(const Artifact &art, const EngineChoice &choice,
                                                  int64_t maxContext, bool graphs,
-                                                 int64_t sequences, const char *command);
+                                                 int64_t sequences, const char *command,
+                                                 int64_t kvPoolBytes = 0);
 /// "<device>, decode steps as CUDA Graphs" (or ", no graphs"): how the GPU
 /// engine runs, for bench's and generate's reports.
 std::string cudaRunInfo(const cuda::CudaEngine &gpu, bool graphs);
@@ -154,7 +155,7 @@ struct BatchModel {
 BatchModel openForBatching(const std::string &path, const std::string &pipeline,
                            const std::string &tokenizer, bool quiet, const EngineChoice &engine,
                            ExecutorOptions eo, const DeviceChoice &device, int64_t sequences,
-                           const char *command);
+                           const char *command, int64_t kvPoolBytes = 0);
 
 /// How run and generate make a prompt of text and sample from it: --chat,
 /// --system, --temp, --top-k, --top-p, --seed.

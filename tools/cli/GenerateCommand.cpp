@@ -19,7 +19,7 @@ namespace {
 struct GenerateArgs {
   std::string input, prompts, pipeline, tokenizer;
   int n = 64, threads = 0, maxBatch = 16;
-  int64_t stepTokens = 256, ctx = 0;
+  int64_t stepTokens = 256, ctx = 0, kvPoolMiB = 0;
   PromptChoice p;
   KvPagingChoice kv;
   bool ids = false, quiet = false, noBos = false, ignoreEos = false, statsJson = false;
@@ -36,6 +36,11 @@ void declareGenerateOptions(CLI::App &app, GenerateArgs &a) {
   cmd->add_option("--prompts", a.prompts, "file with one prompt per line ('-': stdin)")
       ->required();
   cmd->add_flag("--ids", a.ids, "each line is comma-separated token ids, not text");
+  cmd->add_option("--kv-pool", a.kvPoolMiB,
+                  "MiB of KV cache for all sequences (the block pool): a request is admitted "
+                  "while the (prompt + -n) positions of those running and its own fit, in "
+                  "whole blocks; 0: room for --max-batch whole contexts (default)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--prompt-ids", a.promptIds,
                 "also write each request's prompt token ids (\"prompt_ids\"; with --chat, the "
                 "rendered template's), e.g. to calibrate drafters on the model's own answers");
@@ -132,7 +137,7 @@ int runGenerate(const GenerateArgs &a) {
   eo.threads = a.threads;
   eo.max_context = a.ctx;
   BatchModel model = openForBatching(a.input, a.pipeline, a.tokenizer, a.quiet, a.engine, eo,
-                                     a.device, a.maxBatch, "generate");
+                                     a.device, a.maxBatch, "generate", a.kvPoolMiB << 20);
   if (!model.engine)
     return kNoDevice;
   const std::unique_ptr<Tokenizer> &tok = model.tok;
@@ -142,6 +147,7 @@ int runGenerate(const GenerateArgs &a) {
   bo.max_batch = a.maxBatch;
   bo.step_tokens = a.stepTokens;
   bo.max_queue = int64_t(prompts.size());
+  bo.kv_pool_bytes = a.kvPoolMiB << 20;
   applyKvPaging(a.kv, a.engine.rowType(), bo);
   Batcher batcher(*model.engine, bo); // throws invalid_argument for step_tokens <= max_batch
   std::vector<Result> results(prompts.size());
@@ -213,10 +219,13 @@ int runGenerate(const GenerateArgs &a) {
                         {"decode_tokens", decoded},
                         {"decode_tok_s", decodeS > 0 ? double(decoded) / decodeS : 0.0},
                         {"engine", model.engine->name()},
+                        {"kv_pool_blocks", st.pool.capacity_blocks},
                         {"generated_kernels",
                          model.exec ? model.exec->generatedKernelsInfo()
                                     : "CUDA kernels on " +
                                           cudaRunInfo(*model.gpu, !a.device.noGraphs)}};
+    if (model.gpu) // the most KV blocks in use at once (after the policies' evictions)
+      j["kv_blocks_peak"] = model.gpu->stats().kv_blocks_peak;
     fprintf(stderr, "%s\n", j.dump().c_str());
   } else if (!a.quiet)
     fprintf(stderr,

@@ -314,6 +314,9 @@ int runOnCuda(const RunArgs &a) {
             gpu->deviceInfo().c_str(), double(st.weight_bytes) / (1 << 20), st.upload_seconds,
             double(st.kv_bytes) / (1 << 20), kvType.c_str(), double(st.arena_bytes) / (1 << 20),
             (long long)st.graph_steps, (long long)st.captures, (long long)st.eager_steps);
+    fprintf(stderr, "[llmc] kv pool: %lld blocks of 16 positions, %lld in use at most, %lld now\n",
+            (long long)st.kv_pool_blocks, (long long)st.kv_blocks_peak,
+            (long long)gpu->kvBlocksUsed());
     if (st.kv_compressions > 0 || st.kv_decode_evictions > 0)
       fprintf(stderr,
               "[llmc] kv policy on the GPU: %lld prompt(s) compressed, %lld decode-time "

@@ -46,8 +46,9 @@ void declareServeOptions(CLI::App &app, ServeArgs &a) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-pool", a.kvPoolMiB,
                   "MiB of KV cache for all sequences (the block pool): each reserves "
-                  "(prompt + max_tokens) positions at f32, in whole blocks, while it runs; "
-                  "larger requests get 400 (0: room for --max-batch whole contexts)")
+                  "(prompt + max_tokens) positions (at f32; f16 with --device cuda), in whole "
+                  "blocks, while it runs; larger requests get 400 (0: room for --max-batch "
+                  "whole contexts)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--model-name", a.name, "the model id in /v1/models (default: the file name)");
   cmd->add_option("--max-tokens", a.maxTokens, "max_tokens when a request gives none "
@@ -104,7 +105,8 @@ int runServe(const ServeArgs &a) {
   eo.threads = a.threads;
   eo.max_context = a.ctx;
   BatchModel model =
-      openForBatching(a.input, "", "", a.quiet, a.engine, eo, a.device, a.maxBatch, "serve");
+      openForBatching(a.input, "", "", a.quiet, a.engine, eo, a.device, a.maxBatch, "serve",
+                      a.kvPoolMiB << 20);
   if (!model.engine)
     return kNoDevice;
   BatchEngine &engine = *model.engine;

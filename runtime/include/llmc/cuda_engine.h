@@ -36,6 +36,10 @@ struct CudaEngineOptions {
   int64_t max_context = 0; // 0: the model's context length, capped at 4096
   bool graphs = true;      // false: every step launched eagerly (--no-graphs)
   int64_t max_sequences = 1; // sequences with their own KV cache (1..1024)
+  /// > 0: the KV block pool's bytes (blocks of 16 positions in every
+  /// layer, drawn as sequences grow and given back when a KV policy
+  /// shrinks a cache); 0: room for every sequence's whole context.
+  int64_t kv_pool_bytes = 0;
   signing::CodeTrust trust;
 };
 
@@ -47,6 +51,9 @@ struct CudaEngineStats {
   /// KV policies: prompts compressed, decode-time evictions (per cache and
   /// sequence), entries evicted (all caches and KV heads).
   int64_t kv_compressions = 0, kv_decode_evictions = 0, kv_evicted = 0;
+  /// The KV block pool: its blocks (of 16 positions in every layer; the
+  /// scratch block not counted) and the most in use at once.
+  int64_t kv_pool_blocks = 0, kv_blocks_peak = 0;
   double upload_seconds = 0;
 };
 
@@ -78,6 +85,8 @@ public:
   int64_t maxSequences() const;
   /// Bytes one position of a sequence takes in every layer's f16 KV cache.
   int64_t kvBytesPerPosition() const;
+  /// KV blocks (16 positions in every layer) in use now.
+  int64_t kvBlocksUsed() const;
   int64_t vocabSize() const;
   int64_t maxContext() const;
   /// "NVIDIA H200 (compute capability 9.0, image sm_90)"

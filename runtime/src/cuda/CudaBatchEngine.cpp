@@ -28,7 +28,14 @@ struct CudaSequence final : EngineSequence {
   int64_t slot;
   CudaSequence(CudaEngine &g, std::shared_ptr<Slots> s, int64_t i)
       : gpu(g), slots(std::move(s)), slot(i) {}
-  ~CudaSequence() override { slots->taken[size_t(slot)] = false; }
+  ~CudaSequence() override {
+    try {
+      gpu.resetSequence(slot); // its KV blocks back to the pool now
+    } catch (...) {
+      // a device error: the blocks come back when the slot is taken again
+    }
+    slots->taken[size_t(slot)] = false;
+  }
   int64_t pos() const override { return gpu.sequencePos(slot); }
   int64_t kvBytes() const override { return roundUp(pos()) * gpu.kvBytesPerPosition(); }
   static int64_t roundUp(int64_t positions) {
@@ -107,11 +114,8 @@ public:
     KvPoolInfo p;
     p.block_tokens = kBlockTokens;
     p.block_bytes = kBlockTokens * gpu_.kvBytesPerPosition();
-    p.capacity_blocks =
-        gpu_.maxSequences() * ((gpu_.maxContext() + kBlockTokens - 1) / kBlockTokens);
-    for (size_t s = 0; s < slots_->taken.size(); ++s)
-      if (slots_->taken[s])
-        p.used_blocks += CudaSequence::roundUp(gpu_.sequencePos(int64_t(s))) / kBlockTokens;
+    p.capacity_blocks = gpu_.stats().kv_pool_blocks;
+    p.used_blocks = gpu_.kvBlocksUsed(); // after the policies' evictions
     return p;
   }
 

@@ -67,8 +67,9 @@ std::vector<float> CudaEngine::forwardSequence(int64_t seq, const std::vector<in
   if (pos + int64_t(tokens.size()) > m.maxCtx)
     throw std::runtime_error("forward: context overflow: " + std::to_string(pos) + " + " +
                              std::to_string(tokens.size()) + " > " + std::to_string(m.maxCtx));
-  std::vector<float> out(size_t((allLogits ? tokens.size() : 1) * size_t(m.vocab)));
   const int64_t n = int64_t(tokens.size()), p0 = pos;
+  m.ensureBlocks({{seq, m.slotsHeld(seq) + n}}); // throws, the cache unchanged, when full
+  std::vector<float> out(size_t((allLogits ? tokens.size() : 1) * size_t(m.vocab)));
   // A multi-token call is a prompt to the KV policies: its last query rows
   // are kept as its chunks run, and the caches compressed after the last.
   const bool compress = n > 1 && m.kv->any();
@@ -104,6 +105,7 @@ std::vector<float> CudaEngine::forwardSequence(int64_t seq, const std::vector<in
     m.decodeQ.on = false;
     m.evictAfterDecode({seq}, {p0});
   }
+  m.trimBlocks(seq); // what the policy evicted goes back to the pool
   return out;
 }
 
@@ -131,6 +133,10 @@ std::vector<float> CudaEngine::decodeBatch(const std::vector<int64_t> &seqs,
       throw std::runtime_error("decodeBatch: sequence " + std::to_string(seqs[size_t(i)]) +
                                " is at the end of the context");
   }
+  std::vector<std::pair<int64_t, int64_t>> need;
+  for (int64_t q : seqs)
+    need.emplace_back(q, m.slotsHeld(q) + 1);
+  m.ensureBlocks(need); // throws, no cache changed, when the pool is full
   for (int64_t i = 0; i < bucket; ++i) { // padding rows: the scratch sequence at 0
     const bool real = i < B;
     m.hostTokens[size_t(i)] = real ? tokens[size_t(i)] : 0;
@@ -153,6 +159,8 @@ std::vector<float> CudaEngine::decodeBatch(const std::vector<int64_t> &seqs,
     m.kv->advance(seqs[size_t(i)], 1);
   }
   m.evictAfterDecode(seqs, positions);
+  for (int64_t q : seqs)
+    m.trimBlocks(q);
   all.resize(size_t(B * m.vocab));
   return all;
 }
@@ -166,6 +174,7 @@ void CudaEngine::resetSequence(int64_t seq) {
     if (m.kv->compresses(c))
       m.setHoles(c, seq, std::vector<int32_t>(m.hostHole[size_t(c)].size() /
                                                   size_t(m.maxSeqs + 1), 0));
+  m.trimBlocks(seq); // all of them
 }
 int64_t CudaEngine::sequencePos(int64_t seq) const {
   impl_->checkSequence(seq);
@@ -174,8 +183,9 @@ int64_t CudaEngine::sequencePos(int64_t seq) const {
 int64_t CudaEngine::maxSequences() const { return impl_->maxSeqs; }
 int64_t CudaEngine::kvBytesPerPosition() const {
   const Impl &m = *impl_;
-  return m.stats.kv_bytes / ((m.maxSeqs + 1) * m.maxBlocks * kKvBlock);
+  return m.stats.kv_bytes / (m.blocks.pool * kKvBlock);
 }
+int64_t CudaEngine::kvBlocksUsed() const { return impl_->blocks.used; }
 
 void CudaEngine::reset() { resetSequence(0); }
 int64_t CudaEngine::pos() const { return impl_->seqPos[0]; }

@@ -65,16 +65,14 @@ void CudaEngine::Impl::build(void *module) {
   maxBlocks = (maxCtx + kKvBlock - 1) / kKvBlock;
   nSplits = std::min<int64_t>(kMaxSplits, (maxCtx + kSplitLen - 1) / kSplitLen);
   part = dev->alloc(size_t(std::max<int64_t>(T * maxHeads * nSplits * (maxHeadDim + 2), 1) * 4));
-  // Sequence q owns blocks [q * maxBlocks, (q + 1) * maxBlocks); one more
-  // sequence takes the padding rows of a batch bucket.
-  const int64_t blocks = (maxSeqs + 1) * maxBlocks;
-  if (blocks > INT32_MAX)
-    throw std::runtime_error("cuda engine: too many KV blocks for the sequences and context");
-  std::vector<int32_t> table(static_cast<size_t>(blocks));
-  for (int64_t b = 0; b < blocks; ++b)
-    table[size_t(b)] = int32_t(b);
-  blockTable = dev->alloc(table.size() * 4);
-  dev->upload(blockTable, table.data(), table.size() * 4);
+  // The pools: every cache's rows of blocks.pool blocks (CudaKvBlocks.cpp).
+  int64_t blockBytes = 0;
+  for (const PlanStep &s : plan->steps())
+    if (s.kernel == PlanKernel::RopeKvAppend && size_t(s.cache) < kvLayers.size()) {
+      const CudaKvLayer &l = kvLayers[size_t(s.cache)];
+      blockBytes += s.kvHeads * kKvBlock * (l.keyRowBytes() + l.valueRowBytes());
+    }
+  buildBlockPool(blockBytes);
   if (moe.any) {
     const size_t t = size_t(T);
     moe.logits = dev->alloc(t * size_t(moe.experts) * 4);
@@ -96,7 +94,7 @@ void CudaEngine::Impl::build(void *module) {
         vpool.resize(size_t(s.cache) + 1);
       }
       const CudaKvLayer &l = kvLayers[size_t(s.cache)];
-      const size_t rows = size_t(blocks * s.kvHeads * kKvBlock);
+      const size_t rows = size_t(blocks.pool * s.kvHeads * kKvBlock);
       kpool[size_t(s.cache)] = dev->alloc(rows * size_t(l.keyRowBytes()));
       vpool[size_t(s.cache)] = dev->alloc(rows * size_t(l.valueRowBytes()));
       stats.kv_bytes += int64_t(rows * size_t(l.keyRowBytes() + l.valueRowBytes()));

@@ -105,6 +105,35 @@ struct CudaEngine::Impl {
   } moe;
   int64_t maxHeads = 0, maxHeadDim = 0;
   std::vector<int32_t> hostTokens, hostPos, hostSeq;
+  /// The KV block pool (CudaKvBlocks.cpp). Every cache's pools hold `pool`
+  /// blocks of kKvBlock rows per KV head; block 0 is scratch (the padding
+  /// rows' and every unmapped entry's). A sequence's logical blocks map to
+  /// physical ones as its cache grows (ensureBlocks, before a step runs)
+  /// and go back to the free list when its policy shrinks the cache
+  /// (trimBlocks) or it resets: a policy's evictions free device memory
+  /// for other sequences. `table` ([(maxSeqs + 1) * maxBlocks], the padding
+  /// sequence's row all scratch) is uploaded to blockTable before a step
+  /// when it changed; the kernels and graphs read it there.
+  struct KvBlocks {
+    int64_t pool = 0, used = 0, peak = 0;
+    std::vector<int32_t> table, free;
+    std::vector<int64_t> mapped; // per sequence: its first `mapped` logical blocks
+    bool dirty = false;
+  } blocks;
+  /// Blocks of kKvBlock rows each of the pools hold, and their bytes.
+  void buildBlockPool(int64_t blockBytes);
+  /// Entries sequence seq holds in its largest cache (the next row's slot there).
+  int64_t slotsHeld(int64_t seq) const;
+  /// Maps blocks so that each (sequence, slots) pair's sequence holds that
+  /// many slots; throws std::runtime_error, mapping nothing, when the pool
+  /// has too few free blocks.
+  void ensureBlocks(const std::vector<std::pair<int64_t, int64_t>> &need);
+  /// Gives back sequence seq's blocks past slotsHeld(seq) (all after a reset).
+  void trimBlocks(int64_t seq);
+  /// The physical block of sequence seq's logical block b.
+  int64_t physicalBlock(int64_t seq, int64_t b) const {
+    return blocks.table[size_t(seq * maxBlocks + b)];
+  }
   std::map<int64_t, CudaGraph> graphs; // decode step per batch bucket
   std::vector<int64_t> cacheLayer;     // each KV cache's layer (bind.cache order)
   /// KV policies (CudaKvPolicy.h). When some cache compresses, every row's

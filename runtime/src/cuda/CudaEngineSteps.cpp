@@ -239,6 +239,10 @@ void CudaEngine::Impl::step(int64_t T, bool bucket, bool allLogits, float *out) 
   dev->uploadAsync(seqBuf, 0, hostSeq.data(), size_t(T * 4));
   if (kv->any())
     dev->uploadAsync(slotBuf, 0, hostSlot.data(), hostSlot.size() * 4);
+  if (blocks.dirty) { // blocks mapped or given back since the last step
+    dev->uploadAsync(blockTable, 0, blocks.table.data(), blocks.table.size() * 4);
+    blocks.dirty = false;
+  }
   phase("upload rows");
   // MoE layers (routed on the host) run eagerly.
   if (bucket && opts.graphs && !moe.any) {
@@ -288,27 +292,37 @@ void CudaEngine::Impl::keepQueryTail(int c, uint64_t q, int64_t T, int64_t qd) {
 
 CudaKvBlockIo CudaEngine::Impl::blockIo() {
   CudaKvBlockIo io;
-  // Sequence q's blocks are q * maxBlocks.. (the block table is the
-  // identity); a block of a pool is its bytes / all blocks (keys and
-  // values differ in a PolyKV cache).
-  auto offset = [this](const DeviceBuffer &pool, int64_t q, int64_t first) {
-    const size_t block = pool.bytes() / size_t((maxSeqs + 1) * maxBlocks);
-    return std::pair<size_t, size_t>(size_t(q * maxBlocks + first) * block, block);
+  // Sequence q's logical blocks first.. through the block table, one
+  // copy per run of consecutive physical blocks; a block of a pool is its
+  // bytes / the pool's blocks (keys and values differ in a PolyKV cache).
+  auto each = [this](const DeviceBuffer &pool, int64_t q, int64_t first, int64_t count,
+                     const std::function<void(size_t at, size_t host, size_t bytes)> &copy) {
+    const size_t block = pool.bytes() / size_t(blocks.pool);
+    for (int64_t b = 0; b < count;) {
+      const int64_t phys = physicalBlock(q, first + b);
+      int64_t run = 1;
+      while (b + run < count && physicalBlock(q, first + b + run) == phys + run)
+        ++run;
+      copy(size_t(phys) * block, size_t(b) * block, size_t(run) * block);
+      b += run;
+    }
   };
-  io.read = [this, offset](int c, int64_t q, int64_t first, int64_t count, uint8_t *k,
-                           uint8_t *v) {
-    const auto [ka, kb] = offset(kpool[size_t(c)], q, first);
-    const auto [va, vb] = offset(vpool[size_t(c)], q, first);
-    dev->downloadAsync(k, kpool[size_t(c)], ka, kb * size_t(count));
-    dev->downloadAsync(v, vpool[size_t(c)], va, vb * size_t(count));
+  io.read = [this, each](int c, int64_t q, int64_t first, int64_t count, uint8_t *k,
+                         uint8_t *v) {
+    const DeviceBuffer &kp = kpool[size_t(c)], &vp = vpool[size_t(c)];
+    each(kp, q, first, count,
+         [&](size_t at, size_t h, size_t n) { dev->downloadAsync(k + h, kp, at, n); });
+    each(vp, q, first, count,
+         [&](size_t at, size_t h, size_t n) { dev->downloadAsync(v + h, vp, at, n); });
     dev->synchronize();
   };
-  io.write = [this, offset](int c, int64_t q, int64_t first, int64_t count, const uint8_t *k,
-                            const uint8_t *v) {
-    const auto [ka, kb] = offset(kpool[size_t(c)], q, first);
-    const auto [va, vb] = offset(vpool[size_t(c)], q, first);
-    dev->uploadAsync(kpool[size_t(c)], ka, k, kb * size_t(count));
-    dev->uploadAsync(vpool[size_t(c)], va, v, vb * size_t(count));
+  io.write = [this, each](int c, int64_t q, int64_t first, int64_t count, const uint8_t *k,
+                          const uint8_t *v) {
+    DeviceBuffer &kp = kpool[size_t(c)], &vp = vpool[size_t(c)];
+    each(kp, q, first, count,
+         [&](size_t at, size_t h, size_t n) { dev->uploadAsync(kp, at, k + h, n); });
+    each(vp, q, first, count,
+         [&](size_t at, size_t h, size_t n) { dev->uploadAsync(vp, at, v + h, n); });
     dev->synchronize();
   };
   io.setHoles = [this](int c, int64_t q, const std::vector<int32_t> &lohi) {

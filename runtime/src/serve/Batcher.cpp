@@ -1,6 +1,8 @@
 //===- Batcher.cpp - Continuous batching over BatchEngine::forwardBatch ---===//
 #include "llmc/batcher.h"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -92,10 +94,12 @@ int64_t Batcher::submit(GenerationRequest request, GenerationEvents events) {
                                 std::to_string(engine_.maxContext()) + " tokens");
   const int64_t positions = std::min(n + request.max_tokens, engine_.maxContext());
   const int64_t reserve = opts_.kv_pool_bytes > 0 ? reserveBytes(positions) : 0;
-  if (reserve > opts_.kv_pool_bytes && opts_.kv_pool_bytes > 0)
-    throw std::invalid_argument("the request needs " + std::to_string(reserve >> 20) +
-                                " MiB of KV cache; the pool has " +
-                                std::to_string(opts_.kv_pool_bytes >> 20) + " MiB");
+  if (reserve > opts_.kv_pool_bytes && opts_.kv_pool_bytes > 0) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "the request needs %.2f MiB of KV cache; the pool has %.2f MiB",
+             double(reserve) / (1 << 20), double(opts_.kv_pool_bytes) / (1 << 20));
+    throw std::invalid_argument(msg);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (int64_t(waiting_.size()) >= opts_.max_queue)
     return 0;
