@@ -210,7 +210,14 @@ private:
                                                const std::vector<std::vector<int32_t>> &pieces,
                                                prune::CalibrationUse &use) {
     std::vector<HiddenSequence> seqs;
+    auto said = std::chrono::steady_clock::now(); // progress at most every 5 s
     for (const std::vector<int32_t> &piece : pieces) {
+      if (std::chrono::steady_clock::now() - said > std::chrono::seconds(5)) {
+        ProgressLog(getOperation()) << "spec-attach medusa: hidden states of calibration "
+                                    << "sequence " << (seqs.size() + 1) << " of "
+                                    << pieces.size() << "\n";
+        said = std::chrono::steady_clock::now();
+      }
       HiddenSequence s;
       s.tokens = piece;
       ex.reset();
