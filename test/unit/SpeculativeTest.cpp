@@ -1,7 +1,9 @@
 //===- SpeculativeTest.cpp - Prompt-lookup drafts --------------------------===//
 // ngramDraft: the longest recurring suffix wins, its latest earlier
 // occurrence is used, drafts stop at the context's end and at max_draft,
-// nothing when no suffix of min_n tokens recurs.
+// nothing when no suffix of min_n tokens recurs. ngramTree: the same chain
+// first, other occurrences' continuations as siblings, shared prefixes
+// merged, at most max_nodes tokens.
 //===----------------------------------------------------------------------===//
 #include "llmc/speculative.h"
 
@@ -12,6 +14,7 @@
 #include <functional>
 
 using llmc::spec::ngramDraft;
+using llmc::spec::ngramTree;
 using V = std::vector<int32_t>;
 
 TEST(NgramDraft, LatestOccurrenceOfTheLongestSuffix) {
@@ -39,6 +42,30 @@ TEST(NgramDraft, StopsAtTheContextEndAndNeedsMinN) {
   EXPECT_TRUE(ngramDraft(V{}, 4, 3, 1).empty());
   EXPECT_TRUE(ngramDraft(V{3}, 4, 3, 1).empty());
   EXPECT_TRUE(ngramDraft(ctx, 0, 3, 1).empty());
+}
+
+TEST(NgramTree, TheChainFirstThenOtherOccurrencesAsSiblings) {
+  // "1 2 3" at 6 (then 9 8 7 1) is the chain; at 0 (then 4 5 6 1) a second
+  // branch from the root.
+  const V ctx = {1, 2, 3, 4, 5, 6, 1, 2, 3, 9, 8, 7, 1, 2, 3};
+  const llmc::spec::DraftTree t = ngramTree(ctx, 8, 4, 3, 1);
+  EXPECT_EQ(t.token, (V{9, 8, 7, 1, 4, 5, 6, 1}));
+  EXPECT_EQ(t.parent, (V{-1, 0, 1, 2, -1, 4, 5, 6}));
+  const llmc::spec::DraftTree few = ngramTree(ctx, 5, 4, 3, 1); // the node budget
+  EXPECT_EQ(few.token, (V{9, 8, 7, 1, 4}));
+  EXPECT_EQ(few.parent, (V{-1, 0, 1, 2, -1}));
+}
+
+TEST(NgramTree, SharedPrefixesMergeAndNothingWithoutARecurringSuffix) {
+  // "5" at 3 continues 1 3, at 0 continues 1 2: one "1" with two children.
+  const V ctx = {5, 1, 2, 5, 1, 3, 5};
+  const llmc::spec::DraftTree t = ngramTree(ctx, 8, 2, 3, 1);
+  EXPECT_EQ(t.token, (V{1, 3, 2}));
+  EXPECT_EQ(t.parent, (V{-1, 0, 0}));
+  EXPECT_EQ(ngramTree(ctx, 8, 2, 3, 2).size(), 0u); // no 2-token suffix recurs
+  EXPECT_EQ(ngramTree(V{1, 2, 3}, 8, 4, 3, 1).size(), 0u);
+  EXPECT_EQ(ngramTree(ctx, 0, 4, 3, 1).size(), 0u);
+  EXPECT_EQ(ngramTree(ctx, 8, 0, 3, 1).size(), 0u);
 }
 
 namespace {

@@ -29,8 +29,10 @@ void addSpeculationOptions(CLI::App *cmd, SpeculationChoice &c) {
                   "max_draft, else 4)")
       ->check(CLI::Range(1, 16));
   cmd->add_option("--tree", c.tree,
-                  "--speculate medusa or hybrid: draft a tree of up to this many tokens (the "
-                  "heads' likeliest continuations, --draft deep at most) and verify it in one "
+                  "--speculate ngram, medusa or hybrid: draft a tree of up to this many tokens "
+                  "(prompt lookup: the continuations of every earlier occurrence of the "
+                  "context's suffix; Medusa: the heads' likeliest continuations; --draft deep at "
+                  "most) and verify it in one "
                   "target pass with tree attention (0: a chain; default: the artifact's "
                   "tree_nodes, else 0; needs the full KV policy over f32 or paged entries and "
                   "the generated kernels, a chain otherwise)")
@@ -77,9 +79,10 @@ std::unique_ptr<spec::Drafter> SpeculationChoice::makeDrafter(const Artifact &ar
                                  : "--draft-model applies to --speculate draft");
   if (draftMask >= 0 && choice != SpecChoice::Draft)
     throw std::runtime_error("--draft-mask applies to --speculate draft");
-  if (tree > 0 && choice != SpecChoice::Medusa && choice != SpecChoice::Hybrid)
-    throw std::runtime_error("--tree applies to Medusa heads (--speculate medusa, hybrid, or "
-                             "auto on an artifact with heads)");
+  if (tree > 0 && choice != SpecChoice::Medusa && choice != SpecChoice::Hybrid &&
+      choice != SpecChoice::Ngram)
+    throw std::runtime_error("--tree applies to prompt lookup and Medusa heads (--speculate "
+                             "ngram, medusa, hybrid, or auto), not to draft models");
   if (choice == SpecChoice::Draft) {
     return std::make_unique<spec::ModelDrafter>(
         loadModelOrArtifact(draftModel, "", "", /*quiet=*/true, /*verifyWeights=*/false),

@@ -61,6 +61,14 @@ struct DraftTree {
   static DraftTree chain(const std::vector<int32_t> &tokens);
 };
 
+/// Prompt lookup as a tree: the continuations (up to max_depth tokens) of
+/// every earlier occurrence of the context's last n tokens, n = max_n down
+/// to min_n and the latest occurrence first, merged where they share a
+/// prefix, until max_nodes tokens. Its first path is ngramDraft's chain;
+/// later occurrences that continued differently become siblings.
+DraftTree ngramTree(const std::vector<int32_t> &context, int max_nodes, int max_depth, int max_n,
+                    int min_n);
+
 /// Proposes the tokens that may follow the context.
 class Drafter {
 public:
@@ -89,6 +97,11 @@ public:
   std::vector<int32_t> draft(const std::vector<int32_t> &context, int max_draft,
                              const float *) override {
     return ngramDraft(context, max_draft, max_n_, min_n_);
+  }
+  bool branches() const override { return true; }
+  DraftTree draftTree(const std::vector<int32_t> &context, int max_nodes, int max_depth,
+                      const float *) override {
+    return ngramTree(context, max_nodes, max_depth, max_n_, min_n_);
   }
   const char *name() const override { return "prompt lookup"; }
 
@@ -160,12 +173,11 @@ public:
     std::vector<int32_t> d = lookup_.draft(context, max_draft, hidden);
     return d.empty() ? fallback_->draft(context, max_draft, hidden) : d;
   }
-  bool branches() const override { return fallback_->branches(); }
+  bool branches() const override { return true; }
   DraftTree draftTree(const std::vector<int32_t> &context, int max_nodes, int max_depth,
                       const float *hidden) override {
-    std::vector<int32_t> d = lookup_.draft(context, std::min(max_nodes, max_depth), hidden);
-    return d.empty() ? fallback_->draftTree(context, max_nodes, max_depth, hidden)
-                     : DraftTree::chain(d);
+    DraftTree t = lookup_.draftTree(context, max_nodes, max_depth, hidden);
+    return t.size() == 0 ? fallback_->draftTree(context, max_nodes, max_depth, hidden) : t;
   }
   bool needsHidden() const override { return fallback_->needsHidden(); }
   const char *name() const override { return "prompt lookup, then medusa heads"; }

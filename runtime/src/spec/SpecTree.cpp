@@ -32,6 +32,37 @@ DraftTree DraftTree::chain(const std::vector<int32_t> &tokens) {
   return t;
 }
 
+DraftTree ngramTree(const std::vector<int32_t> &context, int max_nodes, int max_depth, int max_n,
+                    int min_n) {
+  DraftTree t;
+  const int64_t L = int64_t(context.size());
+  if (max_nodes <= 0 || max_depth <= 0 || min_n <= 0)
+    return t;
+  auto full = [&] { return int64_t(t.size()) >= max_nodes; };
+  auto childOf = [&](int32_t parent, int32_t token) {
+    for (size_t i = 0; i < t.size(); ++i)
+      if (t.parent[i] == parent && t.token[i] == token)
+        return int32_t(i);
+    return int32_t(-1);
+  };
+  for (int64_t n = std::min<int64_t>(max_n, L - 1); n >= min_n && !full(); --n)
+    for (int64_t s = L - n - 1; s >= 0 && !full(); --s) {
+      if (!std::equal(context.begin() + s, context.begin() + s + n, context.end() - n))
+        continue;
+      int32_t at = -1; // the continuation's path, merged into the tree
+      for (int64_t k = s + n; k < std::min<int64_t>(L, s + n + max_depth) && !full(); ++k) {
+        int32_t c = childOf(at, context[size_t(k)]);
+        if (c < 0) {
+          t.token.push_back(context[size_t(k)]);
+          t.parent.push_back(at);
+          c = int32_t(t.size() - 1);
+        }
+        at = c;
+      }
+    }
+  return t;
+}
+
 int verifyCandidates(Sampler &sampler, const float *row, int64_t vocab, const int32_t *cand,
                      int m, int32_t &next) {
   // Greedy (or no finite logit, where sample() is greedy too): the

@@ -20,7 +20,8 @@
 // RUN: diff %t/plain.txt %t/auto.txt
 // RUN: llmc run %t/m.llmc --prompt-tokens 1,2,3 -n 40 --speculate auto 2>&1 >/dev/null | FileCheck %s --check-prefix=DRAFTED
 // Draft trees (tree=6): carried into the manifest, used by the artifact's
-// drafter, lossless; --tree 0 turns them off, --tree on prompt lookup is refused.
+// drafter, lossless; --tree 0 turns them off; prompt lookup drafts trees
+// too (lossless), a draft model does not.
 // RUN: llmc compile %t/hf/llama-f32 -o %t/tree.llmc -q --pipeline 'llm-spec-attach{method=medusa heads=2 tree=6 calib=%t/calib.ids calib-tokens=2048 calib-seq=128 draft-vocab=64}'
 // RUN: llmc inspect %t/tree.llmc | FileCheck %s --check-prefix=TREEINSPECT
 // RUN: llmc inspect %t/tree.llmc --ir | FileCheck %s --check-prefix=TREEIR
@@ -28,7 +29,9 @@
 // RUN: diff %t/plain.txt %t/tree.txt
 // RUN: llmc run %t/tree.llmc --prompt-tokens 1,2,3 -n 40 --speculate auto 2>&1 >/dev/null | FileCheck %s --check-prefix=TREEDRAFTED
 // RUN: llmc run %t/tree.llmc --prompt-tokens 1,2,3 -n 40 --speculate auto --tree 0 2>&1 >/dev/null | FileCheck %s --check-prefix=NOTREE
-// RUN: not llmc run %t/tree.llmc --prompt-tokens 1,2,3 -n 4 -q --speculate ngram --tree 4 2>&1 | FileCheck %s --check-prefix=TREENGRAM
+// RUN: llmc run %t/tree.llmc --prompt-tokens 1,2,3 -n 40 -q --print-ids --speculate ngram --tree 6 > %t/ngramtree.txt
+// RUN: diff %t/plain.txt %t/ngramtree.txt
+// RUN: not llmc run %t/tree.llmc --prompt-tokens 1,2,3 -n 4 -q --speculate draft --draft-model %t/tree.llmc --tree 4 2>&1 | FileCheck %s --check-prefix=TREEDRAFT
 // Two attaches: the second replaces the first (one op, the ngram drafter's).
 // RUN: llmc compile %t/hf/llama-f32 -o %t/ng.llmc -q --pipeline 'llm-spec-attach{method=medusa heads=2 calib=%t/calib.ids calib-tokens=2048 calib-seq=128},llm-spec-attach{method=ngram ngram=2 draft=6}'
 // RUN: llmc inspect %t/ng.llmc | FileCheck %s --check-prefix=NGRAM
@@ -77,7 +80,7 @@
 // TREEDRAFTED: [llmc] speculative (medusa heads, up to 2 drafts): {{[0-9]+}} target passes with a draft, {{.*}} {{[1-9][0-9]*}} passes over a branching tree
 // NOTREE: [llmc] speculative (medusa heads, up to 2 drafts)
 // NOTREE-NOT: branching tree
-// TREENGRAM: --tree applies to Medusa heads
+// TREEDRAFT: --tree applies to prompt lookup and Medusa heads{{.*}}not to draft models
 
 // NGRAM: speculation:   ngram, drafts of up to 6 tokens, suffixes of up to 2 tokens
 // NGRAM-NOT: spec.medusa
