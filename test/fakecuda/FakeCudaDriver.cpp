@@ -331,8 +331,10 @@ uint64_t fnv1a(const std::string &s) {
 /// The host build of `program` (the shim and the CUDA source) as a shared
 /// object, from the build cache ($TMPDIR or /tmp)/llmc-fakecuda-UID/HASH.so
 /// when an earlier process built the same program with the same command;
-/// "" (lastError set) when the build fails.
-std::string hostBuild(const std::string &program) {
+/// "" (lastError set) when the build fails. `temporary`: the object is in a
+/// work folder of its own (no usable cache folder), to remove once loaded.
+std::string hostBuild(const std::string &program, bool &temporary) {
+  temporary = false;
   const char *cxx = getenv("CXX");
   // -march=native with -ffp-contract=off: no fused multiply-adds, so the
   // same IEEE results as a plain build (checked: identical logits), faster.
@@ -372,7 +374,8 @@ std::string hostBuild(const std::string &program) {
     lastError = "fake CUDA driver: the host build of the CUDA source failed: " + cmd;
     return "";
   }
-  return built; // no cache: loaded from the work folder (left behind)
+  temporary = true; // no cache: loaded from the work folder, then removed
+  return built;
 }
 
 int cuModuleLoadData(void **module, const void *) {
@@ -383,10 +386,15 @@ int cuModuleLoadData(void **module, const void *) {
     return kInvalidImage;
   }
   auto m = std::make_unique<Module>();
-  m->path = hostBuild(std::string(kCudaHostShim) + source);
+  bool temporary = false;
+  m->path = hostBuild(std::string(kCudaHostShim) + source, temporary);
   if (m->path.empty())
     return kInvalidImage;
   m->so = dlopen(m->path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (temporary) {
+    unlink(m->path.c_str());
+    rmdir(m->path.substr(0, m->path.rfind('/')).c_str());
+  }
   if (!m->so)
     return kInvalidImage;
   m->set = reinterpret_cast<CudaEmuSetFn>(dlsym(m->so, "llmc_emu_set"));

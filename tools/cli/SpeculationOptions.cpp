@@ -79,8 +79,7 @@ std::unique_ptr<spec::Drafter> SpeculationChoice::makeDrafter(const Artifact &ar
                                  : "--draft-model applies to --speculate draft");
   if (draftMask >= 0 && choice != SpecChoice::Draft)
     throw std::runtime_error("--draft-mask applies to --speculate draft");
-  if (tree > 0 && choice != SpecChoice::Medusa && choice != SpecChoice::Hybrid &&
-      choice != SpecChoice::Ngram)
+  if (tree > 0 && (choice == SpecChoice::Draft || choice == SpecChoice::Self))
     throw std::runtime_error("--tree applies to prompt lookup and Medusa heads (--speculate "
                              "ngram, medusa, hybrid, or auto), not to draft models");
   if (choice == SpecChoice::Draft) {

@@ -14,6 +14,11 @@ namespace llmc::cuda {
 
 using namespace cudaengine;
 
+namespace {
+/// Blocks that hold `slots` entries.
+int64_t blocksOf(int64_t slots) { return (slots + kKvBlock - 1) / kKvBlock; }
+} // namespace
+
 void CudaEngine::Impl::buildBlockPool(int64_t blockBytes) {
   const int64_t whole = maxSeqs * maxBlocks; // every sequence's whole context
   int64_t pool = whole;
@@ -51,7 +56,7 @@ int64_t CudaEngine::Impl::slotsHeld(int64_t seq) const {
 void CudaEngine::Impl::ensureBlocks(const std::vector<std::pair<int64_t, int64_t>> &need) {
   int64_t more = 0;
   for (const auto &[seq, slots] : need)
-    more += std::max<int64_t>(0, (slots + kKvBlock - 1) / kKvBlock - blocks.mapped[size_t(seq)]);
+    more += std::max<int64_t>(0, blocksOf(slots) - blocks.mapped[size_t(seq)]);
   if (more > int64_t(blocks.free.size()))
     throw std::runtime_error(
         "cuda engine: the KV pool is full: the step needs " + std::to_string(more) +
@@ -60,7 +65,7 @@ void CudaEngine::Impl::ensureBlocks(const std::vector<std::pair<int64_t, int64_t
         " are free (a larger --kv-pool, fewer sequences or a KV policy make room)");
   for (const auto &[seq, slots] : need) {
     int64_t &mapped = blocks.mapped[size_t(seq)];
-    for (const int64_t want = (slots + kKvBlock - 1) / kKvBlock; mapped < want; ++mapped) {
+    for (const int64_t want = blocksOf(slots); mapped < want; ++mapped) {
       blocks.table[size_t(seq * maxBlocks + mapped)] = blocks.free.back();
       blocks.free.pop_back();
       ++blocks.used;
@@ -73,7 +78,7 @@ void CudaEngine::Impl::ensureBlocks(const std::vector<std::pair<int64_t, int64_t
 
 void CudaEngine::Impl::trimBlocks(int64_t seq) {
   int64_t &mapped = blocks.mapped[size_t(seq)];
-  const int64_t keep = (slotsHeld(seq) + kKvBlock - 1) / kKvBlock;
+  const int64_t keep = blocksOf(slotsHeld(seq));
   for (; mapped > keep; --mapped) {
     int32_t &entry = blocks.table[size_t(seq * maxBlocks + mapped - 1)];
     blocks.free.push_back(entry);
