@@ -29,6 +29,7 @@ WeightProbe::WeightProbe(const CompiledModel &ref, std::vector<int32_t> tokens, 
       inputs_[w] = x;
   };
   std::vector<float> logits = run(base_, o);
+  prepareResume(logits);
   vocab_ = int64_t(logits.size()) / int64_t(tokens_.size());
   refP_.resize(logits.size());
   refNegEntropy_.assign(tokens_.size(), 0.0);
@@ -64,7 +65,8 @@ double WeightProbe::kld(const std::string &name, DType dtype, const std::vector<
     }
   if (!found)
     throw std::runtime_error("WeightProbe: no weight '" + name + "' in the model");
-  std::vector<float> logits = run(tensors, {});
+  auto at = blockOf_.find(name);
+  std::vector<float> logits = run(tensors, {}, at == blockOf_.end() ? -1 : at->second);
   // KL(p || q) = sum p log p - sum p x + logsumexp(x) for q = softmax(x):
   // one exp per logit (metrics::klDivergence's value, without re-deriving p).
   double sum = 0;
@@ -92,8 +94,44 @@ const std::vector<float> *WeightProbe::input(const std::string &name) const {
   return it == inputs_.end() ? nullptr : it->second.get();
 }
 
+void WeightProbe::prepareResume(const std::vector<float> &logits) {
+  ArtifactWriter writer(manifest_, base_);
+  auto art = Artifact::fromBuffer(writer.toBuffer(), "<weight probe>", /*verify_tensors=*/false);
+  ExecutorOptions o;
+  o.threads = threads_;
+  o.max_context = int64_t(tokens_.size());
+  Executor ex(*art, o);
+  std::map<std::string, int64_t> blockOf;
+  int64_t blocks = 0;
+  for (const ArtifactWriter::Tensor &t : base_) {
+    const int64_t b = ex.blockOfWeight(t.name);
+    if (b >= 0) {
+      blockOf[t.name] = b;
+      blocks = std::max(blocks, b + 1);
+    }
+  }
+  std::vector<std::vector<float>> inputs;
+  try {
+    for (int64_t b = 0; b < blocks; ++b) {
+      ex.reset();
+      inputs.push_back(b == 0 ? ex.blockInput(tokens_, 0) : ex.forwardBlock(b - 1, inputs.back()));
+    }
+    for (int64_t b : {int64_t(0), blocks - 1}) {
+      if (b < 0)
+        break;
+      ex.reset();
+      if (ex.forwardFrom(b, inputs[size_t(b)], /*all_logits=*/true) != logits)
+        return; // resuming would not reproduce a full run: every probe runs it all
+    }
+  } catch (const std::runtime_error &) {
+    return; // a program the blocks cannot be resumed in (e.g. attention before block 0)
+  }
+  blockInputs_ = std::move(inputs);
+  blockOf_ = std::move(blockOf);
+}
+
 std::vector<float> WeightProbe::run(const std::vector<ArtifactWriter::Tensor> &tensors,
-                                    ExecutorOptions o) {
+                                    ExecutorOptions o, int64_t block) {
   const auto t0 = Clock::now();
   ArtifactWriter writer(manifest_, tensors);
   auto art = Artifact::fromBuffer(writer.toBuffer(), "<weight probe>", /*verify_tensors=*/false);
@@ -102,7 +140,9 @@ std::vector<float> WeightProbe::run(const std::vector<ArtifactWriter::Tensor> &t
   Executor ex(*art, o);
   buildSeconds_ += since(t0);
   const auto t1 = Clock::now();
-  std::vector<float> logits = ex.forward(tokens_, /*all_logits=*/true);
+  std::vector<float> logits = block < 0
+                                 ? ex.forward(tokens_, /*all_logits=*/true)
+                                 : ex.forwardFrom(block, blockInputs_[size_t(block)], true);
   forwardSeconds_ += since(t1);
   return logits;
 }

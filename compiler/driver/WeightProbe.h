@@ -6,7 +6,10 @@
 // the model again from an empty cache and returns the mean KL divergence
 // of the reference from it over every position. Each probe packs a fresh
 // in-memory artifact (the runtime's Artifact is immutable), so its cost is
-// one copy of the weights plus one forward.
+// one copy of the weights plus one forward; for a weight inside a block the
+// forward resumes at that block from the reference's input rows to it
+// (Executor::forwardFrom: the same values, half the work on average), when
+// a resumed reference run reproduced the reference logits bit for bit.
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "compiler/driver/Compile.h"
@@ -39,7 +42,13 @@ public:
   double forwardSeconds() const { return forwardSeconds_; }
 
 private:
-  std::vector<float> run(const std::vector<ArtifactWriter::Tensor> &tensors, ExecutorOptions o);
+  /// The model with `tensors` on the tokens: from the start (block < 0) or
+  /// resumed at `block` from blockInputs_[block].
+  std::vector<float> run(const std::vector<ArtifactWriter::Tensor> &tensors, ExecutorOptions o,
+                         int64_t block = -1);
+  /// blockInputs_ and blockOf_ from the reference weights; left empty when a
+  /// resumed run does not give `logits` exactly.
+  void prepareResume(const std::vector<float> &logits);
 
   std::vector<int32_t> tokens_;
   std::vector<ArtifactWriter::Tensor> base_;
@@ -49,6 +58,8 @@ private:
   std::vector<double> refP_;           // reference probabilities [tokens, vocab]
   std::vector<double> refNegEntropy_; // sum p log p per position
   std::map<std::string, std::shared_ptr<const std::vector<float>>> inputs_;
+  std::vector<std::vector<float>> blockInputs_; // reference input rows of each block
+  std::map<std::string, int64_t> blockOf_;      // weight -> its block (weights inside blocks)
   double buildSeconds_ = 0, forwardSeconds_ = 0;
 };
 

@@ -4,18 +4,15 @@
 // reduced in chunk order, so the result does not depend on the thread count.
 //===----------------------------------------------------------------------===//
 #include "compiler/quant/Aaac.h"
+#include "compiler/quant/ParallelFor.h"
 #include "llmc/format/aaac.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <exception>
 #include <functional>
 #include <limits>
-#include <mutex>
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -200,37 +197,6 @@ Choice assignGroup(const float *w, const float *h, int64_t G, const Book books[2
   return best;
 }
 
-/// Calls f(chunk) for every chunk of kChunkRows rows, on `threads` threads.
-void forChunks(int64_t chunks, int threads, const std::function<void(int64_t)> &f) {
-  if (threads <= 1 || chunks <= 1) {
-    for (int64_t c = 0; c < chunks; ++c)
-      f(c);
-    return;
-  }
-  std::atomic<int64_t> next{0};
-  std::exception_ptr failed;
-  std::mutex mu;
-  auto worker = [&] {
-    try {
-      for (int64_t c; (c = next.fetch_add(1)) < chunks;)
-        f(c);
-    } catch (...) { // rethrown on the calling thread
-      std::lock_guard<std::mutex> lock(mu);
-      if (!failed)
-        failed = std::current_exception();
-      next = chunks;
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t)
-    pool.emplace_back(worker);
-  worker();
-  for (auto &t : pool)
-    t.join();
-  if (failed)
-    std::rethrow_exception(failed);
-}
-
 /// Inverse of the standard normal CDF, by bisection (init only).
 double normalQuantile(double p) {
   double lo = -10, hi = 10;
@@ -317,8 +283,7 @@ AaacMatrix aaacQuantize(const float *w, int64_t rows, int64_t cols, const double
     ref += double(hf[size_t(i % cols)]) * w[i] * w[i];
 
   const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
-  const int threads = o.threads > 0 ? o.threads
-                                    : int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  const int threads = o.threads > 0 ? o.threads : defaultQuantThreads();
   const int k = aaacEntries(o.bits);
   // Per chunk: error, and k-means sums num/den per (book, entry).
   std::vector<double> chunkErr(static_cast<size_t>(chunks));
@@ -328,7 +293,7 @@ AaacMatrix aaacQuantize(const float *w, int64_t rows, int64_t cols, const double
     Book bk[2];
     bk[0].set(books[0]);
     bk[1].set(books[1]);
-    forChunks(chunks, threads, [&](int64_t c) {
+    parallelIndices(chunks, threads, [&](int64_t c) {
       double err = 0;
       double *num = &chunkNum[size_t(c * 2 * k)], *den = &chunkDen[size_t(c * 2 * k)];
       std::fill(num, num + 2 * k, 0.0);

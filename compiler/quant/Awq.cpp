@@ -1,5 +1,6 @@
 //===- Awq.cpp - AWQ: activation-aware scaling and clipping ----------------===//
 #include "compiler/quant/Awq.h"
+#include "compiler/quant/ParallelFor.h"
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
@@ -42,15 +43,13 @@ double outputMse(const float *w, const float *wq, int64_t rows, int64_t cols, co
 
 AwqScaleResult awqSearchScales(const std::vector<MatrixView> &linears, int64_t cols,
                                const float *x, int64_t tokens, const std::vector<float> &meanAbs,
-                               const GridSpec &spec, int grid) {
-  AwqScaleResult best;
-  best.lossBest = std::numeric_limits<double>::infinity();
+                               const GridSpec &spec, int grid, int threads) {
   int64_t totalRows = 0;
   for (const MatrixView &l : linears)
     totalRows += l.rows;
-  std::vector<float> s(static_cast<size_t>(cols)), scaled, back;
-  for (int k = 0; k < grid; ++k) {
+  auto scalesFor = [&](int k) {
     const double alpha = double(k) / grid;
+    std::vector<float> s(static_cast<size_t>(cols));
     float smax = 0, smin = std::numeric_limits<float>::infinity();
     for (int64_t c = 0; c < cols; ++c) {
       float v = float(std::pow(std::max(double(meanAbs[size_t(c)]), 1e-4), alpha));
@@ -61,6 +60,13 @@ AwqScaleResult awqSearchScales(const std::vector<MatrixView> &linears, int64_t c
     const float norm = std::sqrt(smax * smin);
     for (float &v : s)
       v /= norm;
+    return s;
+  };
+  // Every alpha's loss on its own thread, then the first smallest in order.
+  std::vector<double> losses(static_cast<size_t>(std::max(grid, 0)));
+  parallelIndices(grid, threads, [&](int64_t k) {
+    const std::vector<float> s = scalesFor(int(k));
+    std::vector<float> scaled, back;
     double loss = 0;
     for (const MatrixView &l : linears) {
       scaled.assign(l.w, l.w + l.rows * cols);
@@ -71,13 +77,17 @@ AwqScaleResult awqSearchScales(const std::vector<MatrixView> &linears, int64_t c
           back[size_t(r * cols + c)] /= s[size_t(c)];
       loss += outputMse(l.w, back.data(), l.rows, cols, x, tokens) * double(l.rows);
     }
-    loss /= double(std::max<int64_t>(totalRows, 1));
+    losses[size_t(k)] = loss / double(std::max<int64_t>(totalRows, 1));
+  });
+  AwqScaleResult best;
+  best.lossBest = std::numeric_limits<double>::infinity();
+  for (int k = 0; k < grid; ++k) {
     if (k == 0)
-      best.lossRtn = loss;
-    if (loss < best.lossBest) {
-      best.lossBest = loss;
-      best.alpha = alpha;
-      best.scales = s;
+      best.lossRtn = losses[0];
+    if (losses[size_t(k)] < best.lossBest) {
+      best.lossBest = losses[size_t(k)];
+      best.alpha = double(k) / grid;
+      best.scales = scalesFor(k);
     }
   }
   if (best.scales.empty()) // every loss was NaN: no scaling
@@ -86,15 +96,15 @@ AwqScaleResult awqSearchScales(const std::vector<MatrixView> &linears, int64_t c
 }
 
 std::vector<float> awqSearchClip(const float *w, int64_t rows, int64_t cols, const float *x,
-                                 int64_t tokens, const GridSpec &spec, int steps) {
+                                 int64_t tokens, const GridSpec &spec, int steps, int threads) {
   const int64_t G = spec.group, ng = cols / G;
   std::vector<float> clip(size_t(rows * ng), 1.0f);
   if (tokens == 0)
     return clip;
   Eigen::Map<const RowMajorF> X(x, tokens, cols);
-  std::vector<float> deq(static_cast<size_t>(G));
-  Eigen::VectorXd d(G);
-  for (int64_t g = 0; g < ng; ++g) {
+  // Groups are independent: each on its own thread, writing its own ratios.
+  parallelIndices(ng, threads, [&](int64_t g) {
+    Eigen::VectorXd d(G);
     // The group's Gram block: loss of an error e on this group = e^T K e.
     Eigen::MatrixXd K = (X.middleCols(g * G, G).transpose() * X.middleCols(g * G, G)).cast<double>();
     for (int64_t r = 0; r < rows; ++r) {
@@ -115,7 +125,7 @@ std::vector<float> awqSearchClip(const float *w, int64_t rows, int64_t cols, con
         }
       }
     }
-  }
+  });
   return clip;
 }
 

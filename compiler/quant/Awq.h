@@ -45,14 +45,18 @@ struct AwqScaleResult {
 };
 
 /// Search alpha in {0, 1/grid, ..., (grid-1)/grid}. x: [tokens, cols] sample.
+/// threads: for the alphas (<= 0: the machine's cores); the result is the
+/// same on any number.
 AwqScaleResult awqSearchScales(const std::vector<MatrixView> &linears, int64_t cols,
                                const float *x, int64_t tokens, const std::vector<float> &meanAbs,
-                               const GridSpec &spec, int grid = 20);
+                               const GridSpec &spec, int grid = 20, int threads = 0);
 
 /// Per (row, group) clip ratio in {1, 0.95, ..., 1 - (steps-1)/20} minimising
 /// the group's output MSE on x [tokens, cols]. Returns rows * groups ratios.
+/// threads: for the groups (<= 0: the machine's cores), same result on any.
 std::vector<float> awqSearchClip(const float *w, int64_t rows, int64_t cols, const float *x,
-                                 int64_t tokens, const GridSpec &spec, int steps = 10);
+                                 int64_t tokens, const GridSpec &spec, int steps = 10,
+                                 int threads = 0);
 
 /// Output MSE per token and output of W' against W on x: ||x (W - W')^T||^2 / (tokens * rows).
 double outputMse(const float *w, const float *wq, int64_t rows, int64_t cols, const float *x,

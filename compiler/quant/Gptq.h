@@ -17,7 +17,9 @@ namespace llmc::quant {
 /// H = 2/N * X^T X over all rows added so far.
 class HessianAccumulator {
 public:
-  explicit HessianAccumulator(int64_t cols);
+  /// threads: for add()'s column panels (<= 0: the machine's cores, at most
+  /// 8). The sums do not depend on it: every panel is one fixed-size product.
+  explicit HessianAccumulator(int64_t cols, int threads = 0);
   /// x: row-major [rows, cols] inputs (one row per token).
   void add(const float *x, int64_t rows);
   int64_t cols() const { return cols_; }
@@ -27,6 +29,7 @@ public:
 
 private:
   int64_t cols_;
+  int threads_;
   int64_t tokens_ = 0;
   Eigen::MatrixXd sum_; // lower triangle of sum x x^T
 };
@@ -42,9 +45,26 @@ struct GptqOptions {
   double damp = 0.01;      // H += damp * mean(diag H) * I
 };
 
-/// Quantize row-major W [rows, cols] against H [cols, cols]. Throws
-/// std::runtime_error if cols is not a multiple of the group or H does not
-/// match; retries with 10x more dampening if H^-1 is not positive definite.
+/// What GPTQ takes from H, the same for every matrix that reads one input
+/// (q/k/v, gate/up): the column order, the dead inputs (H_ii = 0) and the
+/// upper Cholesky factor U of the dampened H^-1 in that order (H^-1 = U^T U).
+struct GptqFactor {
+  std::vector<int64_t> perm; ///< processing position -> column
+  std::vector<char> dead;    ///< per column: no input ever reached it
+  Eigen::MatrixXf U;
+  double damp = 0;           ///< the dampening that made H positive definite
+};
+/// Throws std::runtime_error if H is not square or stays indefinite after
+/// 10x, 100x, ... more dampening (up to 1e3). threads: for the triangular
+/// inverse's panels (<= 0: the machine's cores); the same factor on any.
+GptqFactor gptqFactor(const Eigen::MatrixXd &h, const GptqOptions &opts, int threads = 0);
+
+/// Quantize row-major W [rows, cols] with a factor of its input's H. Throws
+/// std::runtime_error if cols is not a multiple of the group or the factor
+/// does not match.
+QuantizedMatrix gptqQuantize(const float *w, int64_t rows, int64_t cols, const GptqFactor &f,
+                             const GptqOptions &opts);
+/// The same with H [cols, cols] (gptqFactor, then the above).
 QuantizedMatrix gptqQuantize(const float *w, int64_t rows, int64_t cols, const Eigen::MatrixXd &h,
                              const GptqOptions &opts);
 

@@ -1,5 +1,6 @@
 //===- QuantizeContext.cpp - Shared state of one llm-quantize run --------===//
 #include "passes/quant/QuantizeContext.h"
+#include "compiler/quant/ParallelFor.h"
 #include "compiler/weights/WeightTypes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/Support/Format.h"
@@ -151,38 +152,101 @@ void QuantizeContext::summarize(const std::string &method, double seconds) const
       seconds, sumQuantSeconds_);
 }
 
+QuantizeContext::FinishedSlab QuantizeContext::finishSlab(SlabResult done, const float *w,
+                                                          int64_t rows, int64_t cols) const {
+  FinishedSlab f;
+  f.q = done ? std::move(done->first) : rtnQuantize(w, rows, cols, spec_);
+  if (done) {
+    const std::vector<float> back = f.q.dequantized();
+    f.terms = sampledOutputError(w, back.data(), rows, cols, *done->second);
+  }
+  return f;
+}
+
 void QuantizeContext::quantizeSlabs(const std::string &name, const std::string &method,
                                     const SlabQuantizer &slab, nlohmann::json extra,
                                     const std::function<void(nlohmann::json &)> &finish) {
   auto t0 = std::chrono::steady_clock::now();
   FloatWeight w = load(name);
-  const bool slabs = w.shape.size() == 3;
-  const int64_t experts = slabs ? w.shape[0] : 1, slabRows = w.rows / experts;
+  const int64_t experts = w.shape.size() == 3 ? w.shape[0] : 1, slabRows = w.rows / experts;
+  std::vector<FinishedSlab> slabs;
+  for (int64_t e = 0; e < experts; ++e) {
+    const float *ws = w.data.data() + e * slabRows * w.cols;
+    slabs.push_back(
+        finishSlab(slab(w.shape.size() == 3 ? e : -1, ws, slabRows, w.cols), ws, slabRows, w.cols));
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  writeSlabs(name, w, std::move(slabs), method, secs, std::move(extra), finish);
+}
+
+void QuantizeContext::quantizeSlabsParallel(const std::vector<std::string> &names,
+                                            const std::string &method,
+                                            const NamedSlabQuantizer &slab,
+                                            const nlohmann::json &extra, int threads) {
+  struct Job {
+    size_t weight;
+    int64_t expert;
+  };
+  std::vector<FloatWeight> weights;
+  std::vector<Job> jobs;
+  for (size_t i = 0; i < names.size(); ++i) {
+    weights.push_back(load(names[i]));
+    const FloatWeight &w = weights.back();
+    if (w.shape.size() == 3)
+      for (int64_t e = 0; e < w.shape[0]; ++e)
+        jobs.push_back({i, e});
+    else
+      jobs.push_back({i, -1});
+  }
+  std::vector<FinishedSlab> results(jobs.size());
+  std::vector<double> seconds(jobs.size(), 0.0);
+  parallelIndices(int64_t(jobs.size()), threads, [&](int64_t j) {
+    auto t0 = std::chrono::steady_clock::now();
+    const Job &job = jobs[size_t(j)];
+    const FloatWeight &w = weights[job.weight];
+    const int64_t slabRows = job.expert < 0 ? w.rows : w.rows / w.shape[0];
+    const float *ws = w.data.data() + std::max<int64_t>(job.expert, 0) * slabRows * w.cols;
+    results[size_t(j)] =
+        finishSlab(slab(names[job.weight], job.expert, ws, slabRows, w.cols), ws, slabRows, w.cols);
+    seconds[size_t(j)] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  size_t j = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::vector<FinishedSlab> slabs;
+    double secs = 0; // the slabs' own time, whichever threads ran them
+    for (; j < jobs.size() && jobs[j].weight == i; ++j) {
+      slabs.push_back(std::move(results[j]));
+      secs += seconds[j];
+    }
+    writeSlabs(names[i], weights[i], std::move(slabs), method, secs, extra, nullptr);
+  }
+}
+
+void QuantizeContext::writeSlabs(const std::string &name, const FloatWeight &w,
+                                 std::vector<FinishedSlab> slabs, const std::string &method,
+                                 double seconds, nlohmann::json extra,
+                                 const std::function<void(nlohmann::json &)> &finish) {
   QuantizedMatrix q;
   q.spec = spec_;
   q.rows = w.rows;
   q.cols = w.cols;
   double errSum = 0, refSum = 0;
-  for (int64_t e = 0; e < experts; ++e) {
-    const float *ws = w.data.data() + e * slabRows * w.cols;
-    auto done = slab(slabs ? e : -1, ws, slabRows, w.cols);
-    QuantizedMatrix part = done ? std::move(done->first) : rtnQuantize(ws, slabRows, w.cols, spec_);
-    if (done) {
-      std::vector<float> back = part.dequantized();
-      const OutputErrorTerms t = sampledOutputError(ws, back.data(), slabRows, w.cols, *done->second);
-      errSum += t.err;
-      refSum += t.ref;
+  for (FinishedSlab &f : slabs) {
+    if (f.terms) {
+      errSum += f.terms->err;
+      refSum += f.terms->ref;
     }
-    q.codes.insert(q.codes.end(), part.codes.begin(), part.codes.end());
-    q.grids.insert(q.grids.end(), part.grids.begin(), part.grids.end());
+    q.codes.insert(q.codes.end(), f.q.codes.begin(), f.q.codes.end());
+    q.grids.insert(q.grids.end(), f.q.grids.begin(), f.q.grids.end());
   }
   std::vector<float> back = q.dequantized();
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (finish)
     finish(extra);
   if (refSum > 0)
     extra["out_rel_err"] = std::sqrt(errSum / refSum);
-  writeQuantized(name, w, back, q.pack(), method, secs, std::move(extra));
+  writeQuantized(name, w, back, q.pack(), method, seconds, std::move(extra));
 }
 
 } // namespace llmc::quant

@@ -70,11 +70,22 @@ public:
   /// against, or nullopt for an expert without calibration data (then RTN).
   /// `extra` gets "out_rel_err" when any slab reported a Hessian, then
   /// `finish` (if set) may add what the slabs measured, before the write.
-  using SlabQuantizer = std::function<std::optional<std::pair<QuantizedMatrix, const Eigen::MatrixXd *>>(
-      int64_t expert, const float *w, int64_t rows, int64_t cols)>;
+  using SlabResult = std::optional<std::pair<QuantizedMatrix, const Eigen::MatrixXd *>>;
+  using SlabQuantizer =
+      std::function<SlabResult(int64_t expert, const float *w, int64_t rows, int64_t cols)>;
   void quantizeSlabs(const std::string &name, const std::string &method, const SlabQuantizer &slab,
                      nlohmann::json extra,
                      const std::function<void(nlohmann::json &)> &finish = nullptr);
+  /// quantizeSlabs for several weights at once: every slab of every weight
+  /// is quantized on `threads` threads (<= 0: the machine's cores), then the
+  /// weights are written in the order given. `slab` must be safe to call
+  /// from several threads at once; each slab's result does not depend on
+  /// which thread ran it or when.
+  using NamedSlabQuantizer = std::function<SlabResult(
+      const std::string &name, int64_t expert, const float *w, int64_t rows, int64_t cols)>;
+  void quantizeSlabsParallel(const std::vector<std::string> &names, const std::string &method,
+                             const NamedSlabQuantizer &slab, const nlohmann::json &extra,
+                             int threads = 0);
   /// Replace a (norm/bias) vector or a not-yet-quantized matrix with f32 values.
   void writeF32(const std::string &name, const std::vector<int64_t> &shape,
                 std::vector<float> values, nlohmann::json info);
@@ -88,6 +99,18 @@ public:
 
 private:
   void retype(const std::string &name, DType t);
+  /// A slab as written: its codes and, when a Hessian came with it, its
+  /// output error terms.
+  struct FinishedSlab {
+    QuantizedMatrix q;
+    std::optional<OutputErrorTerms> terms;
+  };
+  /// RTN for a slab without a result, the output error for one with.
+  FinishedSlab finishSlab(SlabResult done, const float *w, int64_t rows, int64_t cols) const;
+  /// The slabs (one per expert) as one weight, with its output error.
+  void writeSlabs(const std::string &name, const FloatWeight &w, std::vector<FinishedSlab> slabs,
+                  const std::string &method, double seconds, nlohmann::json extra,
+                  const std::function<void(nlohmann::json &)> &finish);
   void write(const std::string &name, DType t, const FloatWeight &original,
              const std::vector<float> &dequantized, std::vector<uint8_t> bytes,
              std::vector<uint8_t> aux, const std::string &method, double seconds,

@@ -1,35 +1,68 @@
 //===- QuantizeGptq.cpp - llm-quantize method=gptq, one block -------------===//
 // Every pending weight read by a calibration site of the block is quantized
 // with GPTQ against that site's Hessian; a 3-D expert tensor slab by slab
-// (experts that saw no calibration tokens fall back to RTN).
+// (experts that saw no calibration tokens fall back to RTN). The Hessian's
+// factor is computed once per site (q/k/v share one, gate/up another), its
+// inverse on the machine's cores, then all the block's matrices are
+// quantized at once, one per core: each result is computed the same way on
+// any number of threads.
 //===----------------------------------------------------------------------===//
 #include "passes/quant/CalibrationSites.h"
 #include "passes/quant/QuantizeContext.h"
-#include <chrono>
-#include <cmath>
 
 namespace llmc::quant {
 
+namespace {
+
+/// One site's H and its GPTQ factor.
+struct SiteFactor {
+  Eigen::MatrixXd h;
+  GptqFactor factor;
+};
+
+} // namespace
+
 void gptqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite>> &sites,
                const GptqOptions &gptq) {
-  WeightHessians hw = hessiansByWeight(sites, [&](const std::string &w) { return ctx.pending(w); });
-  auto &hs = hw.byWeight;
-  const std::vector<std::string> &order = hw.order;
   GptqOptions o = gptq;
   o.grid = ctx.spec();
-  for (const std::string &name : order) {
-    const auto &byExpert = hs[name];
-    ctx.quantizeSlabs(
-        name, "gptq",
-        [&](int64_t expert, const float *w, int64_t rows, int64_t cols)
-            -> std::optional<std::pair<QuantizedMatrix, const Eigen::MatrixXd *>> {
-          auto it = byExpert.find(expert);
-          if (it == byExpert.end())
-            return std::nullopt;
-          return std::make_pair(gptqQuantize(w, rows, cols, it->second, o), &it->second);
-        },
-        {{"act_order", o.actOrder}, {"static_groups", o.staticGroups}, {"damp", o.damp}});
+  // The sites with data that read a pending weight, and which site each
+  // (weight, expert) slab is quantized against.
+  std::vector<const CalibrationSite *> used;
+  std::map<std::string, std::map<int64_t, size_t>> siteOf;
+  std::vector<std::string> order;
+  for (const auto &s : sites) {
+    if (!s->hessian || s->hessian->tokens() == 0)
+      continue;
+    bool wanted = false;
+    for (const std::string &w : s->weights) {
+      if (!ctx.pending(w))
+        continue;
+      if (!siteOf.count(w))
+        order.push_back(w);
+      siteOf[w][s->expert] = used.size();
+      wanted = true;
+    }
+    if (wanted)
+      used.push_back(s.get());
   }
+  std::vector<SiteFactor> factors(used.size());
+  for (size_t i = 0; i < used.size(); ++i) { // each factor's inverse runs on every core
+    factors[i].h = used[i]->hessian->hessian();
+    factors[i].factor = gptqFactor(factors[i].h, o);
+  }
+  ctx.quantizeSlabsParallel(
+      order, "gptq",
+      [&](const std::string &name, int64_t expert, const float *w, int64_t rows,
+          int64_t cols) -> QuantizeContext::SlabResult {
+        const std::map<int64_t, size_t> &bySite = siteOf.at(name);
+        auto it = bySite.find(expert);
+        if (it == bySite.end())
+          return std::nullopt;
+        const SiteFactor &sf = factors[it->second];
+        return std::make_pair(gptqQuantize(w, rows, cols, sf.factor, o), &sf.h);
+      },
+      {{"act_order", o.actOrder}, {"static_groups", o.staticGroups}, {"damp", o.damp}});
 }
 
 } // namespace llmc::quant

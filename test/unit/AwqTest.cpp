@@ -93,6 +93,29 @@ TEST(Awq, ScaleSearchHelpsWithOutlierChannels) {
   EXPECT_TRUE(std::isfinite(l1));
 }
 
+/// The alphas and the clip groups run on several threads; the choice is
+/// the one a single thread makes.
+TEST(Awq, SearchesAreTheSameOnAnyThreads) {
+  const int64_t cols = 128, tokens = 96, rows = 40;
+  auto x = gaussian(tokens * cols, 11);
+  for (int64_t t = 0; t < tokens; ++t)
+    x[size_t(t * cols + 9)] *= 20.0f;
+  auto w = gaussian(rows * cols, 12);
+  ActivationSample sample(cols, 512);
+  sample.add(x.data(), tokens);
+  GridSpec spec{3, false, 32};
+  const AwqScaleResult r1 = awqSearchScales({{w.data(), rows}}, cols, sample.sample(), tokens,
+                                            sample.meanAbs(), spec, 20, 1);
+  const AwqScaleResult r3 = awqSearchScales({{w.data(), rows}}, cols, sample.sample(), tokens,
+                                            sample.meanAbs(), spec, 20, 3);
+  EXPECT_EQ(r1.alpha, r3.alpha);
+  EXPECT_EQ(r1.lossBest, r3.lossBest);
+  EXPECT_EQ(r1.lossRtn, r3.lossRtn);
+  EXPECT_EQ(r1.scales, r3.scales);
+  EXPECT_EQ(awqSearchClip(w.data(), rows, cols, x.data(), tokens, spec, 10, 1),
+            awqSearchClip(w.data(), rows, cols, x.data(), tokens, spec, 10, 3));
+}
+
 TEST(Awq, ChosenScalesBeatRtnOnHeldOutTokens) {
   // Four salient input channels (mean |x| 25x the others): AWQ's case.
   const int64_t cols = 64, tokens = 256, rows = 32, sampleCap = 128;

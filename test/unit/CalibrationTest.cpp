@@ -115,3 +115,34 @@ TEST(Calibration, StopAfterBlockEndsTheForward) {
 }
 
 } // namespace
+
+/// forwardFrom(b, the input rows of block b) gives exactly the logits of a
+/// full forward (what --target-bpw's probes resume on), for every block;
+/// blockOfWeight names each projection's block.
+TEST(Calibration, ForwardFromABlockGivesTheFullForwardsLogits) {
+  M m;
+  auto art = m.artifact();
+  ExecutorOptions o;
+  o.threads = 2;
+  Executor ex(*art, o);
+  const std::vector<int32_t> tokens = {3, 1, 4, 1, 5, 9};
+  const std::vector<float> full = ex.forward(tokens, true);
+  ex.reset();
+  const std::vector<float> fullLast = ex.forward(tokens); // the last row alone
+  EXPECT_EQ(ex.blockOfWeight("blk.0.attn_q.weight"), 0);
+  EXPECT_EQ(ex.blockOfWeight("blk.1.ffn_down.weight"), 1);
+  EXPECT_EQ(ex.blockOfWeight("token_embd.weight"), -1);
+  EXPECT_EQ(ex.blockOfWeight("no.such.weight"), -1);
+  std::vector<float> rows;
+  for (int64_t b = 0; ex.blockOfWeight("blk." + std::to_string(b) + ".attn_q.weight") == b; ++b) {
+    ex.reset();
+    rows = b == 0 ? ex.blockInput(tokens, 0) : ex.forwardBlock(b - 1, rows);
+    ex.reset();
+    EXPECT_EQ(ex.forwardFrom(b, rows, true), full) << "resumed at block " << b;
+    ex.reset();
+    EXPECT_EQ(ex.forwardFrom(b, rows), fullLast) << "resumed at block " << b;
+  }
+  ex.reset();
+  EXPECT_THROW(ex.forwardFrom(0, std::vector<float>(M::D + 1, 0.0f)), std::runtime_error);
+  EXPECT_THROW(ex.forwardFrom(7, rows), std::runtime_error);
+}

@@ -68,6 +68,59 @@ TEST(Gptq, HessianIsTwoOverNXtX) {
     }
 }
 
+/// The Hessian's column panels (64 wide) give the same sums on 1 or 3
+/// threads, and the sums are 2/N X^T X over a width that is not a multiple
+/// of the panel.
+TEST(Gptq, HessianPanelsAreTheSameOnAnyThreads) {
+  const int64_t n = 40, cols = 150;
+  auto x = correlatedInputs(n, cols, 5);
+  HessianAccumulator one(cols, 1), three(cols, 3);
+  for (HessianAccumulator *acc : {&one, &three}) {
+    acc->add(x.data(), 16);
+    acc->add(x.data() + 16 * cols, n - 16);
+  }
+  const Eigen::MatrixXd h1 = one.hessian(), h3 = three.hessian();
+  EXPECT_TRUE(h1 == h3) << "largest difference " << (h1 - h3).cwiseAbs().maxCoeff();
+  for (int64_t i = 0; i < cols; i += 7)
+    for (int64_t j = 0; j < cols; j += 5) {
+      double sum = 0;
+      for (int64_t t = 0; t < n; ++t)
+        sum += double(x[size_t(t * cols + i)]) * x[size_t(t * cols + j)];
+      EXPECT_NEAR(h1(i, j), 2.0 * sum / n, 1e-9 * (1 + std::fabs(sum)));
+    }
+}
+
+/// The factor is the upper Cholesky factor of the dampened H^-1 in
+/// processing order (checked against factoring the explicit inverse), and
+/// the same on any number of threads.
+TEST(Gptq, FactorIsTheInverseCholeskyOnAnyThreads) {
+  const int64_t n = 400, cols = 150;
+  auto x = correlatedInputs(n, cols, 9);
+  HessianAccumulator acc(cols);
+  acc.add(x.data(), n);
+  const Eigen::MatrixXd h = acc.hessian();
+  for (bool actOrder : {false, true}) {
+    GptqOptions o;
+    o.actOrder = actOrder;
+    const GptqFactor f1 = gptqFactor(h, o, 1), f3 = gptqFactor(h, o, 3);
+    ASSERT_TRUE(f1.U == f3.U && f1.perm == f3.perm);
+    ASSERT_EQ(f1.U.rows(), cols);
+    EXPECT_EQ(f1.U.triangularView<Eigen::StrictlyLower>().toDenseMatrix().cwiseAbs().maxCoeff(),
+              0.0f);
+    Eigen::MatrixXd hp(cols, cols);
+    for (int64_t i = 0; i < cols; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        hp(i, j) = h(f1.perm[size_t(i)], f1.perm[size_t(j)]);
+    hp.diagonal().array() += f1.damp * h.diagonal().mean();
+    const Eigen::MatrixXd inv = hp.inverse();
+    const Eigen::MatrixXd expected = Eigen::LLT<Eigen::MatrixXd>(inv).matrixU();
+    const double rel = (f1.U.cast<double>() - expected).norm() / expected.norm();
+    EXPECT_LT(rel, 1e-6) << "act order " << actOrder;
+    if (actOrder) // largest H_ii first
+      EXPECT_GE(h(f1.perm[0], f1.perm[0]), h(f1.perm[1], f1.perm[1]));
+  }
+}
+
 TEST(Gptq, DiagonalHessianGivesRtnCodes) {
   const int64_t rows = 16, cols = 128;
   auto w = randomMatrix(rows, cols, 2);

@@ -169,6 +169,17 @@ public:
   /// outputs.
   std::vector<float> blockInput(const std::vector<int32_t> &tokens, int64_t block = 0);
   std::vector<float> forwardBlock(int64_t block, const std::vector<float> &hidden);
+  /// forward() resumed at block `block`: `hidden` is that block's input
+  /// rows [T, width] (as blockInput and forwardBlock return them), and every
+  /// node from the block on runs, on the same values forward() would give
+  /// them, so the logits are forward()'s whenever the nodes before the block
+  /// are. Returns logits as forward() does. Throws std::runtime_error for a
+  /// missing block or when a later node reads a value from before it.
+  std::vector<float> forwardFrom(int64_t block, const std::vector<float> &hidden,
+                                 bool all_logits = false);
+  /// The block of the node that multiplies weight `name` (the hook's sites'
+  /// weights), or -1 (none, or a node outside the blocks).
+  int64_t blockOfWeight(const std::string &name) const;
   int64_t pos() const;
   /// With keep_hidden: the final hidden state [rows, hiddenSize()] of every
   /// token of the last step forward() ran (the last chunk of a chunked

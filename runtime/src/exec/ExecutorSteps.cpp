@@ -336,4 +336,49 @@ std::vector<float> Executor::forwardBlock(int64_t block, const std::vector<float
   return std::vector<float>(v.begin(), v.begin() + rows * ow);
 }
 
+std::vector<float> Executor::forwardFrom(int64_t block, const std::vector<float> &hidden,
+                                         bool all_logits) {
+  Impl &m = *impl;
+  if (m.plan || m.treeRows)
+    throw std::runtime_error("Executor::forwardFrom: the artifact runs a kernel plan (or a draft "
+                             "tree awaits acceptTreePath); resuming runs the program's nodes");
+  const Impl::BlockSpan span = m.blockSpan(block);
+  for (size_t i = span.first; i < m.nodes.size(); ++i)
+    for (int v : m.nodes[i].in) {
+      bool later = v == span.input;
+      for (size_t j = span.first; j < i && !later; ++j)
+        later = m.nodes[j].out == v;
+      if (!later)
+        throw std::runtime_error("Executor::forwardFrom: " + m.nodes[i].desc +
+                                 " reads a value from before block " + std::to_string(block));
+    }
+  const int64_t w = m.widths[size_t(span.input)];
+  if (hidden.empty() || int64_t(hidden.size()) % w != 0)
+    throw std::runtime_error("Executor::forwardFrom: " + std::to_string(hidden.size()) +
+                             " values are not whole rows of width " + std::to_string(w));
+  const int64_t T = int64_t(hidden.size()) / w;
+  if (m.pos + T > m.maxCtx)
+    throw std::runtime_error("Executor::forwardFrom: positions beyond the maximum context of " +
+                             std::to_string(m.maxCtx));
+  std::vector<float> &in = m.value(span.input, T, w);
+  std::copy(hidden.begin(), hidden.end(), in.begin());
+  static const std::vector<int32_t> noTokens;
+  for (size_t i = span.first; i < m.nodes.size(); ++i)
+    m.run(m.nodes[i], noTokens, all_logits);
+  m.pos += T;
+  const std::vector<float> &out = m.vals[size_t(m.output)];
+  const int64_t ow = m.widths[size_t(m.output)], rows = m.valRows[size_t(m.output)];
+  if (all_logits)
+    return std::vector<float>(out.begin(), out.begin() + rows * ow);
+  return std::vector<float>(out.begin() + (rows - 1) * ow, out.begin() + rows * ow);
+}
+
+int64_t Executor::blockOfWeight(const std::string &name) const {
+  for (const exec::Node &n : impl->nodes)
+    for (const exec::Node::Site &s : n.sites)
+      if (std::find(s.weights.begin(), s.weights.end(), name) != s.weights.end())
+        return n.block;
+  return -1;
+}
+
 } // namespace llmc

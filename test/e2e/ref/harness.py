@@ -153,6 +153,8 @@ def run_llmc(args, timeout=300, check=True, env=None):
     full_env = dict(os.environ, **env) if env else None
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
     p.seconds = time.time() - t0
+    if os.environ.get("LLMC_E2E_TIMING") == "1":
+        print(f"[timing] {p.seconds:7.1f} s  llmc {' '.join(cmd[1:])[:160]}", file=sys.stderr, flush=True)
     if check and p.returncode != 0:
         raise RuntimeError(f"llmc failed (exit {p.returncode}): {' '.join(cmd)}\n{p.stderr.strip()}")
     return p
