@@ -223,6 +223,10 @@ struct Executor::Impl {
     int input = -1, output = -1;
   };
   BlockSpan blockSpan(int64_t block) const;
+  /// Puts `hidden` (whole rows) into the block's input value; returns the
+  /// rows. Throws std::runtime_error (prefixed `who`) on a ragged size or
+  /// positions past the context.
+  int64_t setBlockInput(const BlockSpan &span, const std::vector<float> &hidden, const char *who);
   /// Show the hook the input x [rows, cols] of site `site` of node n.
   void observe(const Node &n, size_t site, const float *x, int64_t rows, int64_t cols,
                int64_t expert = -1) {

@@ -292,6 +292,21 @@ Executor::Impl::BlockSpan Executor::Impl::blockSpan(int64_t block) const {
   return s;
 }
 
+int64_t Executor::Impl::setBlockInput(const BlockSpan &span, const std::vector<float> &hidden,
+                                      const char *who) {
+  const int64_t w = widths[size_t(span.input)];
+  if (hidden.empty() || int64_t(hidden.size()) % w != 0)
+    throw std::runtime_error(std::string(who) + ": " + std::to_string(hidden.size()) +
+                             " values are not whole rows of width " + std::to_string(w));
+  const int64_t T = int64_t(hidden.size()) / w;
+  if (pos + T > maxCtx)
+    throw std::runtime_error(std::string(who) + ": positions beyond the maximum context of " +
+                             std::to_string(maxCtx));
+  std::vector<float> &in = value(span.input, T, w);
+  std::copy(hidden.begin(), hidden.end(), in.begin());
+  return T;
+}
+
 std::vector<float> Executor::blockInput(const std::vector<int32_t> &tokens, int64_t block) {
   Impl &m = *impl;
   if (tokens.empty() || int64_t(tokens.size()) > m.maxCtx)
@@ -317,16 +332,7 @@ std::vector<float> Executor::blockInput(const std::vector<int32_t> &tokens, int6
 std::vector<float> Executor::forwardBlock(int64_t block, const std::vector<float> &hidden) {
   Impl &m = *impl;
   const Impl::BlockSpan span = m.blockSpan(block);
-  const int64_t w = m.widths[size_t(span.input)];
-  if (hidden.empty() || int64_t(hidden.size()) % w != 0)
-    throw std::runtime_error("Executor::forwardBlock: " + std::to_string(hidden.size()) +
-                             " values are not whole rows of width " + std::to_string(w));
-  const int64_t T = int64_t(hidden.size()) / w;
-  if (m.pos + T > m.maxCtx)
-    throw std::runtime_error("Executor::forwardBlock: positions beyond the maximum context of " +
-                             std::to_string(m.maxCtx));
-  std::vector<float> &in = m.value(span.input, T, w);
-  std::copy(hidden.begin(), hidden.end(), in.begin());
+  const int64_t T = m.setBlockInput(span, hidden, "Executor::forwardBlock");
   static const std::vector<int32_t> noTokens;
   for (size_t i = span.first; i < span.last; ++i)
     m.run(m.nodes[i], noTokens, true);
@@ -352,16 +358,7 @@ std::vector<float> Executor::forwardFrom(int64_t block, const std::vector<float>
         throw std::runtime_error("Executor::forwardFrom: " + m.nodes[i].desc +
                                  " reads a value from before block " + std::to_string(block));
     }
-  const int64_t w = m.widths[size_t(span.input)];
-  if (hidden.empty() || int64_t(hidden.size()) % w != 0)
-    throw std::runtime_error("Executor::forwardFrom: " + std::to_string(hidden.size()) +
-                             " values are not whole rows of width " + std::to_string(w));
-  const int64_t T = int64_t(hidden.size()) / w;
-  if (m.pos + T > m.maxCtx)
-    throw std::runtime_error("Executor::forwardFrom: positions beyond the maximum context of " +
-                             std::to_string(m.maxCtx));
-  std::vector<float> &in = m.value(span.input, T, w);
-  std::copy(hidden.begin(), hidden.end(), in.begin());
+  const int64_t T = m.setBlockInput(span, hidden, "Executor::forwardFrom");
   static const std::vector<int32_t> noTokens;
   for (size_t i = span.first; i < m.nodes.size(); ++i)
     m.run(m.nodes[i], noTokens, all_logits);
