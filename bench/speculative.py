@@ -3,7 +3,8 @@
 with each drafter against plain greedy decoding of the same artifact, in
 the same run.
 
-Drafters: prompt lookup (`--speculate ngram`, no weights), Medusa heads
+Drafters: prompt lookup (`--speculate ngram`, no weights; alone and as
+draft trees, `--tree 8`), Medusa heads
 attached by `llm-spec-attach{method=medusa heads=4}` (`--speculate
 medusa`), fitted either on the default calibration text (8192 tokens of
 data/calib/default.txt) or on the model's own answers (self-distillation:
@@ -155,6 +156,7 @@ def build_models(args, work):
 
 DRAFTERS = [  # (name, artifact key, llmc run flags)
     ("prompt lookup", "plain", ["--speculate", "ngram"]),
+    ("prompt lookup, trees of 8", "plain", ["--speculate", "ngram", "--tree", "8"]),
     ("Medusa, text-fitted", "text", ["--speculate", "medusa"]),
     ("Medusa, self-distilled", "self", ["--speculate", "medusa"]),
     ("prompt lookup, then self-distilled Medusa", "self", ["--speculate", "hybrid"]),
@@ -232,7 +234,11 @@ def main():
          "tokens (each rep checks that every drafter's output is plain decoding's token ids)",
          f"- Drafters, up to {args.draft} drafts per target pass (the length adapts):",
          "  - prompt lookup: `--speculate ngram` (the tokens that followed the latest earlier "
-         "occurrence of the context's last 3, 2 or 1 tokens);",
+         "occurrence of the context's last 3, 2 or 1 tokens); with `--tree 8`, the "
+         "continuations of every earlier occurrence of the last 3, then 2, then 1 tokens "
+         f"(the latest occurrence first, each at most {args.draft} tokens) merged where they "
+         "share a prefix into a tree of up to 8 drafts: its first path is the chain, "
+         "occurrences that went on differently become siblings;",
          "  - Medusa: `llm-spec-attach{method=medusa heads=4}` then `--speculate medusa`: four "
          "ridge-fitted linear heads over the final hidden state and the fed token's embedding, "
          "drafting a chain through the model's own LM-head rows of a draft vocabulary; "
