@@ -180,7 +180,38 @@ void QuantizeContext::quantizeSlabs(const std::string &name, const std::string &
   writeSlabs(name, w, std::move(slabs), method, secs, std::move(extra), finish);
 }
 
+namespace {
+
+/// Weights loaded as f32 at once by quantizeSlabsParallel: 1 GiB (a block of
+/// a large MoE model is then done a few weights at a time, as one weight
+/// at a time was before).
+constexpr int64_t kParallelLoadFloats = int64_t(1) << 28;
+
+} // namespace
+
 void QuantizeContext::quantizeSlabsParallel(const std::vector<std::string> &names,
+                                            const std::string &method,
+                                            const NamedSlabQuantizer &slab,
+                                            const nlohmann::json &extra, int threads) {
+  for (size_t first = 0; first < names.size();) {
+    // The next weights whose f32 copies fit the budget together (at least one).
+    size_t last = first;
+    for (int64_t floats = 0; last < names.size(); ++last) {
+      const WeightStore::Entry *e = store_.find(names[last]);
+      int64_t n = 1;
+      for (int64_t d : e ? e->shape : std::vector<int64_t>{})
+        n *= d;
+      if (last > first && floats + n > kParallelLoadFloats)
+        break;
+      floats += n;
+    }
+    quantizeWeightsAtOnce({names.begin() + long(first), names.begin() + long(last)}, method,
+                          slab, extra, threads);
+    first = last;
+  }
+}
+
+void QuantizeContext::quantizeWeightsAtOnce(const std::vector<std::string> &names,
                                             const std::string &method,
                                             const NamedSlabQuantizer &slab,
                                             const nlohmann::json &extra, int threads) {

@@ -78,9 +78,10 @@ public:
                      const std::function<void(nlohmann::json &)> &finish = nullptr);
   /// quantizeSlabs for several weights at once: every slab of every weight
   /// is quantized on `threads` threads (<= 0: the machine's cores), then the
-  /// weights are written in the order given. `slab` must be safe to call
-  /// from several threads at once; each slab's result does not depend on
-  /// which thread ran it or when.
+  /// weights are written in the order given (loaded as f32 a group at a
+  /// time, at most 1 GiB unless one weight alone is larger). `slab` must be
+  /// safe to call from several threads at once; each slab's result does not
+  /// depend on which thread ran it or when.
   using NamedSlabQuantizer = std::function<SlabResult(
       const std::string &name, int64_t expert, const float *w, int64_t rows, int64_t cols)>;
   void quantizeSlabsParallel(const std::vector<std::string> &names, const std::string &method,
@@ -99,6 +100,10 @@ public:
 
 private:
   void retype(const std::string &name, DType t);
+  /// quantizeSlabsParallel for weights loaded all at once.
+  void quantizeWeightsAtOnce(const std::vector<std::string> &names, const std::string &method,
+                             const NamedSlabQuantizer &slab, const nlohmann::json &extra,
+                             int threads);
   /// A slab as written: its codes and, when a Hessian came with it, its
   /// output error terms.
   struct FinishedSlab {
