@@ -6,6 +6,10 @@ non-zero on any failure.
 Import this module before numpy in a test: it pins OpenBLAS to one thread
 (faster for the reference's small matrix-vector products on a shared
 machine, and keeps the reference deterministic).
+
+LLMC_E2E_TIMING=1 prints each llmc call's seconds and arguments on stderr
+(where a test's time goes, e.g. `LLMC_E2E_TIMING=1 .venv/bin/python
+test/e2e/test_x.py`).
 """
 from __future__ import annotations
 
