@@ -94,13 +94,20 @@ const std::vector<float> *WeightProbe::input(const std::string &name) const {
   return it == inputs_.end() ? nullptr : it->second.get();
 }
 
-void WeightProbe::prepareResume(const std::vector<float> &logits) {
-  ArtifactWriter writer(manifest_, base_);
-  auto art = Artifact::fromBuffer(writer.toBuffer(), "<weight probe>", /*verify_tensors=*/false);
-  ExecutorOptions o;
+WeightProbe::Model WeightProbe::open(const std::vector<ArtifactWriter::Tensor> &tensors,
+                                     ExecutorOptions o) const {
+  ArtifactWriter writer(manifest_, tensors);
+  Model m;
+  m.art = Artifact::fromBuffer(writer.toBuffer(), "<weight probe>", /*verify_tensors=*/false);
   o.threads = threads_;
   o.max_context = int64_t(tokens_.size());
-  Executor ex(*art, o);
+  m.ex = std::make_unique<Executor>(*m.art, o);
+  return m;
+}
+
+void WeightProbe::prepareResume(const std::vector<float> &logits) {
+  const Model m = open(base_, {});
+  Executor &ex = *m.ex;
   std::map<std::string, int64_t> blockOf;
   int64_t blocks = 0;
   for (const ArtifactWriter::Tensor &t : base_) {
@@ -133,11 +140,8 @@ void WeightProbe::prepareResume(const std::vector<float> &logits) {
 std::vector<float> WeightProbe::run(const std::vector<ArtifactWriter::Tensor> &tensors,
                                     ExecutorOptions o, int64_t block) {
   const auto t0 = Clock::now();
-  ArtifactWriter writer(manifest_, tensors);
-  auto art = Artifact::fromBuffer(writer.toBuffer(), "<weight probe>", /*verify_tensors=*/false);
-  o.threads = threads_;
-  o.max_context = int64_t(tokens_.size());
-  Executor ex(*art, o);
+  const Model m = open(tensors, std::move(o));
+  Executor &ex = *m.ex;
   buildSeconds_ += since(t0);
   const auto t1 = Clock::now();
   std::vector<float> logits = block < 0

@@ -42,6 +42,13 @@ public:
   double forwardSeconds() const { return forwardSeconds_; }
 
 private:
+  /// An in-memory artifact of `tensors` and an executor over it for the
+  /// probe's tokens (`o` with the probe's threads and context).
+  struct Model {
+    std::unique_ptr<Artifact> art;
+    std::unique_ptr<Executor> ex; // reads *art
+  };
+  Model open(const std::vector<ArtifactWriter::Tensor> &tensors, ExecutorOptions o) const;
   /// The model with `tensors` on the tokens: from the start (block < 0) or
   /// resumed at `block` from blockInputs_[block].
   std::vector<float> run(const std::vector<ArtifactWriter::Tensor> &tensors, ExecutorOptions o,

@@ -11,6 +11,9 @@ namespace llmc::quant {
 
 using RowMajorF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+/// Column panel width of the Hessian sums and of the triangular inverse.
+constexpr int64_t kPanel = 64;
+
 HessianAccumulator::HessianAccumulator(int64_t cols, int threads)
     : cols_(cols), threads_(threads), sum_(Eigen::MatrixXd::Zero(cols, cols)) {}
 
@@ -21,10 +24,7 @@ void HessianAccumulator::add(const float *x, int64_t rows) {
   const Eigen::MatrixXd xd = xm.cast<double>().transpose(); // [cols, rows]
   // The lower triangle in panels of kPanel columns, each one product of
   // fixed shape: the sums are the same on any number of threads.
-  constexpr int64_t kPanel = 64;
-  const int64_t panels = (cols_ + kPanel - 1) / kPanel;
-  parallelIndices(panels, threads_, [&](int64_t p) {
-    const int64_t j0 = p * kPanel, w = std::min(kPanel, cols_ - j0);
+  parallelPanels(cols_, kPanel, threads_, [&](int64_t j0, int64_t w) {
     sum_.block(j0, j0, cols_ - j0, w).noalias() +=
         xd.middleRows(j0, cols_ - j0) * xd.middleRows(j0, w).transpose();
   });
@@ -57,11 +57,9 @@ std::optional<Eigen::MatrixXf> inverseCholeskyUpper(const Eigen::MatrixXd &h, do
   // above row j0, so only L's trailing block [j0:, j0:] enters its solve
   // (n^3/6 multiply-adds in all, not n^3/2), and the panels are
   // independent. Fixed panels: the same sums on any number of threads.
-  constexpr int64_t kPanel = 64;
   const Eigen::MatrixXd &L = llt.matrixLLT(); // lower triangle is L
   Eigen::MatrixXd lInv = Eigen::MatrixXd::Zero(n, n);
-  parallelIndices((n + kPanel - 1) / kPanel, threads, [&](int64_t p) {
-    const int64_t j0 = p * kPanel, w = std::min(kPanel, n - j0);
+  parallelPanels(n, kPanel, threads, [&](int64_t j0, int64_t w) {
     auto panel = lInv.block(j0, j0, n - j0, w);
     panel.topRows(w).setIdentity();
     L.block(j0, j0, n - j0, n - j0).triangularView<Eigen::Lower>().solveInPlace(panel);

@@ -46,4 +46,12 @@ void parallelIndices(int64_t n, int threads, const std::function<void(int64_t)> 
     std::rethrow_exception(failed);
 }
 
+void parallelPanels(int64_t n, int64_t panel, int threads,
+                    const std::function<void(int64_t j0, int64_t w)> &f) {
+  parallelIndices((n + panel - 1) / panel, threads, [&](int64_t p) {
+    const int64_t j0 = p * panel;
+    f(j0, std::min(panel, n - j0));
+  });
+}
+
 } // namespace llmc::quant

@@ -18,4 +18,10 @@ int defaultQuantThreads();
 /// exception an item throws is rethrown here once every thread has stopped.
 void parallelIndices(int64_t n, int threads, const std::function<void(int64_t)> &f);
 
+/// Calls f(j0, w) for the fixed column panels [j0, j0 + w) of width `panel`
+/// (the last one narrower) that cover [0, n), in parallel as parallelIndices.
+/// The panels do not depend on the thread count, so neither do their sums.
+void parallelPanels(int64_t n, int64_t panel, int threads,
+                    const std::function<void(int64_t j0, int64_t w)> &f);
+
 } // namespace llmc::quant

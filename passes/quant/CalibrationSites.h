@@ -66,6 +66,36 @@ private:
   std::vector<std::unique_ptr<CalibrationSite>> sites_;
 };
 
+/// The sites with a Hessian of some data that read a weight `pending`
+/// accepts, and for each such weight (in first-seen, program, order) the
+/// index into `used` of its site per expert (-1 for a 2-D weight).
+struct SitesByWeight {
+  std::vector<const CalibrationSite *> used;
+  std::map<std::string, std::map<int64_t, size_t>> siteOf;
+  std::vector<std::string> order;
+};
+template <typename Pending>
+SitesByWeight sitesByWeight(const std::vector<std::unique_ptr<CalibrationSite>> &sites,
+                            Pending pending) {
+  SitesByWeight out;
+  for (const auto &s : sites) {
+    if (!s->hessian || s->hessian->tokens() == 0)
+      continue;
+    bool wanted = false;
+    for (const std::string &w : s->weights) {
+      if (!pending(w))
+        continue;
+      if (!out.siteOf.count(w))
+        out.order.push_back(w);
+      out.siteOf[w][s->expert] = out.used.size();
+      wanted = true;
+    }
+    if (wanted)
+      out.used.push_back(s.get());
+  }
+  return out;
+}
+
 /// The Hessians of the weights the sites read, for the weights `pending`
 /// accepts: weight -> expert (-1 for a 2-D weight) -> H, and the weights in
 /// first-seen (program) order. Sites without data are skipped.
@@ -76,24 +106,15 @@ struct WeightHessians {
 template <typename Pending>
 WeightHessians hessiansByWeight(const std::vector<std::unique_ptr<CalibrationSite>> &sites,
                                 Pending pending) {
+  const SitesByWeight s = sitesByWeight(sites, pending);
+  std::vector<Eigen::MatrixXd> h;
+  for (const CalibrationSite *site : s.used)
+    h.push_back(site->hessian->hessian());
   WeightHessians out;
-  for (const auto &s : sites) {
-    if (!s->hessian || s->hessian->tokens() == 0)
-      continue;
-    bool wanted = false;
-    for (const std::string &w : s->weights)
-      wanted = wanted || pending(w);
-    if (!wanted)
-      continue;
-    const Eigen::MatrixXd h = s->hessian->hessian();
-    for (const std::string &w : s->weights) {
-      if (!pending(w))
-        continue;
-      if (!out.byWeight.count(w))
-        out.order.push_back(w);
-      out.byWeight[w][s->expert] = h;
-    }
-  }
+  out.order = s.order;
+  for (const auto &[w, byExpert] : s.siteOf)
+    for (const auto &[expert, i] : byExpert)
+      out.byWeight[w][expert] = h[i];
   return out;
 }
 

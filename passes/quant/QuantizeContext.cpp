@@ -166,18 +166,12 @@ QuantizeContext::FinishedSlab QuantizeContext::finishSlab(SlabResult done, const
 void QuantizeContext::quantizeSlabs(const std::string &name, const std::string &method,
                                     const SlabQuantizer &slab, nlohmann::json extra,
                                     const std::function<void(nlohmann::json &)> &finish) {
-  auto t0 = std::chrono::steady_clock::now();
-  FloatWeight w = load(name);
-  const int64_t experts = w.shape.size() == 3 ? w.shape[0] : 1, slabRows = w.rows / experts;
-  std::vector<FinishedSlab> slabs;
-  for (int64_t e = 0; e < experts; ++e) {
-    const float *ws = w.data.data() + e * slabRows * w.cols;
-    slabs.push_back(
-        finishSlab(slab(w.shape.size() == 3 ? e : -1, ws, slabRows, w.cols), ws, slabRows, w.cols));
-  }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  writeSlabs(name, w, std::move(slabs), method, secs, std::move(extra), finish);
+  quantizeWeightsAtOnce(
+      {name}, method,
+      [&](const std::string &, int64_t expert, const float *w, int64_t rows, int64_t cols) {
+        return slab(expert, w, rows, cols);
+      },
+      extra, /*threads=*/1, finish);
 }
 
 namespace {
@@ -206,7 +200,7 @@ void QuantizeContext::quantizeSlabsParallel(const std::vector<std::string> &name
       floats += n;
     }
     quantizeWeightsAtOnce({names.begin() + long(first), names.begin() + long(last)}, method,
-                          slab, extra, threads);
+                          slab, extra, threads, nullptr);
     first = last;
   }
 }
@@ -214,7 +208,8 @@ void QuantizeContext::quantizeSlabsParallel(const std::vector<std::string> &name
 void QuantizeContext::quantizeWeightsAtOnce(const std::vector<std::string> &names,
                                             const std::string &method,
                                             const NamedSlabQuantizer &slab,
-                                            const nlohmann::json &extra, int threads) {
+                                            const nlohmann::json &extra, int threads,
+                                            const std::function<void(nlohmann::json &)> &finish) {
   struct Job {
     size_t weight;
     int64_t expert;
@@ -251,7 +246,7 @@ void QuantizeContext::quantizeWeightsAtOnce(const std::vector<std::string> &name
       slabs.push_back(std::move(results[j]));
       secs += seconds[j];
     }
-    writeSlabs(names[i], weights[i], std::move(slabs), method, secs, extra, nullptr);
+    writeSlabs(names[i], weights[i], std::move(slabs), method, secs, extra, finish);
   }
 }
 

@@ -100,10 +100,11 @@ public:
 
 private:
   void retype(const std::string &name, DType t);
-  /// quantizeSlabsParallel for weights loaded all at once.
+  /// quantizeSlabsParallel for weights loaded all at once; `finish` (if
+  /// set) is quantizeSlabs's, called for each weight before its write.
   void quantizeWeightsAtOnce(const std::vector<std::string> &names, const std::string &method,
                              const NamedSlabQuantizer &slab, const nlohmann::json &extra,
-                             int threads);
+                             int threads, const std::function<void(nlohmann::json &)> &finish);
   /// A slab as written: its codes and, when a Hessian came with it, its
   /// output error terms.
   struct FinishedSlab {

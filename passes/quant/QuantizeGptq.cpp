@@ -26,36 +26,18 @@ void gptqBlock(QuantizeContext &ctx, std::vector<std::unique_ptr<CalibrationSite
                const GptqOptions &gptq) {
   GptqOptions o = gptq;
   o.grid = ctx.spec();
-  // The sites with data that read a pending weight, and which site each
-  // (weight, expert) slab is quantized against.
-  std::vector<const CalibrationSite *> used;
-  std::map<std::string, std::map<int64_t, size_t>> siteOf;
-  std::vector<std::string> order;
-  for (const auto &s : sites) {
-    if (!s->hessian || s->hessian->tokens() == 0)
-      continue;
-    bool wanted = false;
-    for (const std::string &w : s->weights) {
-      if (!ctx.pending(w))
-        continue;
-      if (!siteOf.count(w))
-        order.push_back(w);
-      siteOf[w][s->expert] = used.size();
-      wanted = true;
-    }
-    if (wanted)
-      used.push_back(s.get());
-  }
+  const SitesByWeight s = sitesByWeight(sites, [&](const std::string &w) { return ctx.pending(w); });
+  const std::vector<const CalibrationSite *> &used = s.used;
   std::vector<SiteFactor> factors(used.size());
   for (size_t i = 0; i < used.size(); ++i) { // each factor's inverse runs on every core
     factors[i].h = used[i]->hessian->hessian();
     factors[i].factor = gptqFactor(factors[i].h, o);
   }
   ctx.quantizeSlabsParallel(
-      order, "gptq",
+      s.order, "gptq",
       [&](const std::string &name, int64_t expert, const float *w, int64_t rows,
           int64_t cols) -> QuantizeContext::SlabResult {
-        const std::map<int64_t, size_t> &bySite = siteOf.at(name);
+        const std::map<int64_t, size_t> &bySite = s.siteOf.at(name);
         auto it = bySite.find(expert);
         if (it == bySite.end())
           return std::nullopt;
