@@ -14,7 +14,9 @@
 // command's hash (the e2e tests load the same source many times). Launches are dispatched by the
 // kernel's name to its ABI (codegen/cuda/CudaKernelSource.h,
 // CudaAttentionSource.h); a launch during stream capture is recorded with
-// its argument values and run by cuGraphLaunch.
+// its argument values and run by cuGraphLaunch. Kernels with warp-wide
+// calls run each warp's lanes as fibers (CudaEmulation.h);
+// LLMC_FAKECUDA_REPLAY=1 replays them instead (the same bits, slower).
 //===----------------------------------------------------------------------===//
 #include "../unit/CudaEmulation.h"
 
@@ -48,9 +50,7 @@ enum Error { kSuccess = 0, kInvalidValue = 1, kNotFound = 500, kInvalidImage = 2
 struct Module {
   void *so = nullptr;
   std::string path;
-  CudaEmuSetFn set = nullptr;
-  CudaEmuPlayFn play = nullptr;
-  CudaEmuDepositedFn deposited = nullptr;
+  CudaEmuEntries emu;
 };
 
 struct Function {
@@ -91,7 +91,7 @@ std::function<void()> bindRope(const Function &f, unsigned grid, unsigned block,
                                         int, const float *)>(f.sym);
     auto signs = arg<const float *>(a, 12);
     return [=, &m] {
-      runKernelReplay(m.set, m.play, m.deposited, grid, block,
+      runKernelReplay(m.emu, grid, block,
                       [&] { fn(qkv, ld, T, pos, slot, seq, q, ldq, k, v, table, mb, signs); });
     };
   } else {
@@ -99,7 +99,7 @@ std::function<void()> bindRope(const Function &f, unsigned grid, unsigned block,
                                         const int *, float *, ll, Pool *, Pool *, const int *,
                                         int)>(f.sym);
     return [=, &m] {
-      runKernel(m.set, grid, block,
+      runKernel(m.emu.set, grid, block,
                 [&] { fn(qkv, ld, T, pos, slot, seq, q, ldq, k, v, table, mb); });
     };
   }
@@ -127,7 +127,7 @@ std::function<void()> bindAttend(const Function &f, unsigned grid, unsigned bloc
   auto sl = arg<int>(a, 11);
   auto part = arg<float *>(a, 12);
   return [=, &m] {
-    runKernelReplay(m.set, m.play, m.deposited, grid, block,
+    runKernelReplay(m.emu, grid, block,
                     [&] { fn(q, ldq, T, pos, seq, hole, k, v, table, mb, ns, sl, part); });
   };
 }
@@ -145,7 +145,7 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto y = arg<float *>(a, 3);
     auto rows = arg<ll>(a, 4);
     auto res = arg<const float *>(a, 5);
-    return [=, &m] { runKernel(m.set, grid, block, [&] { fn(w, stride, x, y, rows, res); }); };
+    return [=, &m] { runKernel(m.emu.set, grid, block, [&] { fn(w, stride, x, y, rows, res); }); };
   }
   // llmc_cu_mv_* and the tensor-core llmc_cu_mm_* share the ABI; the
   // latter's warp-wide mma is replayed.
@@ -166,9 +166,9 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     return [=, &m] {
       auto call = [&] { fn(w, stride, x, ldx, T, y, ldy, rows, res, ldr); };
       if (mma)
-        runKernelReplay(m.set, m.play, m.deposited, grid, block, call);
+        runKernelReplay(m.emu, grid, block, call);
       else
-        runKernel(m.set, grid, block, call);
+        runKernel(m.emu.set, grid, block, call);
     };
   }
   if (startsWith(n, "llmc_cu_rms_norm_")) {
@@ -179,7 +179,7 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto rows = arg<ll>(a, 3);
     auto eps = arg<float>(a, 4);
     return [=, &m] {
-      runKernelReplay(m.set, m.play, m.deposited, grid, block, [&] { fn(x, w, y, rows, eps); });
+      runKernelReplay(m.emu, grid, block, [&] { fn(x, w, y, rows, eps); });
     };
   }
   if (startsWith(n, "llmc_cu_gate_")) {
@@ -187,7 +187,7 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto g = arg<float *>(a, 0);
     auto u = arg<const float *>(a, 1);
     auto cnt = arg<ll>(a, 2);
-    return [=, &m] { runKernel(m.set, grid, block, [&] { fn(g, u, cnt); }); };
+    return [=, &m] { runKernel(m.emu.set, grid, block, [&] { fn(g, u, cnt); }); };
   }
   if (n == "llmc_cu_add") {
     auto fn = reinterpret_cast<void (*)(const float *, const float *, float *, ll)>(f.sym);
@@ -195,7 +195,7 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto b = arg<const float *>(a, 1);
     auto y = arg<float *>(a, 2);
     auto cnt = arg<ll>(a, 3);
-    return [=, &m] { runKernel(m.set, grid, block, [&] { fn(x, b, y, cnt); }); };
+    return [=, &m] { runKernel(m.emu.set, grid, block, [&] { fn(x, b, y, cnt); }); };
   }
   if (n == "llmc_cu_moe_gather") {
     auto fn = reinterpret_cast<void (*)(const float *, ll, const int *, int, float *, ll, ll)>(
@@ -207,7 +207,7 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto y = arg<float *>(a, 4);
     auto ldy = arg<ll>(a, 5);
     auto cols = arg<ll>(a, 6);
-    return [=, &m] { runKernel(m.set, grid, block, [&] { fn(x, ldx, rows, cnt, y, ldy, cols); }); };
+    return [=, &m] { runKernel(m.emu.set, grid, block, [&] { fn(x, ldx, rows, cnt, y, ldy, cols); }); };
   }
   if (n == "llmc_cu_moe_scatter_add") {
     auto fn = reinterpret_cast<void (*)(const float *, ll, const int *, const float *, int,
@@ -221,7 +221,7 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto ldo = arg<ll>(a, 6);
     auto cols = arg<ll>(a, 7);
     return [=, &m] {
-      runKernel(m.set, grid, block, [&] { fn(y, ldy, rows, w, cnt, out, ldo, cols); });
+      runKernel(m.emu.set, grid, block, [&] { fn(y, ldy, rows, w, cnt, out, ldo, cols); });
     };
   }
   if (n == "llmc_cu_moe_fill") {
@@ -229,7 +229,7 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto src = arg<const float *>(a, 0);
     auto dst = arg<float *>(a, 1);
     auto cnt = arg<ll>(a, 2);
-    return [=, &m] { runKernel(m.set, grid, block, [&] { fn(src, dst, cnt); }); };
+    return [=, &m] { runKernel(m.emu.set, grid, block, [&] { fn(src, dst, cnt); }); };
   }
   if (startsWith(n, "llmc_cu_embed_")) {
     auto fn = reinterpret_cast<void (*)(const unsigned char *, ll, ll, const int *, int, float *,
@@ -241,7 +241,7 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto T = arg<int>(a, 4);
     auto out = arg<float *>(a, 5);
     auto ldo = arg<ll>(a, 6);
-    return [=, &m] { runKernel(m.set, grid, block, [&] { fn(t, stride, vocab, tok, T, out, ldo); }); };
+    return [=, &m] { runKernel(m.emu.set, grid, block, [&] { fn(t, stride, vocab, tok, T, out, ldo); }); };
   }
   if (startsWith(n, "llmc_cu_rope_kv_")) // ABI 3: the rows' cache slots beside positions
     return bindRope<us>(f, grid, block, a);
@@ -257,7 +257,7 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto ldo = arg<ll>(a, 4);
     auto signs = arg<const float *>(a, 5);
     return [=, &m] {
-      runKernelReplay(m.set, m.play, m.deposited, grid, block,
+      runKernelReplay(m.emu, grid, block,
                       [&] { fn(part, T, ns, out, ldo, signs); });
     };
   }
@@ -270,7 +270,7 @@ std::function<void()> bindLaunch(const Function &f, unsigned grid, unsigned bloc
     auto ns = arg<int>(a, 2);
     auto out = arg<float *>(a, 3);
     auto ldo = arg<ll>(a, 4);
-    return [=, &m] { runKernel(m.set, grid, block, [&] { fn(part, T, ns, out, ldo); }); };
+    return [=, &m] { runKernel(m.emu.set, grid, block, [&] { fn(part, T, ns, out, ldo); }); };
   }
   if (startsWith(n, "llmc_cu_attend_")) // ABI 3: a hole of slots per (sequence, KV head)
     return bindAttend<us>(f, grid, block, a);
@@ -397,9 +397,11 @@ int cuModuleLoadData(void **module, const void *) {
   }
   if (!m->so)
     return kInvalidImage;
-  m->set = reinterpret_cast<CudaEmuSetFn>(dlsym(m->so, "llmc_emu_set"));
-  m->play = reinterpret_cast<CudaEmuPlayFn>(dlsym(m->so, "llmc_emu_play"));
-  m->deposited = reinterpret_cast<CudaEmuDepositedFn>(dlsym(m->so, "llmc_emu_deposited"));
+  void *so = m->so;
+  m->emu = CudaEmuEntries::lookUp([so](const char *name) { return dlsym(so, name); });
+  // LLMC_FAKECUDA_REPLAY=1: replays instead of fibers (their reference).
+  const char *replay = getenv("LLMC_FAKECUDA_REPLAY");
+  m->emu.useFibers = !(replay && *replay == '1');
   *module = m.release();
   return kSuccess;
 }

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 using namespace llmc;
@@ -113,7 +114,7 @@ TEST(CudaKernels, EmulatedEmbeddingGivesTheDequantizedRows) {
     const int T = int(tokens.size());
     const int64_t ldo = s.cols + 5;
     std::vector<float> out(size_t(T * ldo), -9.0f), row(size_t(s.cols));
-    cgtest::runKernel(e.set, unsigned(T), 32, [&] {
+    cgtest::runKernel(e.emu.set, unsigned(T), 32, [&] {
       kernel(table.data(), stride, vocab, tokens.data(), T, out.data(), ldo);
     });
     for (int t = 0; t < T; ++t) {
@@ -148,7 +149,7 @@ TEST(CudaKernels, EmulatedRopeAppendsToThePagedF16Cache) {
       const int64_t ldqkv = (H + 2 * KV) * hd + 3, ldq = H * hd + 1;
       const std::vector<float> qkv = randoms(rng, size_t(T * ldqkv), 1.0f);
       std::vector<float> q(size_t(T * ldq), -5.0f);
-      cgtest::runKernel(e.set, unsigned(T), 64, [&] {
+      cgtest::runKernel(e.emu.set, unsigned(T), 64, [&] {
         kernel(qkv.data(), ldqkv, T, pos.data(), slots ? slots->data() : nullptr, seq.data(),
                q.data(), ldq, cache.k.data(), cache.v.data(), cache.table.data(),
                cache.maxBlocks);
@@ -231,12 +232,21 @@ TEST(CudaKernels, EmulatedFlashDecodingMatchesSoftmaxAttention) {
                 cache.k[cache.at(s, q, p, kh, d)] = cache.v[cache.at(s, q, p, kh, d)] = 0x7e00;
       std::vector<float> part(size_t(T * H * nSplits * s.partFloats()), -8.0f);
       std::vector<float> out(size_t(T * ldo), -4.0f);
-      cgtest::runKernelReplay(e.set, e.play, e.deposited, unsigned(T * KV * nSplits), 32, [&] {
-        attend(qv.data(), ldq, T, pos.data(), seq.data(), holes ? hole.data() : nullptr,
-               cache.k.data(), cache.v.data(),
-               cache.table.data(), cache.maxBlocks, nSplits, splitLen, part.data());
-      });
-      cgtest::runKernel(e.set, unsigned(T * H), 32,
+      auto runAttend = [&](const cgtest::CudaEmuEntries &emu, float *into) {
+        cgtest::runKernelReplay(emu, unsigned(T * KV * nSplits), 32, [&] {
+          attend(qv.data(), ldq, T, pos.data(), seq.data(), holes ? hole.data() : nullptr,
+                 cache.k.data(), cache.v.data(), cache.table.data(), cache.maxBlocks, nSplits,
+                 splitLen, into);
+        });
+      };
+      runAttend(e.emu, part.data());
+      { // the emulation's fibers give its replays' values, bit for bit
+        std::vector<float> replayed(part.size(), -8.0f);
+        runAttend(cgtest::replaysOf(e.emu), replayed.data());
+        EXPECT_EQ(0, std::memcmp(part.data(), replayed.data(), part.size() * sizeof(float)))
+            << s.attendSymbol() << " fibers against replays, split " << splitLen;
+      }
+      cgtest::runKernel(e.emu.set, unsigned(T * H), 32,
                         [&] { combine(part.data(), T, nSplits, out.data(), ldo); });
       for (int t = 0; t < T; ++t)
         for (int64_t h = 0; h < H; ++h) {

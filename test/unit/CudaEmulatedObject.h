@@ -14,9 +14,7 @@ namespace llmc::cgtest {
 
 struct EmulatedCuda {
   GeneratedObject obj;
-  CudaEmuSetFn set = nullptr;
-  CudaEmuPlayFn play = nullptr;
-  CudaEmuDepositedFn deposited = nullptr;
+  CudaEmuEntries emu;
 };
 
 /// Builds `source` behind the shim into e (a fatal gtest failure when the
@@ -24,10 +22,11 @@ struct EmulatedCuda {
 inline void loadEmulatedCuda(EmulatedCuda &e, const std::string &source) {
   loadGenerated(e.obj, std::string(kCudaHostShim) + source, codegen::IsaLevel::X86_64);
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
-  e.set = e.obj.fn<CudaEmuSetFn>("llmc_emu_set");
-  e.play = e.obj.fn<CudaEmuPlayFn>("llmc_emu_play");
-  e.deposited = e.obj.fn<CudaEmuDepositedFn>("llmc_emu_deposited");
-  ASSERT_TRUE(e.set && e.play && e.deposited);
+  e.emu = CudaEmuEntries::lookUp([&](const char *name) { return e.obj.fn<void *>(name); });
+  ASSERT_TRUE(e.emu.complete());
+#if defined(__x86_64__)
+  ASSERT_NE(e.emu.fibers, nullptr) << "the shim's fibers (x86-64)";
+#endif
 }
 
 } // namespace llmc::cgtest

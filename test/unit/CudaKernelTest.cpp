@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <tuple>
@@ -179,9 +180,7 @@ TEST(CudaKernels, EmulatedTensorCoreProductMatchesF16Product) {
   cgtest::loadEmulatedCuda(e, cudaKernelSource(specs));
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
   auto &obj = e.obj;
-  auto set = e.set;
-  auto play = e.play;
-  auto deposited = e.deposited;
+  const cgtest::CudaEmuEntries &emu = e.emu;
   std::mt19937 rng(23);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t rows = 21;
@@ -206,14 +205,21 @@ TEST(CudaKernels, EmulatedTensorCoreProductMatchesF16Product) {
         yi[size_t(t * ldy + r)] = res[size_t(t * ldr + r)];
     const unsigned blocks = unsigned((rows + 16 * kCudaMmaWarps - 1) / (16 * kCudaMmaWarps) *
                                      ((T + kCudaMmaTokens - 1) / kCudaMmaTokens));
-    auto launch = [&](float *out, const float *r, long long lr) {
-      cgtest::runKernelReplay(set, play, deposited, blocks, 32 * kCudaMmaWarps, [&] {
+    auto launch = [&](float *out, const float *r, long long lr,
+                      const cgtest::CudaEmuEntries &how) {
+      cgtest::runKernelReplay(how, blocks, 32 * kCudaMmaWarps, [&] {
         fn(w.data(), stride, x.data(), ldx, T, out, ldy, rows, r, lr);
       });
     };
-    launch(y.data(), nullptr, 0);
-    launch(yr.data(), res.data(), ldr);
-    launch(yi.data(), yi.data(), ldy);
+    launch(y.data(), nullptr, 0, emu);
+    { // the emulation's fibers give its replays' values, bit for bit
+      std::vector<float> replayed(y.size(), -7.0f);
+      launch(replayed.data(), nullptr, 0, cgtest::replaysOf(emu));
+      EXPECT_EQ(0, std::memcmp(y.data(), replayed.data(), y.size() * sizeof(float)))
+          << s.mmaSymbol() << " fibers against replays";
+    }
+    launch(yr.data(), res.data(), ldr, emu);
+    launch(yi.data(), yi.data(), ldy, emu);
     for (int t = 0; t < T; ++t) {
       for (int64_t r = 0; r < rows; ++r) {
         double ref16 = 0, ref = 0, mag = 0;
@@ -265,9 +271,7 @@ TEST(CudaKernels, EmulatedOpKernelsMatchTheirFormulas) {
   cgtest::loadEmulatedCuda(e, cudaKernelSource({}, allOps()));
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
   auto &obj = e.obj;
-  auto set = e.set;
-  auto play = e.play;
-  auto deposited = e.deposited;
+  const cgtest::CudaEmuEntries &emu = e.emu;
   std::mt19937 rng(9);
   std::normal_distribution<float> nd(0.0f, 2.0f);
   auto randoms = [&](size_t n) {
@@ -286,7 +290,7 @@ TEST(CudaKernels, EmulatedOpKernelsMatchTheirFormulas) {
       const int64_t rows = 3, D = s.cols;
       const std::vector<float> x = randoms(size_t(rows * D)), w = randoms(size_t(D));
       std::vector<float> y(x.size(), -1.0f);
-      cgtest::runKernelReplay(set, play, deposited, unsigned(rows), 32,
+      cgtest::runKernelReplay(emu, unsigned(rows), 32,
                               [&] { fn(x.data(), w.data(), y.data(), rows, 1e-5f); });
       for (int64_t r = 0; r < rows; ++r) {
         double ss = 0;
@@ -305,7 +309,7 @@ TEST(CudaKernels, EmulatedOpKernelsMatchTheirFormulas) {
       const int64_t n = 77;
       std::vector<float> g = randoms(size_t(n));
       const std::vector<float> g0 = g, u = randoms(size_t(n));
-      cgtest::runKernel(set, 2, 64, [&] { fn(g.data(), u.data(), n); });
+      cgtest::runKernel(emu.set, 2, 64, [&] { fn(g.data(), u.data(), n); });
       for (int64_t i = 0; i < n; ++i) {
         const double v = g0[size_t(i)];
         const double act = s.activation == Activation::SiLU ? v / (1 + std::exp(-v))
@@ -320,7 +324,7 @@ TEST(CudaKernels, EmulatedOpKernelsMatchTheirFormulas) {
       const int64_t n = 70;
       const std::vector<float> a = randoms(size_t(n)), b = randoms(size_t(n));
       std::vector<float> y(size_t(n) + 1, -3.0f);
-      cgtest::runKernel(set, 3, 32, [&] { fn(a.data(), b.data(), y.data(), n); });
+      cgtest::runKernel(emu.set, 3, 32, [&] { fn(a.data(), b.data(), y.data(), n); });
       for (int64_t i = 0; i < n; ++i)
         ASSERT_EQ(y[size_t(i)], a[size_t(i)] + b[size_t(i)]) << i;
       ASSERT_EQ(y[size_t(n)], -3.0f); // nothing past n

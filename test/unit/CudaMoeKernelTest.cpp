@@ -43,7 +43,7 @@ TEST(CudaKernels, EmulatedMoeRowKernelsGatherAndAddBackWeightedRows) {
   const std::vector<float> w = {0.25f, 1.5f, -0.75f};
   const int n = int(rows.size());
   std::vector<float> g(size_t(n * ld), -7.0f);
-  cgtest::runKernel(e.set, unsigned(n), 32, [&] {
+  cgtest::runKernel(e.emu.set, unsigned(n), 32, [&] {
     gather(x.data(), ld, rows.data(), n, g.data(), ld, cols);
   });
   for (int i = 0; i < n; ++i)
@@ -52,12 +52,12 @@ TEST(CudaKernels, EmulatedMoeRowKernelsGatherAndAddBackWeightedRows) {
           << "gathered row " << i << " col " << c;
   for (bool fromResidual : {true, false}) {
     std::vector<float> out(size_t(T * cols) + 1, 99.0f);
-    cgtest::runKernel(e.set, 2, 256, [&] {
+    cgtest::runKernel(e.emu.set, 2, 256, [&] {
       fill(fromResidual ? res.data() : nullptr, out.data(), T * cols);
     });
     ASSERT_EQ(out[size_t(T * cols)], 99.0f); // nothing past n
     // y: the expert's output rows (here the gathered rows, stride ld).
-    cgtest::runKernel(e.set, unsigned(n), 32, [&] {
+    cgtest::runKernel(e.emu.set, unsigned(n), 32, [&] {
       scatter(g.data(), ld, rows.data(), w.data(), n, out.data(), cols, cols);
     });
     for (int t = 0; t < T; ++t)

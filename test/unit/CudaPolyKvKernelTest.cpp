@@ -129,7 +129,7 @@ TEST(CudaKernels, EmulatedPolyKvRopeEncodesEntriesAsTheCpu) {
     const std::vector<float> qkv = randoms(rng, size_t(T * ldqkv), 1.0f);
     std::vector<float> q(size_t(T * ldq), -5.0f);
     // Two warps a block: a warp encodes more than one KV head when KV > 2.
-    cgtest::runKernelReplay(e.set, e.play, e.deposited, unsigned(T), 64, [&] {
+    cgtest::runKernelReplay(e.emu, unsigned(T), 64, [&] {
       kernel(qkv.data(), ldqkv, T, pos.data(), slot.data(), seq.data(), q.data(), ldq,
              cache.k.data(), cache.v.data(), cache.table.data(), cache.maxBlocks,
              codec.signs.data());
@@ -226,12 +226,12 @@ TEST(CudaKernels, EmulatedPolyKvAttentionMatchesAttentionOverDecodedEntries) {
       for (auto [splitLen, nSplits] : splitCases) {
         std::vector<float> part(size_t(T * H * nSplits * s.partFloats()), -8.0f);
         std::vector<float> out(size_t(T * ldo), -4.0f);
-        cgtest::runKernelReplay(e.set, e.play, e.deposited, unsigned(T * KV * nSplits), 32, [&] {
+        cgtest::runKernelReplay(e.emu, unsigned(T * KV * nSplits), 32, [&] {
           attend(qv.data(), ldq, T, pos.data(), seq.data(), holes ? hole.data() : nullptr,
                  cache.k.data(), cache.v.data(), cache.table.data(), cache.maxBlocks, nSplits,
                  splitLen, part.data());
         });
-        cgtest::runKernelReplay(e.set, e.play, e.deposited, unsigned(T * H), 32, [&] {
+        cgtest::runKernelReplay(e.emu, unsigned(T * H), 32, [&] {
           combine(part.data(), T, nSplits, out.data(), ldo, codec.signs.data());
         });
         const std::string what = s.polyKvAttendSymbol() + (holes ? " with holes" : "") +
