@@ -27,7 +27,8 @@
 // the next lane (31 down to 0, as the plays run them); once all 32 have
 // deposited, each lane resumes with the same butterfly or fragments a play
 // would have answered. So every lane runs once, the results bit for bit a
-// replay's (unit CudaEmulation.FibersGiveTheReplaysResults).
+// replay's (the unit tests of the attention and tensor-core kernels run
+// both and compare the bytes).
 //===----------------------------------------------------------------------===//
 #pragma once
 #include <cstdint>
@@ -244,7 +245,6 @@ unsigned short llmcToHalf(float f) {
     ++h;
   return (unsigned short)(sign | h);
 }
-// All lanes need the sum: replayed (runKernelReplay).
 // A fiber's warp-wide call: deposits v, waits for the other lanes; the
 // deposits' parity slot, now complete.
 int llmcFiberExchange(double v) {
@@ -253,6 +253,7 @@ int llmcFiberExchange(double v) {
   llmcFiberYield();
   return slot;
 }
+// All lanes need the sum: replayed (runKernelReplay), or exchanged by fibers.
 template <typename T> T llmcAllSum(T v) {
   const int lane = int(threadIdx.x & 31);
   if (llmcFiberMode) {
