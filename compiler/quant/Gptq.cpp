@@ -38,13 +38,10 @@ Eigen::MatrixXd HessianAccumulator::hessian() const {
   return h;
 }
 
-namespace {
-
-/// Upper Cholesky factor U of (H + damp*mean(diag)*I)^-1; nullopt if not PD.
-/// With J the order reversal and J (H + dI) J = L L^T, the inverse is
-/// J L^-T L^-1 J = U^T U for the upper triangular U = J L^-1 J: one
-/// factorisation and one triangular solve, no inverse to factor again.
-std::optional<Eigen::MatrixXf> inverseCholeskyUpper(const Eigen::MatrixXd &h, double damp,
+// With J the order reversal and J (H + dI) J = L L^T, the inverse is
+// J L^-T L^-1 J = U^T U for the upper triangular U = J L^-1 J: one
+// factorisation and one triangular solve, no inverse to factor again.
+std::optional<Eigen::MatrixXd> inverseCholeskyUpper(const Eigen::MatrixXd &h, double damp,
                                                     int threads) {
   const int64_t n = h.rows();
   const double mean = h.diagonal().mean();
@@ -66,10 +63,8 @@ std::optional<Eigen::MatrixXf> inverseCholeskyUpper(const Eigen::MatrixXd &h, do
   });
   if (!lInv.allFinite())
     return std::nullopt;
-  return Eigen::MatrixXf(lInv.reverse().cast<float>());
+  return Eigen::MatrixXd(lInv.reverse());
 }
-
-} // namespace
 
 GptqFactor gptqFactor(const Eigen::MatrixXd &hIn, const GptqOptions &opts, int threads) {
   if (hIn.rows() != hIn.cols())
@@ -93,14 +88,14 @@ GptqFactor gptqFactor(const Eigen::MatrixXd &hIn, const GptqOptions &opts, int t
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i < n; ++i)
       Hp(i, j) = H(f.perm[size_t(i)], f.perm[size_t(j)]);
-  std::optional<Eigen::MatrixXf> U;
+  std::optional<Eigen::MatrixXd> U;
   for (double damp = opts.damp; !U && damp <= 1e3; damp *= 10) {
     U = inverseCholeskyUpper(Hp, damp, threads);
     f.damp = damp;
   }
   if (!U)
     throw std::runtime_error("gptq: the dampened Hessian is not positive definite");
-  f.U = std::move(*U);
+  f.U = U->cast<float>();
   return f;
 }
 

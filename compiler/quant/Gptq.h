@@ -11,6 +11,7 @@
 #pragma once
 #include "compiler/quant/GroupGrid.h"
 #include <Eigen/Dense>
+#include <optional>
 
 namespace llmc::quant {
 
@@ -54,6 +55,13 @@ struct GptqFactor {
   Eigen::MatrixXf U;
   double damp = 0;           ///< the dampening that made H positive definite
 };
+/// The upper Cholesky factor U of (H + damp * mean(diag H) * I)^-1
+/// (H^-1 = U^T U), from one factorisation and a triangular solve in column
+/// panels (threads: <= 0 the machine's cores; the same bits on any number);
+/// nullopt if the dampened H is not positive definite or U not finite.
+std::optional<Eigen::MatrixXd> inverseCholeskyUpper(const Eigen::MatrixXd &h, double damp,
+                                                    int threads = 0);
+
 /// Throws std::runtime_error if H is not square or stays indefinite after
 /// 10x, 100x, ... more dampening (up to 1e3). threads: for the triangular
 /// inverse's panels (<= 0: the machine's cores); the same factor on any.

@@ -40,9 +40,12 @@ std::vector<float> QuantizedMatrix::dequantized() const {
   std::vector<float> out(size_t(rows * cols));
   const int64_t G = spec.group, ng = groups();
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      out[size_t(r * cols + c)] =
-          dequantCode(codes[size_t(r * cols + c)], grids[size_t(r * ng + c / G)], spec);
+    for (int64_t g = 0; g < ng; ++g) {
+      const Grid grid = grids[size_t(r * ng + g)];
+      const int64_t at = r * cols + g * G;
+      for (int64_t j = 0; j < G; ++j)
+        out[size_t(at + j)] = dequantCode(codes[size_t(at + j)], grid, spec);
+    }
   return out;
 }
 
@@ -61,6 +64,47 @@ std::vector<uint8_t> QuantizedMatrix::pack() const {
   return out;
 }
 
+namespace {
+
+/// GroupRange::add over a group; without amaxSigned unless `sym` (the
+/// asymmetric grid reads only lo and hi).
+GroupRange groupRange(const float *x, int64_t n, bool sym) {
+  GroupRange range;
+  if (sym) {
+    for (int64_t j = 0; j < n; ++j)
+      range.add(x[j]);
+    return range;
+  }
+  float lo = range.lo, hi = range.hi;
+  for (int64_t j = 0; j < n; ++j) {
+    const float w = x[j];
+    lo = (lo < w || std::isnan(w)) ? lo : w;
+    hi = (hi > w || std::isnan(w)) ? hi : w;
+  }
+  range.lo = lo;
+  range.hi = hi;
+  return range;
+}
+
+/// quantCode over a group, the grid and spec held in locals (the byte
+/// stores would otherwise make the compiler reload them per weight).
+void quantGroup(const float *x, int64_t n, const Grid &grid, const GridSpec &s, uint8_t *codes) {
+  const float id = grid.scale != 0.0f ? 1.0f / grid.scale : 0.0f, top = float(s.qmax());
+  const float offset = float(s.offset()), min = grid.min;
+  auto clamp = [top](float q) {
+    q = q > 0.0f ? q : 0.0f;
+    return uint8_t(q < top ? q : top);
+  };
+  if (s.sym)
+    for (int64_t j = 0; j < n; ++j)
+      codes[j] = clamp(std::nearbyint(x[j] * id) + offset);
+  else
+    for (int64_t j = 0; j < n; ++j)
+      codes[j] = clamp(std::nearbyint((x[j] - min) * id));
+}
+
+} // namespace
+
 QuantizedMatrix rtnQuantize(const float *w, int64_t rows, int64_t cols, const GridSpec &s,
                             const float *clip) {
   if (cols % s.group != 0)
@@ -77,13 +121,9 @@ QuantizedMatrix rtnQuantize(const float *w, int64_t rows, int64_t cols, const Gr
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t g = 0; g < ng; ++g) {
       const float *x = w + r * cols + g * s.group;
-      GroupRange range;
-      for (int64_t j = 0; j < s.group; ++j)
-        range.add(x[j]);
-      Grid grid = makeGrid(range, s, clip ? clip[r * ng + g] : 1.0f);
+      const Grid grid = makeGrid(groupRange(x, s.group, s.sym), s, clip ? clip[r * ng + g] : 1.0f);
       q.grids[size_t(r * ng + g)] = grid;
-      for (int64_t j = 0; j < s.group; ++j)
-        q.codes[size_t(r * cols + g * s.group + j)] = quantCode(x[j], grid, s);
+      quantGroup(x, s.group, grid, s, q.codes.data() + r * cols + g * s.group);
     }
   return q;
 }

@@ -33,9 +33,12 @@ struct Grid {
 /// largest magnitude for symmetric grids).
 struct GroupRange {
   float lo = INFINITY, hi = -INFINITY, amaxSigned = 0;
+  // fmin/fmax as glibc computes them (a NaN w ignored; of equal values the
+  // new one), without its out-of-line calls (this is the calibrated
+  // methods' inner loop).
   void add(float w) {
-    lo = std::fmin(lo, w);
-    hi = std::fmax(hi, w);
+    lo = (lo < w || std::isnan(w)) ? lo : w;
+    hi = (hi > w || std::isnan(w)) ? hi : w;
     if (std::fabs(w) > std::fabs(amaxSigned))
       amaxSigned = w;
   }
@@ -48,7 +51,9 @@ Grid makeGrid(const GroupRange &r, const GridSpec &s, float clip = 1.0f);
 inline uint8_t quantCode(float w, const Grid &g, const GridSpec &s) {
   const float id = g.scale != 0.0f ? 1.0f / g.scale : 0.0f;
   float q = s.sym ? std::nearbyint(w * id) + float(s.offset()) : std::nearbyint((w - g.min) * id);
-  return uint8_t(std::fmin(std::fmax(q, 0.0f), float(s.qmax())));
+  q = q > 0.0f ? q : 0.0f; // fmax(q, 0): NaN -> 0
+  const float top = float(s.qmax());
+  return uint8_t(q < top ? q : top);
 }
 
 inline float dequantCode(uint8_t q, const Grid &g, const GridSpec &s) {

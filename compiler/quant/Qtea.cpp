@@ -1,5 +1,6 @@
 //===- Qtea.cpp - QTEA: ternary + salient FP8 residual quantization -------===//
 #include "compiler/quant/Qtea.h"
+#include "compiler/quant/Gptq.h"
 #include "llmc/dtype.h"
 
 #include <algorithm>
@@ -109,18 +110,14 @@ std::vector<GroupFit> fitAll(const float *w, int64_t rows, int64_t cols, const Q
 
 /// Upper Cholesky factor of H^-1 after H += damp * mean(diag H) * I, adding
 /// 0.01 * mean(diag H) up to five times if that fails; diag(H)^-1/2 last.
-Eigen::MatrixXd inverseCholeskyUpper(Eigen::MatrixXd h, double damp, QteaResult &res) {
+/// One slab is one thread's work (the caller runs slabs in parallel).
+Eigen::MatrixXd qteaInverseFactor(Eigen::MatrixXd h, double damp, QteaResult &res) {
   const int64_t n = h.rows();
   const double mean = h.diagonal().mean();
   h.diagonal().array() += damp * (mean > 0 ? mean : 1.0);
   for (int attempt = 0; attempt < 5; ++attempt) {
-    Eigen::LLT<Eigen::MatrixXd> llt(h);
-    if (llt.info() == Eigen::Success) {
-      Eigen::MatrixXd inv = llt.solve(Eigen::MatrixXd::Identity(n, n));
-      Eigen::LLT<Eigen::MatrixXd> llt2(inv);
-      if (llt2.info() == Eigen::Success && inv.allFinite())
-        return Eigen::MatrixXd(llt2.matrixU());
-    }
+    if (std::optional<Eigen::MatrixXd> u = inverseCholeskyUpper(h, 0.0, /*threads=*/1))
+      return std::move(*u);
     ++res.dampRetries;
     const double m = h.diagonal().mean();
     h.diagonal().array() += 0.01 * (m > 0 ? m : 1.0);
@@ -289,7 +286,7 @@ QteaResult qteaQuantize(const float *w, int64_t rows, int64_t cols, const Eigen:
     for (int64_t j = 0; j < n; ++j)
       Hp(i, j) = H(perm[size_t(i)], perm[size_t(j)]);
   }
-  const Eigen::MatrixXf U = inverseCholeskyUpper(std::move(Hp), o.damp, res).cast<float>();
+  const Eigen::MatrixXf U = qteaInverseFactor(std::move(Hp), o.damp, res).cast<float>();
   const bool diagonalU = U.triangularView<Eigen::StrictlyUpper>().toDenseMatrix().isZero(0);
 
   // 4. The sweep.

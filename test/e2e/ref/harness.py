@@ -9,7 +9,8 @@ machine, and keeps the reference deterministic).
 
 LLMC_E2E_TIMING=1 prints each llmc call's seconds and arguments on stderr
 (where a test's time goes, e.g. `LLMC_E2E_TIMING=1 .venv/bin/python
-test/e2e/test_x.py`).
+test/e2e/test_x.py`). LLMC_E2E_TIMING_LOG=FILE appends one JSON line per
+llmc call (test script, seconds, arguments) to FILE, for a whole suite run.
 """
 from __future__ import annotations
 
@@ -64,6 +65,8 @@ def _ensure_signing_key(binary):
     os.makedirs(base, exist_ok=True)
     _signing_home = tempfile.mkdtemp(prefix="signing-", dir=base)
     os.environ["XDG_CONFIG_HOME"] = _signing_home
+    import atexit  # the key dies with the test process (it signed only this test's artifacts)
+    atexit.register(shutil.rmtree, _signing_home, ignore_errors=True)
     p = subprocess.run([binary, "keygen", "--comment", "e2e test key"], capture_output=True,
                        text=True, timeout=60)
     if p.returncode != 0:
@@ -159,6 +162,11 @@ def run_llmc(args, timeout=300, check=True, env=None):
     p.seconds = time.time() - t0
     if os.environ.get("LLMC_E2E_TIMING") == "1":
         print(f"[timing] {p.seconds:7.1f} s  llmc {' '.join(cmd[1:])[:160]}", file=sys.stderr, flush=True)
+    if os.environ.get("LLMC_E2E_TIMING_LOG"):
+        import json
+        with open(os.environ["LLMC_E2E_TIMING_LOG"], "a") as log:
+            log.write(json.dumps({"test": os.path.basename(sys.argv[0]), "seconds": round(p.seconds, 2),
+                                  "args": cmd[1:]}) + "\n")
     if check and p.returncode != 0:
         raise RuntimeError(f"llmc failed (exit {p.returncode}): {' '.join(cmd)}\n{p.stderr.strip()}")
     return p
