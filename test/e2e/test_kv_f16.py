@@ -2,14 +2,15 @@
 (int8 codes, an f16 scale per 32) on SmolLM2-135M-Instruct.
 
 - `llmc eval --kv-type f16 --exact-activations --ref` the same artifact
-  (whose executor keeps f32 rows): 1024 positions of data/eval/default.txt,
-  KL divergence mean <= 1e-5 and top-1 agreement >= 99% (measured: 3.2e-7
-  and 100%). With int8 activations (the default) the same comparison gives
-  ~3e-3 and ~95%: the tiny change re-draws the activations' int8 rounding,
-  whose own noise is that large; the f16 rows themselves cost ~3e-7. That
-  figure is printed, not checked.
+  (whose executor keeps f32 rows): 512 positions of data/eval/default.txt,
+  KL divergence mean <= 1e-5 and top-1 agreement >= 99% (measured: 3.3e-7
+  and 100%, the same as over 1024 positions). With int8 activations (the
+  default) the same comparison gave ~3e-3 and ~95% when this test was
+  written: the tiny change re-draws the activations' int8 rounding, whose
+  own noise is that large; the f16 rows themselves cost ~3e-7. That run is
+  not part of the test (it checked nothing and took a fifth of its time).
 - the same for q8_0 rows: KLD mean <= 2e-3 and top-1 >= 96% (measured
-  4.3e-4 and 98.4%), and above the f16 rows' KLD (the rows are coded);
+  4.2e-4 and 98.8%), and above the f16 rows' KLD (the rows are coded);
 - `llmc run --kv-type f16` and `q8_0`: greedy tokens of a code prompt equal
   with and without `--speculate ngram` (rewind drops entries exactly).
 - `llmc run --kv-type f8`: exit 2 (a bad flag), naming the choices.
@@ -27,7 +28,7 @@ PROMPT = ("def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\
 
 def eval_kld(art, extra, kv="f16"):
     p = harness.run_llmc(["eval", art, "--ref", art, "--kv-type", kv, "--json", "-q",
-                          "--max-tokens", "1024", *extra], timeout=900)
+                          "--max-tokens", "512", *extra], timeout=900)
     return json.loads(p.stdout)
 
 
@@ -43,9 +44,6 @@ def main():
                  "f16 rows vs f32 rows, f32 activations: KLD mean <= 1e-5, top-1 >= 99%",
                  f"KLD mean {j['kld_mean']:.2e}, p99 {j['kld_p99']:.2e}, top-1 {j['top1']:.1f}%, "
                  f"ppl {j['ppl']:.3f} vs {j['ref_ppl']:.3f}")
-    j = eval_kld(art, [])
-    print(f"  (int8 activations: KLD mean {j['kld_mean']:.2e}, top-1 {j['top1']:.1f}%: the "
-          "activations' own rounding noise, re-drawn)")
     q = eval_kld(art, ["--exact-activations"], "q8_0")
     checks.check(q["kld_mean"] <= 2e-3 and q["top1"] >= 96.0 and q["kld_mean"] > j16["kld_mean"],
                  "q8_0 rows vs f32 rows, f32 activations: KLD mean <= 2e-3 (above f16's), "
