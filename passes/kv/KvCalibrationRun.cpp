@@ -118,16 +118,32 @@ ProbeScore CalibrationRun::scoreTail(bool keep) {
   const int64_t vocab = ex.vocabSize();
   if (keep)
     fullLogProbs_.assign(size_t(scoredTokens_ * vocab), 0.0f);
+  // Caches that decoding changes only by appending (the full cache, or
+  // policies that compress prompts only): the whole tail in one
+  // verification pass, its rows decode steps, each row the prediction a
+  // forward of its token alone would make. Otherwise one forward per token.
+  // Recording is off while the tail is scored: nothing compresses after it
+  // (the next probe restores the prefill, records and all).
+  ex.setKvRecording(false);
+  const bool onePass = ex.rewindable();
+  if (!onePass)
+    ex.setKvRecording(true);
+  std::vector<float> tail;
+  if (onePass)
+    tail = ex.verify(std::vector<int32_t>(ids_.begin() + promptTokens_,
+                                          ids_.begin() + promptTokens_ + scoredTokens_));
   std::vector<double> lp;
   double sum = 0, klSum = 0;
   for (int64_t j = 0; j < scoredTokens_; ++j) {
     const int64_t i = promptTokens_ + j; // the forward of ids[i] predicts ids[i + 1]
-    std::vector<float> logits = ex.forward({ids_[size_t(i)]});
-    if (int64_t(logits.size()) != vocab)
-      throw std::runtime_error("KV calibration: the model returned " +
-                               std::to_string(logits.size()) + " logits, expected " +
-                               std::to_string(vocab));
-    logSoftmax(logits.data(), vocab, lp);
+    std::vector<float> one;
+    if (!onePass)
+      one = ex.forward({ids_[size_t(i)]});
+    const int64_t got = int64_t(onePass ? tail.size() / size_t(scoredTokens_) : one.size());
+    if (got != vocab || (onePass && int64_t(tail.size()) != scoredTokens_ * vocab))
+      throw std::runtime_error("KV calibration: the model returned " + std::to_string(got) +
+                               " logits, expected " + std::to_string(vocab));
+    logSoftmax(onePass ? tail.data() + j * vocab : one.data(), vocab, lp);
     const double v = -lp[size_t(ids_[size_t(i + 1)])];
     if (!std::isfinite(v))
       throw std::runtime_error("KV calibration: non-finite NLL at calibration token " +

@@ -11,9 +11,11 @@
 // The calibration text (default data/calib/default.txt of the source tree,
 // see compiler/weights/CalibrationText.h; a `.ids` file holds token ids for
 // models without a tokenizer) gives its first `context` tokens: the first
-// context - score - 1 are the prompt, the last `score` + 1 are fed one per
-// forward, every forward predicting the next token, so all `score`
-// predictions see the (compressed) cache. A probe reports their mean NLL and
+// context - score - 1 are the prompt, the last `score` + 1 are fed as
+// decode steps, each predicting the next token, so all `score` predictions
+// see the (compressed) cache: in one verification pass (Executor::verify)
+// when the probe's policies leave decoding alone (rewindable), else one
+// forward per token. A probe reports their mean NLL and
 // the mean KL divergence of their next-token distributions from the
 // full-cache ones (kept from the first scoring: score x vocab floats).
 //

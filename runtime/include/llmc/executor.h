@@ -272,6 +272,10 @@ public:
   /// one prefill (restoreKv puts them back exactly).
   std::shared_ptr<const KvSnapshot> saveKv() const;
   void restoreKv(const KvSnapshot &snapshot);
+  /// Turn the caches' kv_record on or off until the next restoreKv (which
+  /// brings the snapshot's back): off, steps record nothing for later
+  /// compression, and a cache under a prompt-only policy is rewindable.
+  void setKvRecording(bool on);
   /// Replace the policy of each layer's attention node (kv_policy objects as
   /// in the program, by the node's `layer`; layers not listed get the full
   /// cache) and, if compress_now, apply it to the cache as after a prompt.

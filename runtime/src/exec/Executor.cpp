@@ -213,6 +213,11 @@ void Executor::restoreKv(const KvSnapshot &snapshot) {
   impl->kvMeter.peak = std::max(peak, impl->kvMeter.current);
 }
 
+void Executor::setKvRecording(bool on) {
+  for (kv::LayerCache &c : impl->caches)
+    c.setRecording(on);
+}
+
 void Executor::setKvPolicies(const std::map<int64_t, nlohmann::json> &by_layer, bool compress_now) {
   Impl &m = *impl;
   std::vector<kv::Policy> policies(m.caches.size());
