@@ -130,9 +130,10 @@ TEST(BitAllocation, LargerBudgetNeverIncreasesKld) {
     // The budget is used: no single upgrade fits in what is left.
     for (size_t i = 0; i < units.size(); ++i) {
       const size_t c = size_t(a.choice[i]);
-      if (c + 1 < units[i].bytes.size())
+      if (c + 1 < units[i].bytes.size()) {
         EXPECT_GT(units[i].bytes[c + 1] - units[i].bytes[c], budget - a.bytes)
             << units[i].name << " budget " << budget;
+      }
     }
     previous = a.kld;
   }
@@ -218,8 +219,9 @@ TEST(BitAllocation, ErrorEnergiesMatchRtnQuantize) {
       for (size_t i = 0; i < w.size(); ++i)
         ref += (double(w[i]) - double(dq[i])) * (double(w[i]) - double(dq[i]));
       EXPECT_NEAR(e[k], ref, 1e-9 * ref) << bits[k] << (sym ? " sym" : " asym");
-      if (k)
+      if (k) {
         EXPECT_LT(e[k], e[k - 1]);
+      }
     }
   }
   EXPECT_THROW(rtnErrorEnergies(w.data(), rows, cols, bits, false, 48), std::invalid_argument);

@@ -291,9 +291,11 @@ TEST(CodegenKernels, IsaNamesRoundTripAndLlmcIsaIsChecked) {
   EXPECT_NE(compileFlags(IsaLevel::V3Vnni).find("-mavxvnni"), std::string::npos);
   EXPECT_TRUE(hostRuns(IsaLevel::X86_64));
   EXPECT_TRUE(hostRuns(hostIsa()));
-  for (IsaLevel l : kAllIsaLevels) // every level the host runs is at most its best
-    if (hostRuns(l))
+  for (IsaLevel l : kAllIsaLevels) { // every level the host runs is at most its best
+    if (hostRuns(l)) {
       EXPECT_LE(int(l), int(hostIsa())) << isaName(l);
+    }
+  }
   if (!hostRuns(IsaLevel::V4Vnni)) {
     setenv("LLMC_ISA", "x86-64-v4-vnni", 1);
     EXPECT_THROW(targetIsa(), std::runtime_error);

@@ -116,8 +116,9 @@ TEST(Gptq, FactorIsTheInverseCholeskyOnAnyThreads) {
     const Eigen::MatrixXd expected = Eigen::LLT<Eigen::MatrixXd>(inv).matrixU();
     const double rel = (f1.U.cast<double>() - expected).norm() / expected.norm();
     EXPECT_LT(rel, 1e-6) << "act order " << actOrder;
-    if (actOrder) // largest H_ii first
+    if (actOrder) { // largest H_ii first
       EXPECT_GE(h(f1.perm[0], f1.perm[0]), h(f1.perm[1], f1.perm[1]));
+    }
   }
 }
 

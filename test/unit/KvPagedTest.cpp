@@ -189,8 +189,9 @@ TEST(KvPaged, LayerCacheMatchesContiguousUnderEveryStorageUse) {
       blocks += int64_t(paged.head(g).paged.size());
     }
     EXPECT_EQ(pool->stats().used_blocks, blocks); // compaction gave the rest back
-    if (!p.full())
+    if (!p.full()) {
       EXPECT_LT(blocks, 2 * (T + 20 + 4) / 5);
+    }
     paged.reset();
     EXPECT_EQ(pool->stats().used_blocks, 0);
   }
