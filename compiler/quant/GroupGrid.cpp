@@ -66,41 +66,23 @@ std::vector<uint8_t> QuantizedMatrix::pack() const {
 
 namespace {
 
-/// GroupRange::add over a group; without amaxSigned unless `sym` (the
-/// asymmetric grid reads only lo and hi).
+/// GroupRange::add over a group; addBounds unless `sym` (the asymmetric
+/// grid reads only lo and hi).
 GroupRange groupRange(const float *x, int64_t n, bool sym) {
   GroupRange range;
-  if (sym) {
-    for (int64_t j = 0; j < n; ++j)
-      range.add(x[j]);
-    return range;
-  }
-  float lo = range.lo, hi = range.hi;
-  for (int64_t j = 0; j < n; ++j) {
-    const float w = x[j];
-    lo = (lo < w || std::isnan(w)) ? lo : w;
-    hi = (hi > w || std::isnan(w)) ? hi : w;
-  }
-  range.lo = lo;
-  range.hi = hi;
+  for (int64_t j = 0; j < n; ++j)
+    sym ? range.add(x[j]) : range.addBounds(x[j]);
   return range;
 }
 
-/// quantCode over a group, the grid and spec held in locals (the byte
-/// stores would otherwise make the compiler reload them per weight).
-void quantGroup(const float *x, int64_t n, const Grid &grid, const GridSpec &s, uint8_t *codes) {
-  const float id = grid.scale != 0.0f ? 1.0f / grid.scale : 0.0f, top = float(s.qmax());
-  const float offset = float(s.offset()), min = grid.min;
-  auto clamp = [top](float q) {
-    q = q > 0.0f ? q : 0.0f;
-    return uint8_t(q < top ? q : top);
-  };
-  if (s.sym)
-    for (int64_t j = 0; j < n; ++j)
-      codes[j] = clamp(std::nearbyint(x[j] * id) + offset);
-  else
-    for (int64_t j = 0; j < n; ++j)
-      codes[j] = clamp(std::nearbyint((x[j] - min) * id));
+/// quantCode over a group, with the grid and spec copied into locals (the
+/// byte stores would otherwise make the compiler reload them per weight).
+void quantGroup(const float *x, int64_t n, const Grid &grid, const GridSpec &spec,
+                uint8_t *codes) {
+  const Grid g = grid;
+  const GridSpec s = spec;
+  for (int64_t j = 0; j < n; ++j)
+    codes[j] = quantCode(x[j], g, s);
 }
 
 } // namespace

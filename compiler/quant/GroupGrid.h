@@ -33,12 +33,15 @@ struct Grid {
 /// largest magnitude for symmetric grids).
 struct GroupRange {
   float lo = INFINITY, hi = -INFINITY, amaxSigned = 0;
-  // fmin/fmax as glibc computes them (a NaN w ignored; of equal values the
-  // new one), without its out-of-line calls (this is the calibrated
-  // methods' inner loop).
-  void add(float w) {
+  /// lo and hi only (all an asymmetric grid reads): fmin/fmax as glibc
+  /// computes them (a NaN w ignored; of equal values the new one), without
+  /// its out-of-line calls (this is the calibrated methods' inner loop).
+  void addBounds(float w) {
     lo = (lo < w || std::isnan(w)) ? lo : w;
     hi = (hi > w || std::isnan(w)) ? hi : w;
+  }
+  void add(float w) {
+    addBounds(w);
     if (std::fabs(w) > std::fabs(amaxSigned))
       amaxSigned = w;
   }

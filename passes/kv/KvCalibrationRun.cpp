@@ -128,22 +128,26 @@ ProbeScore CalibrationRun::scoreTail(bool keep) {
   const bool onePass = ex.rewindable();
   if (!onePass)
     ex.setKvRecording(true);
-  std::vector<float> tail;
-  if (onePass)
-    tail = ex.verify(std::vector<int32_t>(ids_.begin() + promptTokens_,
-                                          ids_.begin() + promptTokens_ + scoredTokens_));
+  auto checkCount = [](size_t got, int64_t expected) {
+    if (int64_t(got) != expected)
+      throw std::runtime_error("KV calibration: the model returned " + std::to_string(got) +
+                               " logits, expected " + std::to_string(expected));
+  };
+  std::vector<float> logits; // the tail's rows [score, vocab] (one pass) or one row
+  if (onePass) {
+    logits = ex.verify(std::vector<int32_t>(ids_.begin() + promptTokens_,
+                                            ids_.begin() + promptTokens_ + scoredTokens_));
+    checkCount(logits.size(), scoredTokens_ * vocab);
+  }
   std::vector<double> lp;
   double sum = 0, klSum = 0;
   for (int64_t j = 0; j < scoredTokens_; ++j) {
     const int64_t i = promptTokens_ + j; // the forward of ids[i] predicts ids[i + 1]
-    std::vector<float> one;
-    if (!onePass)
-      one = ex.forward({ids_[size_t(i)]});
-    const int64_t got = int64_t(onePass ? tail.size() / size_t(scoredTokens_) : one.size());
-    if (got != vocab || (onePass && int64_t(tail.size()) != scoredTokens_ * vocab))
-      throw std::runtime_error("KV calibration: the model returned " + std::to_string(got) +
-                               " logits, expected " + std::to_string(vocab));
-    logSoftmax(onePass ? tail.data() + j * vocab : one.data(), vocab, lp);
+    if (!onePass) {
+      logits = ex.forward({ids_[size_t(i)]});
+      checkCount(logits.size(), vocab);
+    }
+    logSoftmax(logits.data() + (onePass ? j * vocab : 0), vocab, lp);
     const double v = -lp[size_t(ids_[size_t(i + 1)])];
     if (!std::isfinite(v))
       throw std::runtime_error("KV calibration: non-finite NLL at calibration token " +

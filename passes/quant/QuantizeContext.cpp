@@ -176,29 +176,33 @@ void QuantizeContext::quantizeSlabs(const std::string &name, const std::string &
 
 namespace {
 
-/// Weights loaded as f32 at once by quantizeSlabsParallel: 1 GiB (a block of
+/// Weights loaded as f32 at once (loadBatchEnd): 1 GiB (a block of
 /// a large MoE model is then done a few weights at a time, as one weight
 /// at a time was before).
 constexpr int64_t kParallelLoadFloats = int64_t(1) << 28;
 
 } // namespace
 
+size_t QuantizeContext::loadBatchEnd(const std::vector<std::string> &names, size_t first) const {
+  size_t last = first;
+  for (int64_t floats = 0; last < names.size(); ++last) {
+    const WeightStore::Entry *e = store_.find(names[last]);
+    int64_t n = 1;
+    for (int64_t d : e ? e->shape : std::vector<int64_t>{})
+      n *= d;
+    if (last > first && floats + n > kParallelLoadFloats)
+      break;
+    floats += n;
+  }
+  return last;
+}
+
 void QuantizeContext::quantizeSlabsParallel(const std::vector<std::string> &names,
                                             const std::string &method,
                                             const NamedSlabQuantizer &slab,
                                             const nlohmann::json &extra, int threads) {
   for (size_t first = 0; first < names.size();) {
-    // The next weights whose f32 copies fit the budget together (at least one).
-    size_t last = first;
-    for (int64_t floats = 0; last < names.size(); ++last) {
-      const WeightStore::Entry *e = store_.find(names[last]);
-      int64_t n = 1;
-      for (int64_t d : e ? e->shape : std::vector<int64_t>{})
-        n *= d;
-      if (last > first && floats + n > kParallelLoadFloats)
-        break;
-      floats += n;
-    }
+    const size_t last = loadBatchEnd(names, first);
     quantizeWeightsAtOnce({names.begin() + long(first), names.begin() + long(last)}, method,
                           slab, extra, threads, nullptr);
     first = last;

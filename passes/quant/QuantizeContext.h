@@ -87,6 +87,9 @@ public:
   void quantizeSlabsParallel(const std::vector<std::string> &names, const std::string &method,
                              const NamedSlabQuantizer &slab, const nlohmann::json &extra,
                              int threads = 0);
+  /// End of the batch of names[first..] whose f32 copies fit 1 GiB together
+  /// (at least one weight): what quantizeSlabsParallel loads at once.
+  size_t loadBatchEnd(const std::vector<std::string> &names, size_t first) const;
   /// Replace a (norm/bias) vector or a not-yet-quantized matrix with f32 values.
   void writeF32(const std::string &name, const std::vector<int64_t> &shape,
                 std::vector<float> values, nlohmann::json info);

@@ -26,10 +26,6 @@ namespace {
 
 using Hessians = std::map<int64_t, Eigen::MatrixXd>; // expert (-1: 2-D) -> H
 
-/// f32 copies of the weights quantized at once: 1 GiB (a block of a large
-/// MoE model is then done a few weights at a time).
-constexpr int64_t kQteaLoadFloats = int64_t(1) << 28;
-
 QteaOptions qteaOptions(const QuantizeContext &ctx, const QteaPassOptions &po) {
   const auto spec = qteaSpec(ctx.format());
   if (!spec)
@@ -142,20 +138,17 @@ void writeQteaWeight(QuantizeContext &ctx, const QteaWeight &q, std::vector<Qtea
 }
 
 /// QTEA for `names` (each with its Hessians by expert; none: H = I): the
-/// weights loaded together up to kQteaLoadFloats, their slabs quantized on
+/// weights loaded in ctx.loadBatchEnd's batches, their slabs quantized on
 /// the machine's cores (each slab on one thread: the same bits on any
 /// number), then written in order.
 void quantizeQteaWeights(QuantizeContext &ctx, const std::vector<std::string> &names,
                          const std::vector<const Hessians *> &hessians, const QteaPassOptions &po) {
   const QteaOptions o = qteaOptions(ctx, po);
   for (size_t first = 0; first < names.size();) {
+    const size_t last = ctx.loadBatchEnd(names, first);
     std::vector<QteaWeight> loaded;
-    int64_t floats = 0;
-    size_t last = first;
-    for (; last < names.size() && (last == first || floats < kQteaLoadFloats); ++last) {
-      loaded.push_back(loadQteaWeight(ctx, names[last], hessians[last]));
-      floats += int64_t(loaded.back().w.data.size());
-    }
+    for (size_t i = first; i < last; ++i)
+      loaded.push_back(loadQteaWeight(ctx, names[i], hessians[i]));
     std::vector<std::pair<size_t, int64_t>> jobs; // (weight, expert)
     for (size_t i = 0; i < loaded.size(); ++i)
       for (int64_t e = 0; e < loaded[i].experts; ++e)

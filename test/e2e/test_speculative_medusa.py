@@ -15,9 +15,9 @@ data/calib/stories260k.ids) with a token-id prompt:
   artifact's own drafter (--speculate auto), on the kernel engine and (chat
   prompt and stories260K) the reference engine (each against its own plain
   run: the kernel engine quantizes activations to int8); and with draft
-  trees of up to 8 tokens (--tree 8: the heads' likeliest continuations, verified with tree
-  attention in one pass), Medusa alone and hybrid, on the kernel engine,
-  whose passes must then verify branching trees;
+  trees of up to 8 tokens (--tree 8: the heads' likeliest continuations,
+  verified with tree attention in one pass), Medusa alone and hybrid, on
+  the kernel engine, whose passes must then verify branching trees;
 - `llmc inspect` shows the drafter and its fit;
 - a regression floor on the mean accepted length over the SmolLM2 prompts:
   at least 1.08 tokens per drafted pass (1.14 measured), and on stories260K
