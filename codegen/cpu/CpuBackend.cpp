@@ -196,7 +196,7 @@ private:
 std::vector<SharedObject> buildObjects(const std::string &source,
                                        const std::vector<IsaLevel> &levels) {
   std::vector<SharedObject> built(levels.size());
-  ThreadPool pool(int(std::min<size_t>(levels.size(), std::max(1u, std::thread::hardware_concurrency()))));
+  ThreadPool pool(int(std::min<size_t>(levels.size(), size_t(defaultThreadCount()))));
   pool.parallelFor(0, int64_t(levels.size()), 1, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i)
       built[size_t(i)] = compileSharedObject(source, levels[size_t(i)]);

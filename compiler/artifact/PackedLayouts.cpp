@@ -47,7 +47,7 @@ PackingResult packSelectedLayouts(nlohmann::json &manifest,
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < tensors.size(); ++i)
     index[tensors[i].name] = i;
-  ThreadPool pool(int(std::max(1u, std::thread::hardware_concurrency())));
+  ThreadPool pool(defaultThreadCount());
   nlohmann::json packed = nlohmann::json::object();
   std::set<std::string> drop;
   for (const std::string &name : rows8) {

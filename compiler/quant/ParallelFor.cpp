@@ -1,5 +1,6 @@
 //===- ParallelFor.cpp - Index loops over a few threads -------------------===//
 #include "compiler/quant/ParallelFor.h"
+#include "llmc/threads.h"
 #include <algorithm>
 #include <atomic>
 #include <exception>
@@ -10,7 +11,7 @@
 namespace llmc::quant {
 
 int defaultQuantThreads() {
-  return int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  return int(std::clamp(defaultThreadCount(), 1, 8));
 }
 
 void parallelIndices(int64_t n, int threads, const std::function<void(int64_t)> &f) {

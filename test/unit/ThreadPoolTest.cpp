@@ -57,3 +57,13 @@ TEST(ThreadPool, NestedLoopsRunInline) {
   });
   EXPECT_EQ(count.load(), 80);
 }
+
+TEST(ThreadPool, ThreadsEnvironmentTextIsACountInRangeOrIgnored) {
+  EXPECT_EQ(llmc::threadCountFromEnvText(nullptr), 0);
+  EXPECT_EQ(llmc::threadCountFromEnvText(""), 0);
+  EXPECT_EQ(llmc::threadCountFromEnvText("1"), 1);
+  EXPECT_EQ(llmc::threadCountFromEnvText("256"), 256);
+  for (const char *bad : {"0", "-2", "257", "4x", "two", "99999999999999999999"})
+    EXPECT_EQ(llmc::threadCountFromEnvText(bad), 0) << bad;
+  EXPECT_GE(llmc::defaultThreadCount(), 1);
+}

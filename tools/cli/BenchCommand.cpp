@@ -21,6 +21,7 @@
 // position (f32 K and V of every attention node).
 //===----------------------------------------------------------------------===//
 #include "BenchSpeculation.h"
+#include "llmc/threads.h"
 #include "Commands.h"
 #include "Evaluation.h"
 #include "llmc/cuda_engine.h"
@@ -511,7 +512,7 @@ int runBench(const BenchArgs &a) {
                              " positions but the model's context is " +
                              std::to_string(modelCtx) + " (lower -p / -n)");
   BenchResult r;
-  r.threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  r.threads = a.threads > 0 ? a.threads : defaultThreadCount();
   const int32_t bos = art->tokenizer().tokens.empty() ? -1 : art->tokenizer().bos_id;
   auto report = [&](auto &engine) {
     bool batched = false;

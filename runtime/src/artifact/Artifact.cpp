@@ -6,6 +6,7 @@
 // checksum. Every error names the file.
 //===----------------------------------------------------------------------===//
 #include "ArtifactLayout.h"
+#include "llmc/threads.h"
 #include "JsonFields.h"
 #include "llmc/artifact.h"
 
@@ -339,7 +340,7 @@ void Artifact::verifyChecksums(const std::string &path,
   const size_t threads = bytes < (uint64_t(16) << 20)
                              ? 1
                              : std::min<size_t>({8, list.size(),
-                                                 std::max(1u, std::thread::hardware_concurrency())});
+                                                 size_t(defaultThreadCount())});
   std::vector<std::thread> pool;
   for (size_t t = 1; t < threads; ++t)
     pool.emplace_back(work);

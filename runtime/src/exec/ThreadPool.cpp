@@ -9,6 +9,9 @@
 #include "ThreadPool.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -30,9 +33,28 @@ constexpr int kWorkerSpins = 4000;
 constexpr int kCallerSpins = 2000;
 } // namespace
 
+int threadCountFromEnvText(const char *text) {
+  if (!text || !*text)
+    return 0;
+  errno = 0;
+  char *end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (errno != 0 || *end != '\0' || v < 1 || v > 256) {
+    std::fprintf(stderr, "[llmc] warning: ignoring LLMC_THREADS='%s' (expected an integer in [1, 256])\n",
+                 text);
+    return 0;
+  }
+  return int(v);
+}
+
+int defaultThreadCount() {
+  static const int fromEnv = threadCountFromEnvText(std::getenv("LLMC_THREADS"));
+  return fromEnv > 0 ? fromEnv : int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0)
-    threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    threads = defaultThreadCount();
   threads = std::min(threads, 256);
   workers_.reserve(size_t(threads - 1));
   for (int i = 1; i < threads; ++i)

@@ -9,6 +9,7 @@
 // scheduled yet does not hold the loop up). Nested calls run inline.
 //===----------------------------------------------------------------------===//
 #pragma once
+#include "llmc/threads.h"
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -22,7 +23,7 @@ namespace llmc {
 
 class ThreadPool {
 public:
-  /// threads: total participants including the caller (<= 0: hardware).
+  /// threads: total participants including the caller (<= 0: defaultThreadCount()).
   explicit ThreadPool(int threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool &) = delete;
