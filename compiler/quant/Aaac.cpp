@@ -30,6 +30,11 @@ struct Book {
   int k = 0;
   float c[kMaxEntries] = {};
   float mid[kMaxEntries] = {}; // mid[i] = (c[i] + c[i+1]) / 2, i < k - 1
+  /// The midpoints nearest() compares at each level of its search, by the
+  /// index of the interval reached so far: search[l][i] = mid[(2i + 1) *
+  /// (k >> (l + 1)) - 1], i < 2^l (level 0: all 8 lanes), for the vector
+  /// search (one lane permute per level instead of a compare per midpoint).
+  alignas(32) float search[4][8] = {};
   float cmin = 0, cmax = 0, amax = 0;
 
   void set(const std::vector<float> &v) {
@@ -38,6 +43,9 @@ struct Book {
     std::sort(c, c + k);
     for (int i = 0; i + 1 < k; ++i)
       mid[i] = 0.5f * (c[i] + c[i + 1]);
+    for (int l = 0; (k >> (l + 1)) > 0 && l < 4; ++l)
+      for (int i = 0; i < 8; ++i)
+        search[l][i] = mid[(2 * (l == 0 ? 0 : i % (1 << l)) + 1) * (k >> (l + 1)) - 1];
     cmin = c[0];
     cmax = c[k - 1];
     amax = std::max(std::fabs(cmin), std::fabs(cmax));
@@ -85,24 +93,32 @@ inline float hsum8(__m256 v) {
 }
 
 /// The same, 8 weights at a time (G is a multiple of 8): the code is the
-/// number of midpoints below w / s (K - 1 compares), the entry comes from a
-/// register permute (two and a blend for 16 entries).
+/// number of midpoints below w / s, found as nearest() finds it, one level
+/// (a lane permute of Book::search and a compare) per bit of the code; the
+/// entry comes from a register permute (two and a blend for 16 entries).
 template <int K>
 Eval evalAvx2(const float *w, const float *h, int64_t G, const Book &b, float s,
               uint8_t *codes) {
+  constexpr int kLevels = K == 16 ? 4 : K == 8 ? 3 : 2;
+  static_assert(K == (1 << kLevels), "a power-of-two book");
   const __m256 vs = _mm256_set1_ps(s), vinv = _mm256_set1_ps(1.0f / s);
   const __m256 lo = _mm256_loadu_ps(b.c), hi = _mm256_loadu_ps(b.c + 8);
-  __m256 mid[K - 1];
-  for (int i = 0; i < K - 1; ++i)
-    mid[i] = _mm256_set1_ps(b.mid[i]);
+  __m256 search[kLevels];
+  for (int l = 0; l < kLevels; ++l)
+    search[l] = _mm256_load_ps(b.search[l]);
   __m256 err = _mm256_setzero_ps(), num = err, den = err;
   alignas(32) int32_t q32[8];
   for (int64_t j = 0; j < G; j += 8) {
     const __m256 wv = _mm256_loadu_ps(w + j), hv = _mm256_loadu_ps(h + j);
     const __m256 t = _mm256_mul_ps(wv, vinv);
-    __m256i q = _mm256_setzero_si256();
-    for (int i = 0; i < K - 1; ++i) // a true compare is -1
-      q = _mm256_sub_epi32(q, _mm256_castps_si256(_mm256_cmp_ps(t, mid[i], _CMP_GT_OQ)));
+    // q = 2 q + (t > the midpoint of q's interval); a true compare is -1.
+    __m256i q = _mm256_castps_si256(_mm256_cmp_ps(t, search[0], _CMP_GT_OQ));
+    q = _mm256_sub_epi32(_mm256_setzero_si256(), q);
+    for (int l = 1; l < kLevels; ++l) {
+      const __m256 m = _mm256_permutevar8x32_ps(search[l], q);
+      q = _mm256_sub_epi32(_mm256_add_epi32(q, q),
+                           _mm256_castps_si256(_mm256_cmp_ps(t, m, _CMP_GT_OQ)));
+    }
     __m256 c = _mm256_permutevar8x32_ps(lo, q);
     if constexpr (K > 8)
       c = _mm256_blendv_ps(c, _mm256_permutevar8x32_ps(hi, q),

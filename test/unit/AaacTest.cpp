@@ -227,6 +227,39 @@ TEST(Aaac, SameResultForAnyThreadCount) {
   EXPECT_EQ(a.finalError, b.finalError);
 }
 
+/// Every code is its weight's nearest entry (ties to the lower one) of the
+/// group's codebook at the group's scale: the vector search of the
+/// assignment against a scalar count of the midpoints below w / s.
+TEST(Aaac, EveryCodeIsTheNearestEntryOfItsGroupsBook) {
+  for (int bits = 2; bits <= 4; ++bits) {
+    SCOPED_TRACE(bits);
+    std::mt19937 rng(uint32_t(40 + bits));
+    const int64_t rows = 24, cols = 128;
+    std::vector<float> w = mixedWeights(rows, cols, rng);
+    std::vector<double> h = energies(cols, rng);
+    AaacOptions o;
+    o.bits = bits;
+    o.group = 32;
+    o.iters = 3;
+    const AaacMatrix m = aaacQuantize(w.data(), rows, cols, h.data(), o);
+    int64_t wrong = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t g = 0; g < m.groups(); ++g) {
+        const float scale = m.scales[size_t(r * m.groups() + g)];
+        const std::vector<float> &book = m.book[scale < 0 ? 1 : 0];
+        const float inv = 1.0f / std::fabs(scale);
+        for (int64_t j = g * o.group; j < (g + 1) * o.group; ++j) {
+          const float t = w[size_t(r * cols + j)] * inv;
+          int below = 0;
+          for (size_t i = 0; i + 1 < book.size(); ++i)
+            below += t > 0.5f * (book[i] + book[i + 1]) ? 1 : 0;
+          wrong += m.codes[size_t(r * cols + j)] != below;
+        }
+      }
+    EXPECT_EQ(wrong, 0);
+  }
+}
+
 TEST(Aaac, BadInputsThrow) {
   std::vector<float> w(4 * 64, 0.01f);
   std::vector<double> h(64, 1.0);
