@@ -256,7 +256,7 @@ MixedPrecisionPlan planMixedPrecision(mlir::MLIRContext &ctx, const SourceModel 
       if ((i + 1) % every == 0 || i + 1 == free.size())
         say(fmt("target-bpw: probed %.0f/%.0f weights in %.1f s (forwards %.1f s, ", double(i + 1),
                 double(free.size()), secondsSince(tp), probe->forwardSeconds()) +
-            fmt("model packing %.1f s)", probe->buildSeconds()));
+            fmt("model set-up %.1f s)", probe->buildSeconds()));
     }
   }
   const double probeSeconds = secondsSince(tp);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -12,6 +14,17 @@ namespace llmc {
 namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+/// A copy of n bytes at a 64-byte boundary, the alignment an artifact gives
+/// its tensors.
+std::shared_ptr<uint8_t> alignedCopy(const void *data, size_t n) {
+  const size_t size = (std::max<size_t>(n, 1) + 63) / 64 * 64;
+  std::shared_ptr<uint8_t> p(static_cast<uint8_t *>(std::aligned_alloc(64, size)), std::free);
+  if (!p)
+    throw std::bad_alloc();
+  std::memcpy(p.get(), data, n);
+  return p;
+}
 } // namespace
 
 WeightProbe::WeightProbe(const CompiledModel &ref, std::vector<int32_t> tokens, int threads)
@@ -20,6 +33,11 @@ WeightProbe::WeightProbe(const CompiledModel &ref, std::vector<int32_t> tokens, 
     throw std::runtime_error("WeightProbe: no tokens to run");
   manifest_["config"] = ref.manifest.at("config");
   manifest_["program"] = ref.manifest.at("program");
+  for (ArtifactWriter::Tensor &t : base_)
+    if (reinterpret_cast<uintptr_t>(t.data) % 64 != 0) {
+      held_.push_back(alignedCopy(t.data, size_t(t.nbytes)));
+      t.data = held_.back().get();
+    }
   ExecutorOptions o;
   o.linear_input_hook = [&](const LinearInput &in) {
     if (in.expert >= 0)
@@ -47,6 +65,7 @@ WeightProbe::WeightProbe(const CompiledModel &ref, std::vector<int32_t> tokens, 
 
 double WeightProbe::kld(const std::string &name, DType dtype, const std::vector<uint8_t> &bytes) {
   std::vector<ArtifactWriter::Tensor> tensors = base_;
+  std::shared_ptr<uint8_t> replacement; // the probe's bytes, held for the run
   bool found = false;
   for (ArtifactWriter::Tensor &t : tensors)
     if (t.name == name) {
@@ -60,7 +79,8 @@ double WeightProbe::kld(const std::string &name, DType dtype, const std::vector<
                                  std::string(dtypeName(dtype)));
       t.dtype = dtype;
       t.nbytes = int64_t(bytes.size());
-      t.data = bytes.data();
+      replacement = alignedCopy(bytes.data(), bytes.size());
+      t.data = replacement.get();
       found = true;
     }
   if (!found)
@@ -96,9 +116,12 @@ const std::vector<float> *WeightProbe::input(const std::string &name) const {
 
 WeightProbe::Model WeightProbe::open(const std::vector<ArtifactWriter::Tensor> &tensors,
                                      ExecutorOptions o) const {
-  ArtifactWriter writer(manifest_, tensors);
+  std::vector<TensorView> views;
+  views.reserve(tensors.size());
+  for (const ArtifactWriter::Tensor &t : tensors)
+    views.push_back(TensorView{t.name, t.dtype, t.shape, t.data, t.nbytes});
   Model m;
-  m.art = Artifact::fromBuffer(writer.toBuffer(), "<weight probe>", /*verify_tensors=*/false);
+  m.art = Artifact::fromViews(manifest_, std::move(views), "<weight probe>");
   o.threads = threads_;
   o.max_context = int64_t(tokens_.size());
   m.ex = std::make_unique<Executor>(*m.art, o);

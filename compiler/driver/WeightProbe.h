@@ -4,12 +4,14 @@
 // log-probabilities; each probe swaps one weight for other bytes (a storage
 // type without side data, e.g. the weight rounded to 3 bits), runs
 // the model again from an empty cache and returns the mean KL divergence
-// of the reference from it over every position. Each probe packs a fresh
-// in-memory artifact (the runtime's Artifact is immutable), so its cost is
-// one copy of the weights plus one forward; for a weight inside a block the
-// forward resumes at that block from the reference's input rows to it
-// (Executor::forwardFrom: the same values, half the work on average), when
-// a resumed reference run reproduced the reference logits bit for bit.
+// of the reference from it over every position. Each probe opens a fresh
+// artifact (the runtime's Artifact is immutable) over the weights where
+// they lie (Artifact::fromViews: only the probed weight's new bytes are
+// copied), so its cost is an executor's set-up plus one forward; for a
+// weight inside a block the forward resumes at that block from the
+// reference's input rows to it (Executor::forwardFrom: the same values,
+// half the work on average), when a resumed reference run reproduced the
+// reference logits bit for bit.
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "compiler/driver/Compile.h"
@@ -58,7 +60,8 @@ private:
   void prepareResume(const std::vector<float> &logits);
 
   std::vector<int32_t> tokens_;
-  std::vector<ArtifactWriter::Tensor> base_;
+  std::vector<ArtifactWriter::Tensor> base_; // 64-byte-aligned data
+  std::vector<std::shared_ptr<uint8_t>> held_; // 64-byte-aligned copies of the source's unaligned tensors
   nlohmann::json manifest_;
   int threads_;
   int64_t vocab_ = 0;

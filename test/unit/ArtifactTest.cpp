@@ -192,7 +192,9 @@ void expectSameTokenizer(const TokenizerData &a, const TokenizerData &b) {
   EXPECT_EQ(a.chat_template, b.chat_template);
 }
 
-void expectContents(const Artifact &a, const Sample &s) {
+/// The sample's model (config, tokenizer, program, manifest fields and
+/// tensors), however the artifact holds it.
+void expectModelContents(const Artifact &a, const Sample &s) {
   expectSameConfig(a.config(), sampleConfig());
   expectSameTokenizer(a.tokenizer(), sampleTokenizer());
   EXPECT_EQ(a.program().toJson(), sampleProgram().toJson());
@@ -213,6 +215,11 @@ void expectContents(const Artifact &a, const Sample &s) {
   EXPECT_EQ(std::memcmp(a.tensor("half")->data, s.half.data(), s.half.size() * 2), 0);
   EXPECT_EQ(std::memcmp(a.tensor("norm")->data, s.norm.data(), s.norm.size() * 4), 0);
   EXPECT_EQ(a.tensor("missing"), nullptr);
+}
+
+/// The same, from a written artifact: also its tensors' 64-byte offsets.
+void expectContents(const Artifact &a, const Sample &s) {
+  expectModelContents(a, s);
   for (const json &t : a.manifest()["tensors"])
     EXPECT_EQ(t["offset"].get<int64_t>() % kArtifactAlign, 0) << t["name"];
 }
@@ -295,6 +302,33 @@ TEST(Artifact, BufferRoundTrip) {
   std::unique_ptr<Artifact> a = Artifact::fromBuffer(s.writer().toBuffer(), "in-memory");
   expectContents(*a, s);
   EXPECT_EQ(a->path(), "in-memory");
+}
+
+/// An artifact over tensors held elsewhere: the same contents as a written
+/// one, each tensor read where it lies (no copy); a tensor whose size does
+/// not match its type and shape, a duplicate name or a bad config throws.
+TEST(Artifact, ViewsOverTensorsHeldElsewhere) {
+  Sample s;
+  auto views = [&] {
+    std::vector<TensorView> v;
+    for (const ArtifactWriter::Tensor &t : s.tensors())
+      v.push_back(TensorView{t.name, t.dtype, t.shape, t.data, t.nbytes});
+    return v;
+  };
+  std::unique_ptr<Artifact> a = Artifact::fromViews(s.manifest, views(), "views");
+  expectModelContents(*a, s);
+  EXPECT_EQ(a->tensor("emb")->data, static_cast<const void *>(s.emb.data()));
+  EXPECT_EQ(a->tensor("q8")->data, static_cast<const void *>(s.q8.data()));
+
+  std::vector<TensorView> bad = views();
+  bad[3].nbytes -= 1;
+  EXPECT_THROW(Artifact::fromViews(s.manifest, bad, "views"), std::runtime_error);
+  bad = views();
+  bad[1].name = "emb";
+  EXPECT_THROW(Artifact::fromViews(s.manifest, bad, "views"), std::runtime_error);
+  json noConfig = s.manifest;
+  noConfig.erase("config");
+  EXPECT_THROW(Artifact::fromViews(noConfig, views(), "views"), std::runtime_error);
 }
 
 TEST(Artifact, FileRoundTripIsAlignedAndMapped) {

@@ -66,6 +66,15 @@ public:
   /// Same, over a buffer holding a whole artifact (takes ownership).
   static std::unique_ptr<Artifact> fromBuffer(std::vector<uint8_t> bytes, const std::string &label,
                                               bool verify_tensors = true);
+  /// An artifact over tensors that live elsewhere, for a process that made
+  /// them (a compiler's probes): `manifest` as an artifact's (its config,
+  /// program and tokenizer; "tensors" is not read), and `tensors` viewed in
+  /// place: no copy, no checksum, so they must outlive the artifact. Throws
+  /// std::runtime_error as fromBuffer does on a bad manifest or a duplicate
+  /// tensor name.
+  static std::unique_ptr<Artifact> fromViews(nlohmann::json manifest,
+                                             std::vector<TensorView> tensors,
+                                             const std::string &label);
   ~Artifact();
 
   const nlohmann::json &manifest() const { return manifest_; }
@@ -96,6 +105,8 @@ private:
   Artifact() = default;
   void parse(bool verify_tensors);
   void parseManifest(const uint8_t *bytes, uint64_t size, uint64_t checksum);
+  /// config_, program_ and tokenizer_ from manifest_.
+  void readManifestFields();
   void parseTensors(const uint8_t *data, uint64_t dataSize, bool verify_tensors);
   /// Checks the listed (tensor index, checksum) pairs; throws naming the
   /// first mismatch in file order.

@@ -77,6 +77,29 @@ std::unique_ptr<Artifact> Artifact::fromBuffer(std::vector<uint8_t> bytes, const
   return a;
 }
 
+std::unique_ptr<Artifact> Artifact::fromViews(json manifest, std::vector<TensorView> tensors,
+                                              const std::string &label) {
+  std::unique_ptr<Artifact> a(new Artifact());
+  a->path_ = label;
+  if (!manifest.is_object())
+    fail(label, "manifest is not a JSON object");
+  a->manifest_ = std::move(manifest);
+  if (!a->manifest_.contains("format_version")) // as ArtifactWriter fills it
+    a->manifest_["format_version"] = kArtifactVersion;
+  a->readManifestFields();
+  for (TensorView &v : tensors) {
+    std::string why;
+    const int64_t want = layout::expectedBytes(v.dtype, v.shape, why);
+    if (want < 0 || want != v.nbytes || !v.data)
+      fail(label, "tensor '" + v.name + "': " +
+                      (want < 0 ? why : !v.data ? "no data" : "size does not match its type and shape"));
+    if (!a->index_.emplace(v.name, a->tensors_.size()).second)
+      fail(label, "duplicate tensor '" + v.name + "'");
+    a->tensors_.push_back(std::move(v));
+  }
+  return a;
+}
+
 void Artifact::releasePages(const void *p, uint64_t n) const {
   const auto *b = static_cast<const uint8_t *>(p);
   if (!mapped_ || b < base_ || b + n > base_ + size_)
@@ -223,6 +246,10 @@ void Artifact::parseManifest(const uint8_t *mbytes, uint64_t n, uint64_t checksu
   }
   if (!manifest_.is_object())
     fail(path, "manifest is not a JSON object");
+  readManifestFields();
+}
+
+void Artifact::readManifestFields() {
   try {
     int64_t fv = jsonf::getInt(manifest_, "format_version", "manifest", kArtifactVersion);
     if (fv != kArtifactVersion)
@@ -234,7 +261,7 @@ void Artifact::parseManifest(const uint8_t *mbytes, uint64_t n, uint64_t checksu
     if (const json *t = jsonf::find(manifest_, "tokenizer"))
       tokenizer_ = tokenizerFromJson(*t);
   } catch (const std::runtime_error &ex) {
-    fail(path, ex.what());
+    fail(path_, ex.what());
   }
 }
 
