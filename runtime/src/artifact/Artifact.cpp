@@ -6,9 +6,9 @@
 // checksum. Every error names the file.
 //===----------------------------------------------------------------------===//
 #include "ArtifactLayout.h"
-#include "llmc/threads.h"
 #include "JsonFields.h"
 #include "llmc/artifact.h"
+#include "llmc/threads.h"
 
 #include <algorithm>
 #include <atomic>
