@@ -28,16 +28,20 @@ std::shared_ptr<uint8_t> alignedCopy(const void *data, size_t n) {
 } // namespace
 
 WeightProbe::WeightProbe(const CompiledModel &ref, std::vector<int32_t> tokens, int threads)
-    : tokens_(std::move(tokens)), base_(ref.tensors), threads_(threads) {
+    : tokens_(std::move(tokens)), threads_(threads) {
   if (tokens_.empty())
     throw std::runtime_error("WeightProbe: no tokens to run");
   manifest_["config"] = ref.manifest.at("config");
   manifest_["program"] = ref.manifest.at("program");
-  for (ArtifactWriter::Tensor &t : base_)
-    if (reinterpret_cast<uintptr_t>(t.data) % 64 != 0) {
-      held_.push_back(alignedCopy(t.data, size_t(t.nbytes)));
-      t.data = held_.back().get();
+  base_.reserve(ref.tensors.size());
+  for (const ArtifactWriter::Tensor &t : ref.tensors) {
+    const void *data = t.data;
+    if (reinterpret_cast<uintptr_t>(data) % 64 != 0) {
+      held_.push_back(alignedCopy(data, size_t(t.nbytes)));
+      data = held_.back().get();
     }
+    base_.push_back(TensorView{t.name, t.dtype, t.shape, data, t.nbytes});
+  }
   ExecutorOptions o;
   o.linear_input_hook = [&](const LinearInput &in) {
     if (in.expert >= 0)
@@ -64,10 +68,10 @@ WeightProbe::WeightProbe(const CompiledModel &ref, std::vector<int32_t> tokens, 
 }
 
 double WeightProbe::kld(const std::string &name, DType dtype, const std::vector<uint8_t> &bytes) {
-  std::vector<ArtifactWriter::Tensor> tensors = base_;
+  std::vector<TensorView> tensors = base_;
   std::shared_ptr<uint8_t> replacement; // the probe's bytes, held for the run
   bool found = false;
-  for (ArtifactWriter::Tensor &t : tensors)
+  for (TensorView &t : tensors)
     if (t.name == name) {
       int64_t n = 1;
       for (int64_t d : t.shape)
@@ -86,7 +90,7 @@ double WeightProbe::kld(const std::string &name, DType dtype, const std::vector<
   if (!found)
     throw std::runtime_error("WeightProbe: no weight '" + name + "' in the model");
   auto at = blockOf_.find(name);
-  std::vector<float> logits = run(tensors, {}, at == blockOf_.end() ? -1 : at->second);
+  std::vector<float> logits = run(std::move(tensors), {}, at == blockOf_.end() ? -1 : at->second);
   // KL(p || q) = sum p log p - sum p x + logsumexp(x) for q = softmax(x):
   // one exp per logit (metrics::klDivergence's value, without re-deriving p).
   double sum = 0;
@@ -114,14 +118,9 @@ const std::vector<float> *WeightProbe::input(const std::string &name) const {
   return it == inputs_.end() ? nullptr : it->second.get();
 }
 
-WeightProbe::Model WeightProbe::open(const std::vector<ArtifactWriter::Tensor> &tensors,
-                                     ExecutorOptions o) const {
-  std::vector<TensorView> views;
-  views.reserve(tensors.size());
-  for (const ArtifactWriter::Tensor &t : tensors)
-    views.push_back(TensorView{t.name, t.dtype, t.shape, t.data, t.nbytes});
+WeightProbe::Model WeightProbe::open(std::vector<TensorView> tensors, ExecutorOptions o) const {
   Model m;
-  m.art = Artifact::fromViews(manifest_, std::move(views), "<weight probe>");
+  m.art = Artifact::fromViews(manifest_, std::move(tensors), "<weight probe>");
   o.threads = threads_;
   o.max_context = int64_t(tokens_.size());
   m.ex = std::make_unique<Executor>(*m.art, o);
@@ -133,7 +132,7 @@ void WeightProbe::prepareResume(const std::vector<float> &logits) {
   Executor &ex = *m.ex;
   std::map<std::string, int64_t> blockOf;
   int64_t blocks = 0;
-  for (const ArtifactWriter::Tensor &t : base_) {
+  for (const TensorView &t : base_) {
     const int64_t b = ex.blockOfWeight(t.name);
     if (b >= 0) {
       blockOf[t.name] = b;
@@ -160,10 +159,10 @@ void WeightProbe::prepareResume(const std::vector<float> &logits) {
   blockOf_ = std::move(blockOf);
 }
 
-std::vector<float> WeightProbe::run(const std::vector<ArtifactWriter::Tensor> &tensors,
-                                    ExecutorOptions o, int64_t block) {
+std::vector<float> WeightProbe::run(std::vector<TensorView> tensors, ExecutorOptions o,
+                                    int64_t block) {
   const auto t0 = Clock::now();
-  const Model m = open(tensors, std::move(o));
+  const Model m = open(std::move(tensors), std::move(o));
   Executor &ex = *m.ex;
   buildSeconds_ += since(t0);
   const auto t1 = Clock::now();

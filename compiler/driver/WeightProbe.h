@@ -44,23 +44,22 @@ public:
   double forwardSeconds() const { return forwardSeconds_; }
 
 private:
-  /// An in-memory artifact of `tensors` and an executor over it for the
+  /// An artifact over `tensors` and an executor over it for the
   /// probe's tokens (`o` with the probe's threads and context).
   struct Model {
     std::unique_ptr<Artifact> art;
     std::unique_ptr<Executor> ex; // reads *art
   };
-  Model open(const std::vector<ArtifactWriter::Tensor> &tensors, ExecutorOptions o) const;
+  Model open(std::vector<TensorView> tensors, ExecutorOptions o) const;
   /// The model with `tensors` on the tokens: from the start (block < 0) or
   /// resumed at `block` from blockInputs_[block].
-  std::vector<float> run(const std::vector<ArtifactWriter::Tensor> &tensors, ExecutorOptions o,
-                         int64_t block = -1);
+  std::vector<float> run(std::vector<TensorView> tensors, ExecutorOptions o, int64_t block = -1);
   /// blockInputs_ and blockOf_ from the reference weights; left empty when a
   /// resumed run does not give `logits` exactly.
   void prepareResume(const std::vector<float> &logits);
 
   std::vector<int32_t> tokens_;
-  std::vector<ArtifactWriter::Tensor> base_; // 64-byte-aligned data
+  std::vector<TensorView> base_; // the source's tensors, data 64-byte aligned
   std::vector<std::shared_ptr<uint8_t>> held_; // 64-byte-aligned copies of the source's unaligned tensors
   nlohmann::json manifest_;
   int threads_;

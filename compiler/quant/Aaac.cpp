@@ -32,7 +32,7 @@ struct Book {
   float mid[kMaxEntries] = {}; // mid[i] = (c[i] + c[i+1]) / 2, i < k - 1
   /// The midpoints nearest() compares at each level of its search, by the
   /// index of the interval reached so far: search[l][i] = mid[(2i + 1) *
-  /// (k >> (l + 1)) - 1], i < 2^l (level 0: all 8 lanes), for the vector
+  /// (k >> (l + 1)) - 1], i < 2^l (lanes above repeat them), for the vector
   /// search (one lane permute per level instead of a compare per midpoint).
   alignas(32) float search[4][8] = {};
   float cmin = 0, cmax = 0, amax = 0;
@@ -45,7 +45,7 @@ struct Book {
       mid[i] = 0.5f * (c[i] + c[i + 1]);
     for (int l = 0; (k >> (l + 1)) > 0 && l < 4; ++l)
       for (int i = 0; i < 8; ++i)
-        search[l][i] = mid[(2 * (l == 0 ? 0 : i % (1 << l)) + 1) * (k >> (l + 1)) - 1];
+        search[l][i] = mid[(2 * (i % (1 << l)) + 1) * (k >> (l + 1)) - 1];
     cmin = c[0];
     cmax = c[k - 1];
     amax = std::max(std::fabs(cmin), std::fabs(cmax));

@@ -77,29 +77,6 @@ std::unique_ptr<Artifact> Artifact::fromBuffer(std::vector<uint8_t> bytes, const
   return a;
 }
 
-std::unique_ptr<Artifact> Artifact::fromViews(json manifest, std::vector<TensorView> tensors,
-                                              const std::string &label) {
-  std::unique_ptr<Artifact> a(new Artifact());
-  a->path_ = label;
-  if (!manifest.is_object())
-    fail(label, "manifest is not a JSON object");
-  a->manifest_ = std::move(manifest);
-  if (!a->manifest_.contains("format_version")) // as ArtifactWriter fills it
-    a->manifest_["format_version"] = kArtifactVersion;
-  a->readManifestFields();
-  for (TensorView &v : tensors) {
-    std::string why;
-    const int64_t want = layout::expectedBytes(v.dtype, v.shape, why);
-    if (want < 0 || want != v.nbytes || !v.data)
-      fail(label, "tensor '" + v.name + "': " +
-                      (want < 0 ? why : !v.data ? "no data" : "size does not match its type and shape"));
-    if (!a->index_.emplace(v.name, a->tensors_.size()).second)
-      fail(label, "duplicate tensor '" + v.name + "'");
-    a->tensors_.push_back(std::move(v));
-  }
-  return a;
-}
-
 void Artifact::releasePages(const void *p, uint64_t n) const {
   const auto *b = static_cast<const uint8_t *>(p);
   if (!mapped_ || b < base_ || b + n > base_ + size_)
@@ -201,10 +178,8 @@ TensorEntry readTensorEntry(const json &tj, size_t i, bool isSigned) {
   return e;
 }
 
-/// The tensor's size against its type and shape, its alignment and its
-/// bounds inside the data section (dataSize bytes).
-void checkTensorPlacement(const std::string &path, const TensorEntry &e, uint64_t dataSize) {
-  const TensorView &tv = e.view;
+/// The tensor's size against its type and shape.
+void checkTensorSize(const std::string &path, const TensorView &tv) {
   std::string why;
   int64_t want = layout::expectedBytes(tv.dtype, tv.shape, why);
   if (want < 0)
@@ -213,6 +188,13 @@ void checkTensorPlacement(const std::string &path, const TensorEntry &e, uint64_
     fail(path, "tensor '" + tv.name + "': size " + std::to_string(tv.nbytes) + " bytes does not match " +
                    std::string(dtypeName(tv.dtype)) + " " + layout::shapeString(tv.shape) +
                    " (expected " + std::to_string(want) + ")");
+}
+
+/// The tensor's size against its type and shape, its alignment and its
+/// bounds inside the data section (dataSize bytes).
+void checkTensorPlacement(const std::string &path, const TensorEntry &e, uint64_t dataSize) {
+  const TensorView &tv = e.view;
+  checkTensorSize(path, tv);
   if (e.offset % uint64_t(kArtifactAlign) != 0)
     fail(path, "tensor '" + tv.name + "': offset " + std::to_string(e.offset) + " is not 64-byte aligned");
   if (e.offset > dataSize || uint64_t(tv.nbytes) > dataSize - e.offset)
@@ -220,6 +202,27 @@ void checkTensorPlacement(const std::string &path, const TensorEntry &e, uint64_
 }
 
 } // namespace
+
+std::unique_ptr<Artifact> Artifact::fromViews(json manifest, std::vector<TensorView> tensors,
+                                              const std::string &label) {
+  std::unique_ptr<Artifact> a(new Artifact());
+  a->path_ = label;
+  if (!manifest.is_object())
+    fail(label, "manifest is not a JSON object");
+  a->manifest_ = std::move(manifest);
+  if (!a->manifest_.contains("format_version")) // as ArtifactWriter fills it
+    a->manifest_["format_version"] = kArtifactVersion;
+  a->readManifestFields();
+  for (TensorView &v : tensors) {
+    checkTensorSize(label, v);
+    if (!v.data)
+      fail(label, "tensor '" + v.name + "' has no data");
+    if (!a->index_.emplace(v.name, a->tensors_.size()).second)
+      fail(label, "duplicate tensor '" + v.name + "'");
+    a->tensors_.push_back(std::move(v));
+  }
+  return a;
+}
 
 void Artifact::parse(bool verify_tensors) {
   const layout::Header h = checkHeader(path_, base_, size_, headerCopy_);
