@@ -21,6 +21,11 @@ removed already drop the acceptance to about 1.1 tokens per pass):
 - self-speculation skipping the same 4 blocks: equal to plain greedy
   decoding (--speculate self and auto) with the same floor, and not every
   draft accepted (the drafter is not the target itself);
+- a draft model in another weight format: the same model quantized lower
+  (the shipped Q4_1) drafting for its Q8_0 requantization
+  (llm-quantize-rtn{bits=8}) on the chat prompt: equal to plain greedy
+  decoding, with a floor of 3.0 on the mean accepted length (4.8
+  measured; a drafter proposing unrelated tokens gets about 1.0);
 - on stories260K (f32, token-id prompt) the model drafting for itself (the
   same artifact as draft model) has every draft accepted: mean accepted
   length = 1 + the draft length (after the first pass);
@@ -108,12 +113,30 @@ def smollm2(checks, work):
         fails(checks, "a draft model with another vocabulary", target,
               ["--speculate", "draft", "--draft-model", os.path.join(work, "stories.llmc")],
               "vocabulary has 512 tokens")
+    quantized_copy_draft(checks, work, target)
     h2o = os.path.join(work, "smollm2-h2o.llmc")
     harness.compile_checked(checks, harness.SMOLLM2_GGUF, h2o,
                             "llm-prune-depth{method=magnitude drop=15},"
                             "llm-kv-policy{method=h2o budget=0.5}", "SmolLM2 draft with H2O")
     fails(checks, "a draft model whose KV policy cannot drop drafts", target,
           ["--speculate", "draft", "--draft-model", h2o], "cannot drop rejected drafts")
+
+
+def quantized_copy_draft(checks, work, q4_1):
+    """The shipped Q4_1 drafting for its own Q8_0 requantization: another
+    weight format (and activation precision) in the draft model."""
+    q8 = os.path.join(work, "smollm2-q8_0.llmc")
+    harness.compile_checked(checks, harness.SMOLLM2_GGUF, q8, "llm-quantize-rtn{bits=8}",
+                            "SmolLM2 requantized to Q8_0")
+    prompt = ["--chat", "-p", "What are three good reasons to learn to cook at home?"]
+    _, plain, _ = run(q8, prompt, 96)
+    checks.check(plain is not None and len(plain) == 96, "SmolLM2 Q8_0 chat: plain greedy runs",
+                 f"{len(plain or [])} tokens")
+    _, st = equal(checks, "SmolLM2 Q8_0 chat, the Q4_1 model as draft model", q8, prompt, 96,
+                  plain, ["--speculate", "draft", "--draft-model", q4_1, "--draft", "4"])
+    checks.check(st is not None and st["mean"] >= 3.0,
+                 "SmolLM2 Q8_0 chat, Q4_1 draft model: mean accepted length >= 3.0 tokens per "
+                 "pass", str(st))
 
 
 def stories(checks, work):
