@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "dialects/llm/IR/LlmOps.h"
+#include "llmc/codegen.h"
 #include "mlir/Support/LogicalResult.h"
 
 #include <functional>
@@ -44,8 +45,10 @@ public:
 };
 
 /// The x86-64 backend: C++ kernels specialised to the model, built in this
-/// process into one object per x86-64 level (llmc/codegen.h).
-std::unique_ptr<Backend> createCpuBackend();
+/// process into one object per x86-64 level of `levels` (llmc/codegen.h;
+/// empty: all six, so the artifact runs at its best on any x86-64 CPU).
+std::unique_ptr<Backend> createCpuBackend(std::vector<IsaLevel> levels = {});
+
 /// NVIDIA GPUs: CUDA C++ kernels specialised to the model, compiled by NVRTC
 /// (loaded at run time) into cubin for sm_80/sm_90 and PTX for compute_80.
 std::unique_ptr<Backend> createCudaBackend();

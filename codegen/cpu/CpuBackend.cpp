@@ -221,6 +221,10 @@ nlohmann::json kernelEntries(const CpuKernelSet &set) {
 
 class CpuBackend final : public Backend {
 public:
+  explicit CpuBackend(std::vector<IsaLevel> levels) : levels_(std::move(levels)) {
+    if (levels_.empty())
+      levels_.assign(std::begin(kAllIsaLevels), std::end(kAllIsaLevels));
+  }
   const char *name() const override { return "cpu"; }
 
   FailureOr<BackendOutput> generate(llm::ModelOp lowered) override {
@@ -234,9 +238,10 @@ public:
     }
     auto t0 = std::chrono::steady_clock::now();
     std::string source = kernelSource(set.products, set.ops);
-    // One object per x86-64 level, so the artifact runs at its best on any
-    // machine of its architecture with no compiler there.
-    const std::vector<IsaLevel> levels(std::begin(kAllIsaLevels), std::end(kAllIsaLevels));
+    // One object per x86-64 level asked for (by default all: the artifact
+    // then runs at its best on any machine of its architecture with no
+    // compiler there).
+    const std::vector<IsaLevel> &levels = levels_;
     std::vector<SharedObject> built;
     try {
       built = buildObjects(source, levels);
@@ -264,19 +269,25 @@ public:
     snprintf(buf, sizeof buf,
              "generated %zu kernels: %zu (format, width) product pairs (%d products in other "
              "formats use library kernels) and %zu op kernels (%d ops use library kernels), "
-             "built for %zu levels in %.2f s%s",
+             "built for %zu level%s in %.2f s%s",
              kernels.size(), set.products.size(), set.productsOnLibrary, set.ops.size(),
-             set.opsOnLibrary, levels.size(), seconds,
+             set.opsOnLibrary, levels.size(), levels.size() == 1 ? "" : "s", seconds,
              cached == 0 ? ""
              : cached == levels.size() ? " (all from the kernel cache)"
                                        : " (some from the kernel cache)");
     out.summary = buf;
     return out;
   }
+
+private:
+  std::vector<IsaLevel> levels_;
 };
 
 } // namespace
 
-std::unique_ptr<Backend> createCpuBackend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> createCpuBackend(std::vector<IsaLevel> levels) {
+  return std::make_unique<CpuBackend>(std::move(levels));
+}
+
 
 } // namespace llmc::codegen

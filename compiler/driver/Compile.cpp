@@ -42,7 +42,7 @@ void generateKernels(ModuleOp lowered, const CompileOptions &opts, CompiledModel
   };
   std::vector<Target> targets;
   if (opts.targetCpu)
-    targets.push_back({codegen::createCpuBackend(), "codegen", false});
+    targets.push_back({codegen::createCpuBackend(opts.cpuLevels), "codegen", false});
   if (opts.targetCuda)
     targets.push_back({codegen::createCudaBackend(), "codegen_cuda", true});
   for (Target &t : targets) {

@@ -7,6 +7,7 @@
 #include "compiler/pipelines/CompilePipeline.h"
 #include "compiler/weights/WeightStore.h"
 #include "llmc/artifact.h"
+#include "llmc/codegen.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -41,6 +42,9 @@ struct CompileOptions {
   /// (objects the runtime runs today) and CUDA's (cubin/PTX sections; a
   /// requested CUDA target that cannot be built is a CompileError).
   bool targetCpu = true, targetCuda = false;
+  /// The x86-64 levels the CPU target builds objects for (empty: all six;
+  /// {targetIsa()} for a model compiled in memory to run in this process).
+  std::vector<codegen::IsaLevel> cpuLevels;
 };
 
 /// Valid while the MLIRContext it was compiled in lives (the weights are

@@ -31,6 +31,9 @@ Generated kernels (codegen) on SmolLM2 Q4_1: the manifest lists an f32
 products, the op kernels of its shapes (RMSNorm of 576, SiLU gate, RoPE of
 9/3 heads of 64 at theta 1e5, attention of head_dim 64, the q8_0
 embedding) and an object for every x86-64 level (x86-64 to v4-vnni); with
+`--cpu-levels host` only this CPU's level's object, which a run loads
+(LLMC_ISA=x86-64 then runs the library kernels); a bad --cpu-levels or
+LLMC_CPU_LEVELS exits 2 with a message and no file; with
 --generated-kernels all 211 products and 152 other ops run generated code,
 and a 9-token prompt (prefill on token groups of 4, 4, 1) plus 16 greedy
 tokens stay within int8 noise (mean KL < 0.05: the generated norms and exp
@@ -51,6 +54,11 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref"))
 import harness  # noqa: E402
 import numpy as np  # noqa: E402
+
+# The suite compiles for this CPU's level only (LLMC_CPU_LEVELS=host, see
+# test/e2e/CMakeLists.txt); check_codegen's artifact has the default, every
+# level.
+ALL_LEVELS = {"LLMC_CPU_LEVELS": "all"}
 
 STORIES = os.path.join(harness.shared_dir(), "models", "stories260K.bin")
 
@@ -102,7 +110,7 @@ def check_model(checks, work, label, source, pipeline, layers, arena, prompt, n_
                 int8_kl=None):
     art = os.path.join(work, label + ".llmc")
     args = ["compile", source, "-o", art, "-q"] + (["--pipeline", pipeline] if pipeline else [])
-    harness.run_llmc(args, timeout=900)
+    harness.run_llmc(args, timeout=900, env=ALL_LEVELS if label == "smollm2-q4_1" else None)
     plan = manifest(art).get("kernel_plan")
     checks.check(plan is not None, f"{label}: the artifact has a kernel plan")
     if plan is None:
@@ -248,6 +256,41 @@ def check_codegen(checks, work, sm):
                      f"greedy {ids[:6]} vs {lib_ids[:6]}")
 
 
+def check_cpu_levels(checks, work):
+    """--cpu-levels host stores only the object of the level this CPU runs
+    (which a run loads); LLMC_ISA=x86-64 then finds no object it may run and
+    takes the library kernels; a bad --cpu-levels or LLMC_CPU_LEVELS is a
+    usage error (exit 2, no file)."""
+    prompt = "1,504,3458,314"
+    art = os.path.join(work, "smollm2-host-level.llmc")
+    harness.run_llmc(["compile", harness.SMOLLM2_GGUF, "-o", art, "--cpu-levels", "host", "-q"])
+    objects = sorted(manifest(art).get("codegen", {}).get("objects", {}))
+    p = harness.run_llmc(["run", art, "--prompt-tokens", prompt, "-n", "2"], check=False)
+    info = [l for l in p.stderr.splitlines() if "generated kernels:" in l]
+    checks.check(p.returncode == 0 and len(objects) == 1 and bool(info) and
+                 f"stored {objects[0]} object" in info[-1],
+                 "--cpu-levels host: one object, this CPU's level, and a run loads it",
+                 f"objects {objects}; {info[-1] if info else p.stderr.strip()[-200:]}")
+    if objects != ["x86-64"]:
+        p = harness.run_llmc(["run", art, "--prompt-tokens", prompt, "-n", "2"], check=False,
+                             env={"LLMC_ISA": "x86-64"})
+        info = [l for l in p.stderr.splitlines() if "generated kernels:" in l]
+        checks.check(p.returncode == 0 and bool(info) and
+                     "the artifact has no object this CPU runs" in info[-1],
+                     "--cpu-levels host, run at LLMC_ISA=x86-64: no object below, the library "
+                     "kernels run", info[-1] if info else p.stderr.strip()[-200:])
+    for label, extra, env in (("--cpu-levels avx9", ["--cpu-levels", "avx9"], None),
+                              ("--cpu-levels out of order",
+                               ["--cpu-levels", "x86-64-v3,x86-64"], None),
+                              ("LLMC_CPU_LEVELS=native", [], {"LLMC_CPU_LEVELS": "native"})):
+        bad = os.path.join(work, "bad-levels.llmc")
+        p = harness.run_llmc(["compile", harness.SMOLLM2_GGUF, "-o", bad, "-q", *extra],
+                             check=False, env=env)
+        checks.check(p.returncode == 2 and not os.path.exists(bad) and "levels" in p.stderr.lower(),
+                     f"{label}: exit 2, a message, no file",
+                     f"exit {p.returncode}: {p.stderr.strip()[-200:]}")
+
+
 def check_grouped(checks, work, sm):
     """llmc's grouped integers (gq4s_g32 from llm-quantize rtn) are written
     in the Q4_0 eight-row layout at compile time: the generated Q4_0 int8
@@ -321,6 +364,7 @@ def main():
         check_model(checks, work, label, sm, pipeline, 30, arena, sm_prompt, 16, int8_kl=0.05)
 
     check_codegen(checks, work, sm)
+    check_cpu_levels(checks, work)
     check_grouped(checks, work, sm)
     check_kquants(checks, work)
 

@@ -15,6 +15,10 @@ config.environment["PATH"] = path
 # The tests' kernel cache (codegen/KernelCache.h) lives in the build tree, as
 # the end-to-end tests' does: a fresh build starts it empty.
 config.environment["LLMC_CACHE_DIR"] = os.path.join(config.llmc_obj_root, "kernel-cache")
+# Kernel objects for this CPU's level only (llmc compile --cpu-levels): the
+# tests run them here, and a fresh build's empty cache made building all six
+# levels of every test model most of a CI run's compile time.
+config.environment["LLMC_CPU_LEVELS"] = "host"
 config.substitutions.append(("%python", config.llmc_python))
 config.substitutions.append(("%src", config.llmc_src_root))
 config.substitutions.append(("%shared", config.llmc_shared_dir))

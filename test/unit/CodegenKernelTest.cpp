@@ -308,3 +308,22 @@ TEST(CodegenKernels, IsaNamesRoundTripAndLlmcIsaIsChecked) {
   unsetenv("LLMC_ISA");
   EXPECT_EQ(targetIsa(), hostIsa());
 }
+
+TEST(CodegenKernels, CpuLevelsNameAllHostOrAnIncreasingList) {
+  std::string err;
+  EXPECT_EQ(parseCpuLevels("all", err).size(), std::size(kAllIsaLevels));
+  EXPECT_TRUE(err.empty());
+  unsetenv("LLMC_ISA");
+  EXPECT_EQ(parseCpuLevels("host", err), std::vector<IsaLevel>{hostIsa()});
+  setenv("LLMC_ISA", "x86-64", 1); // host: the level this process's kernels run at
+  EXPECT_EQ(parseCpuLevels("host", err), std::vector<IsaLevel>{IsaLevel::X86_64});
+  unsetenv("LLMC_ISA");
+  EXPECT_EQ(parseCpuLevels("x86-64,x86-64-v3,x86-64-v4-vnni", err),
+            (std::vector<IsaLevel>{IsaLevel::X86_64, IsaLevel::V3, IsaLevel::V4Vnni}));
+  EXPECT_EQ(parseCpuLevels("x86-64-v2", err), std::vector<IsaLevel>{IsaLevel::V2});
+  for (const char *bad : {"", "native", "x86-64-v3,x86-64", "x86-64,x86-64", "x86-64,",
+                          ",x86-64", "x86-64 ,x86-64-v2", "ALL"}) {
+    EXPECT_TRUE(parseCpuLevels(bad, err).empty()) << bad;
+    EXPECT_FALSE(err.empty()) << bad;
+  }
+}

@@ -341,7 +341,7 @@ TEST(CudaKernels, RefusesFormatsWithoutAKernel) {
   EXPECT_THROW(cudaKernelSource({{DType::Q4_K, 576}}), std::invalid_argument);
 }
 
-TEST(CudaKernels, NvrtcBuildsCubinForSm80AndSm90AndPtxThatPtxasAssembles) {
+TEST(CudaKernels, NvrtcBuildsCubinForSm90AndPtxThatPtxasAssemblesForSm80AndSm90) {
   std::string why;
   if (!nvrtcVersion(&why))
     LLMC_MISSING_INPUT(why);
@@ -357,11 +357,14 @@ TEST(CudaKernels, NvrtcBuildsCubinForSm80AndSm90AndPtxThatPtxasAssembles) {
                                               {8, 1, 128, 5e5, RopeStyle::Interleaved}};
   attention[1].polyKv = true;
   const std::string src = cudaKernelSource(specs, allOps(), specs, attention);
-  for (const char *arch : {"sm_80", "sm_90"}) {
-    const std::string cubin = compileCuda(src, arch);
-    ASSERT_GT(cubin.size(), 4u) << arch;
-    EXPECT_EQ(cubin.substr(0, 4), std::string("\x7f" "ELF")) << arch;
-  }
+  // NVRTC's sm_90 cubin, and its compute_80 PTX assembled below for both
+  // sm_80 and sm_90 by ptxas: every kernel reaches machine code for both
+  // architectures. (NVRTC's own sm_80 cubin is checked end to end on
+  // SmolLM2's kernels by test_cuda_codegen; here it cost a third of this
+  // test's 260 s from an empty kernel cache.)
+  const std::string cubin = compileCuda(src, "sm_90");
+  ASSERT_GT(cubin.size(), 4u);
+  EXPECT_EQ(cubin.substr(0, 4), std::string("\x7f" "ELF"));
   const std::string ptx = compileCuda(src, "compute_80");
   EXPECT_NE(ptx.find(".visible .entry llmc_cu_mv_q4_1_1536"), std::string::npos);
   EXPECT_NE(ptx.find(".visible .entry llmc_cu_mv1_q4_k_256"), std::string::npos);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
 #include "Evaluation.h"
+#include "llmc/codegen.h"
 #include "compiler/Registration.h"
 #include "compiler/driver/Compile.h"
 #include "compiler/driver/IrFile.h"
@@ -26,6 +27,7 @@ namespace {
 struct CompileArgs {
   std::string input, output, pipeline, tokenizer, kldRef, calib, kldText, signKey;
   std::string target = "cpu";
+  std::string cpuLevels; // --cpu-levels; empty: LLMC_CPU_LEVELS, else all
   bool noSign = false;
   double maxKld = -1, targetBpw = 0;
   int64_t kldTokens = 512;
@@ -141,6 +143,13 @@ void declareCompileOptions(CLI::App &app, CompileArgs &a) {
                   "for sm_80/sm_90 and PTX, built by NVRTC; no GPU needed to compile) or "
                   "cpu,cuda (both in one artifact)")
       ->check(CLI::IsMember({"cpu", "cuda", "cpu,cuda", "cuda,cpu"}));
+  cmd->add_option("--cpu-levels", a.cpuLevels,
+                  "x86-64 levels the cpu target builds kernel objects for: all (default: the "
+                  "artifact runs at its best on any x86-64 CPU), host (only the level this "
+                  "machine runs, or LLMC_ISA's: a faster compile, for artifacts run here; a "
+                  "CPU below it runs the built-in kernels) or a comma list in increasing order "
+                  "(x86-64,x86-64-v2,x86-64-v3,x86-64-v3-vnni,x86-64-v4,x86-64-v4-vnni); "
+                  "default from LLMC_CPU_LEVELS when set");
   CLI::Option *sign = cmd->add_option(
       "--sign", a.signKey,
       "sign the artifact with this secret key (llmc keygen); default: " +
@@ -232,6 +241,7 @@ int gateOnKld(const CompileArgs &a, const ArtifactWriter &writer, const CompileF
     refLabel = a.input + " (no pipeline)";
     CompileOptions refOpts;
     refOpts.embedIR = false;
+    refOpts.cpuLevels = {codegen::targetIsa()}; // run here only
     CompiledModel refCm = compileInput(refOpts);
     ArtifactWriter refWriter(refCm.manifest, refCm.tensors);
     ref = Artifact::fromBuffer(refWriter.toBuffer(), refLabel, /*verify_tensors=*/false);
@@ -278,6 +288,20 @@ void writeArtifact(const CompileArgs &a, ArtifactWriter &writer, const CompiledM
           "ones; run `llmc keygen` once to sign every compile with your own trusted key");
 }
 
+/// --cpu-levels, else LLMC_CPU_LEVELS, else every level; false (with a
+/// message) for a text that names none.
+bool cpuLevelsFromArgs(const CompileArgs &a, std::vector<codegen::IsaLevel> &levels) {
+  const char *env = std::getenv("LLMC_CPU_LEVELS");
+  const bool fromEnv = a.cpuLevels.empty() && env && *env;
+  const std::string text = !a.cpuLevels.empty() ? a.cpuLevels : fromEnv ? env : "all";
+  std::string err;
+  levels = codegen::parseCpuLevels(text, err);
+  if (levels.empty())
+    fprintf(stderr, "llmc compile: %s '%s': %s\n", fromEnv ? "LLMC_CPU_LEVELS" : "--cpu-levels",
+            text.c_str(), err.c_str());
+  return !levels.empty();
+}
+
 int runCompile(const CompileArgs &a) {
   if (a.output.empty() && !a.dryRun) {
     fprintf(stderr, "llmc compile: --output is required (unless --dry-run)\n");
@@ -288,6 +312,9 @@ int runCompile(const CompileArgs &a) {
     fprintf(stderr, "llmc compile: --target cuda needs the kernel plan (drop --no-kernels)\n");
     return int(kUsage);
   }
+  std::vector<codegen::IsaLevel> cpuLevels;
+  if (!cpuLevelsFromArgs(a, cpuLevels))
+    return int(kUsage);
   if (a.maxKld < 0 && (!a.kldRef.empty()))
     fprintf(stderr, "llmc compile: warning: --max-kld-ref has no effect without --max-kld\n");
   CompileProgress p;
@@ -326,6 +353,7 @@ int runCompile(const CompileArgs &a) {
   opts.kernels = !a.noKernels;
   opts.targetCpu = a.target.find("cpu") != std::string::npos;
   opts.targetCuda = a.target.find("cuda") != std::string::npos;
+  opts.cpuLevels = cpuLevels;
   opts.progress = p.sayFn();
   opts.quiet = a.quiet;
   opts.instruments = a.instruments;

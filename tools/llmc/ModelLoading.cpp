@@ -21,6 +21,7 @@ std::unique_ptr<Artifact> compileInMemory(const std::string &path, const std::st
   opts.pipeline = pipeline;
   opts.embedIR = false;
   opts.quiet = quiet;
+  opts.cpuLevels = {codegen::targetIsa()}; // run here, now: the one level that runs
   if (!quiet)
     opts.progress = progress;
   CompiledModel cm = compileModel(ctx, src, opts);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace llmc::codegen {
 
@@ -126,5 +127,13 @@ bool hostHasVnni();
 /// one of its features, or unknown), else the host's. Throws
 /// std::runtime_error.
 IsaLevel targetIsa();
+
+/// The levels a `--cpu-levels` text names: "all" (every level), "host" (the
+/// level this process's kernels run at: targetIsa(), i.e. this CPU's or
+/// LLMC_ISA's) or a comma-separated list of level names (x86-64,
+/// x86-64-v2, x86-64-v3, x86-64-v3-vnni, x86-64-v4, x86-64-v4-vnni), in
+/// increasing order without repeats. Empty (and `error` set) for any other
+/// text.
+std::vector<IsaLevel> parseCpuLevels(const std::string &text, std::string &error);
 
 } // namespace llmc::codegen

@@ -1,8 +1,11 @@
 //===- CpuIsa.cpp - x86-64 instruction-set levels -------------------------===//
 #include "llmc/codegen.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace llmc::codegen {
 
@@ -87,6 +90,40 @@ IsaLevel targetIsa() {
                              " needs instructions this CPU lacks (its level: " + isaName(host) +
                              ")");
   return *forced;
+}
+
+std::vector<IsaLevel> parseCpuLevels(const std::string &text, std::string &error) {
+  error.clear();
+  if (text == "all")
+    return {std::begin(kAllIsaLevels), std::end(kAllIsaLevels)};
+  if (text == "host") {
+    try {
+      return {targetIsa()};
+    } catch (const std::exception &e) {
+      error = e.what();
+      return {};
+    }
+  }
+  std::vector<IsaLevel> levels;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string name = text.substr(at, comma - at);
+    const std::optional<IsaLevel> l = parseIsa(name);
+    if (!l) {
+      error = "'" + name + "' is not all, host or an x86-64 level (x86-64, x86-64-v2, "
+              "x86-64-v3, x86-64-v3-vnni, x86-64-v4, x86-64-v4-vnni)";
+      return {};
+    }
+    if (!levels.empty() && int(*l) <= int(levels.back())) {
+      error = "the levels must be listed in increasing order without repeats ('" + name +
+              "' after '" + isaName(levels.back()) + "')";
+      return {};
+    }
+    levels.push_back(*l);
+    at = comma + 1;
+  }
+  return levels;
 }
 
 } // namespace llmc::codegen
