@@ -168,14 +168,17 @@ DRAFTERS = [  # (name, artifact key, llmc run flags)
      ["--speculate", "draft", "--draft-model", "{draft}"]),
     ("self-speculation: 4 of 30 blocks skipped", "selfspec", ["--speculate", "self"]),
     # F32 and Q8_0 only: the shipped Q4_1, all 30 blocks, drafts for them
-    ("draft model: the Q4_1 model (all 30 blocks)", "q4_1",
+    ("draft model: the Q4_1 model (all 30 blocks)", "plain",
      ["--speculate", "draft", "--draft-model", "{q4_1}"]),
 ]
 
 
 def drafters(model):
-    """The drafters that apply to the model (its artifacts name them)."""
-    return [d for d in DRAFTERS if d[1] in model["arts"]]
+    """The drafters that apply to the model: those whose artifact and every
+    artifact their flags name ({key}) it has."""
+    arts = model["arts"]
+    return [d for d in DRAFTERS if d[1] in arts and
+            all(k in arts for f in d[2] for k in re.findall(r"\{(\w+)\}", f))]
 
 
 def measure(args, model, prompt_name, prompt):
@@ -185,9 +188,7 @@ def measure(args, model, prompt_name, prompt):
         a = run(args.llmc, model["arts"]["plain"], prompt, args.threads, args.n, [])
         plain.append(a)
         for name, key, flags in drafters(model):
-            flags = [f.format(draft=model["arts"]["draft"], q4_1=model["arts"].get("q4_1"))
-                     for f in flags]
-            key = "plain" if key == "q4_1" else key
+            flags = [f.format(**model["arts"]) for f in flags]
             b = run(args.llmc, model["arts"][key], prompt, args.threads, args.n,
                     flags + ["--draft", str(args.draft)])
             if a["ids"] != b["ids"]:

@@ -289,5 +289,4 @@ std::unique_ptr<Backend> createCpuBackend(std::vector<IsaLevel> levels) {
   return std::make_unique<CpuBackend>(std::move(levels));
 }
 
-
 } // namespace llmc::codegen

@@ -124,7 +124,7 @@ def smollm2(checks, work):
 
 def quantized_copy_draft(checks, work, q4_1):
     """The shipped Q4_1 drafting for its own Q8_0 requantization: another
-    weight format (and activation precision) in the draft model."""
+    weight format in the draft model."""
     q8 = os.path.join(work, "smollm2-q8_0.llmc")
     harness.compile_checked(checks, harness.SMOLLM2_GGUF, q8, "llm-quantize-rtn{bits=8}",
                             "SmolLM2 requantized to Q8_0")
